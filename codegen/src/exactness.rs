@@ -1,0 +1,221 @@
+//! Which root documents the generated types enforce completely.
+//!
+//! typify turns most constraints into types (patterns and lengths into validating newtypes,
+//! `uint32` into `u32`, `additionalProperties: false` into `deny_unknown_fields`), but not all
+//! of them (a float's minimum, `minItems`, string formats). For a document whose every
+//! constraint is of the first kind, "it deserialized" already means "it is valid", and the
+//! validated reader can skip the schema pass on success. Anything this module does not
+//! recognise makes a document inexact, so a new keyword can only cost speed, never correctness.
+//! The property tests in `fleetwire-types` check the claim on random documents.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value};
+
+use crate::bundle::{ref_name, Bundle};
+use crate::rust::REPLACEMENTS;
+
+/// Keywords that never constrain an instance.
+const ANNOTATIONS: &[&str] = &[
+    "description",
+    "title",
+    "default",
+    "examples",
+    "readOnly",
+    "writeOnly",
+    "deprecated",
+    "$comment",
+];
+
+/// `Ok` when every constraint reachable from `root` is enforced by the generated types;
+/// otherwise the first reason it is not, with the definition it was found in.
+pub fn analyse(bundle: &Bundle, root: &str) -> Result<(), String> {
+    let mut seen = BTreeSet::new();
+    check_def(bundle, root, &mut seen)
+}
+
+fn check_def(bundle: &Bundle, name: &str, seen: &mut BTreeSet<String>) -> Result<(), String> {
+    if !seen.insert(name.to_string()) {
+        return Ok(());
+    }
+    if REPLACEMENTS.iter().any(|(replaced, _)| *replaced == name) {
+        // A hand-written type that enforces its definition in full (see `rust::REPLACEMENTS`).
+        return Ok(());
+    }
+    let schema = bundle
+        .defs
+        .get(name)
+        .ok_or_else(|| format!("`{name}` is not defined"))?;
+    check(bundle, schema, seen).map_err(|why| format!("{name}: {why}"))
+}
+
+fn check(bundle: &Bundle, schema: &Value, seen: &mut BTreeSet<String>) -> Result<(), String> {
+    let Some(obj) = schema.as_object() else {
+        return Err("boolean schemas are not enforced by the types".into());
+    };
+    if let Some(target) = obj.get("$ref").and_then(Value::as_str) {
+        check_def(bundle, ref_name(target), seen)?;
+    }
+    let types = type_set(obj);
+    for (key, value) in obj {
+        let key = key.as_str();
+        if ANNOTATIONS.contains(&key) || key == "$ref" || key == "type" {
+            continue;
+        }
+        match key {
+            "properties" => {
+                for prop in value.as_object().into_iter().flat_map(|m| m.values()) {
+                    check(bundle, prop, seen)?;
+                }
+            }
+            "required" => {}
+            "additionalProperties" => match value {
+                Value::Bool(_) => {}
+                other => check(bundle, other, seen)?,
+            },
+            "items" => check(bundle, value, seen)?,
+            "enum"
+                if value
+                    .as_array()
+                    .is_some_and(|v| v.iter().all(Value::is_string)) => {}
+            "pattern" | "minLength" | "maxLength"
+                if types.iter().all(|t| t == "string" || t == "null") => {}
+            "format" => check_format(value.as_str().unwrap_or_default(), &types)?,
+            "minimum" | "maximum" => check_integer_bounds(obj)?,
+            "oneOf" | "anyOf" => check_alternatives(bundle, value, seen)?,
+            other => return Err(format!("`{other}` is checked by the schema only")),
+        }
+    }
+    Ok(())
+}
+
+fn type_set(obj: &Map<String, Value>) -> Vec<String> {
+    match obj.get("type") {
+        Some(Value::String(t)) => vec![t.clone()],
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(|t| t.as_str().map(String::from))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The integer widths typify maps `format` to, with their ranges.
+fn integer_range(format: &str) -> Option<(i128, i128)> {
+    Some(match format {
+        "uint8" => (0, u8::MAX as i128),
+        "uint16" => (0, u16::MAX as i128),
+        "uint32" => (0, u32::MAX as i128),
+        "uint64" => (0, u64::MAX as i128),
+        "int8" => (i8::MIN as i128, i8::MAX as i128),
+        "int16" => (i16::MIN as i128, i16::MAX as i128),
+        "int32" => (i32::MIN as i128, i32::MAX as i128),
+        "int64" => (i64::MIN as i128, i64::MAX as i128),
+        _ => return None,
+    })
+}
+
+fn check_format(format: &str, types: &[String]) -> Result<(), String> {
+    let is = |t: &str| types.iter().any(|x| x == t);
+    if is("integer") && integer_range(format).is_some() {
+        return Ok(());
+    }
+    if is("number") && (format == "float" || format == "double") {
+        return Ok(());
+    }
+    // typify maps `ipv4` to `std::net::Ipv4Addr`, whose parser accepts exactly dotted quads
+    // without leading zeros, as the `ipv4` format does.
+    if is("string") && format == "ipv4" {
+        return Ok(());
+    }
+    Err(format!("format `{format}` is checked by the schema only"))
+}
+
+/// Integer bounds are enforced when they are exactly the range of the `format`'s Rust type,
+/// or a minimum of 1 on an unsigned type (typify then picks a `NonZero` integer).
+fn check_integer_bounds(obj: &Map<String, Value>) -> Result<(), String> {
+    let format = obj.get("format").and_then(Value::as_str).unwrap_or("int64");
+    let Some((lo, hi)) = integer_range(format) else {
+        return Err(format!(
+            "bounds on format `{format}` are checked by the schema only"
+        ));
+    };
+    let bound = |k: &str| {
+        obj.get(k)
+            .and_then(|v| v.as_i64().map(i128::from).or(v.as_u64().map(i128::from)))
+    };
+    let min_ok = match bound("minimum") {
+        None => true,
+        Some(m) => m == lo || (lo == 0 && m == 1),
+    };
+    let max_ok = match bound("maximum") {
+        None => true,
+        Some(m) => m == hi,
+    };
+    if min_ok
+        && max_ok
+        && !obj.contains_key("exclusiveMinimum")
+        && !obj.contains_key("exclusiveMaximum")
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "integer bounds other than the range of `{format}` are checked by the schema only"
+        ))
+    }
+}
+
+/// `oneOf`/`anyOf` are enforced as `Option<T>` (`[T, null]`) or as an enum of closed objects
+/// that no single document can satisfy twice (each variant requires a property the others lack).
+fn check_alternatives(
+    bundle: &Bundle,
+    value: &Value,
+    seen: &mut BTreeSet<String>,
+) -> Result<(), String> {
+    let variants = value.as_array().ok_or("`oneOf` must be an array")?;
+    let is_null = |v: &Value| v.get("type").and_then(Value::as_str) == Some("null");
+    let non_null: Vec<&Value> = variants.iter().filter(|v| !is_null(v)).collect();
+    if non_null.len() == 1 {
+        return check(bundle, non_null[0], seen);
+    }
+    let mut property_sets = Vec::new();
+    for variant in &non_null {
+        let resolved = match variant.get("$ref").and_then(Value::as_str) {
+            Some(target) => bundle.defs.get(ref_name(target)).unwrap_or(variant),
+            None => variant,
+        };
+        if resolved.get("additionalProperties") != Some(&Value::Bool(false)) {
+            return Err(
+                "alternatives that are not closed objects are checked by the schema only".into(),
+            );
+        }
+        let props: BTreeSet<String> = resolved
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        let required: BTreeSet<String> = resolved
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        property_sets.push((props, required));
+        check(bundle, variant, seen)?;
+    }
+    for (i, (_, required)) in property_sets.iter().enumerate() {
+        let distinct = required.iter().any(|r| {
+            property_sets
+                .iter()
+                .enumerate()
+                .all(|(j, (props, _))| i == j || !props.contains(r))
+        });
+        if !distinct {
+            return Err("alternatives that can overlap are checked by the schema only".into());
+        }
+    }
+    Ok(())
+}

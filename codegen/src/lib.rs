@@ -1,0 +1,147 @@
+//! fleetwire-codegen: every output is a function of one [`Bundle`] of `schemas/`.
+//!
+//! - [`rust`]: the types (typify) and the root-document table the validators hang off;
+//! - [`openapi`]: the bundled OpenAPI 3.0.3 document;
+//! - the bundle itself, embedded in `fleetwire-types` for the validators.
+//!
+//! `fleetwire-types`' build script calls [`generate`] into `OUT_DIR` on every schema change;
+//! [`checked_in`] lists the copies kept in the repository for readers and external tools,
+//! which `fleetwire-codegen check` (and a test) compare against a fresh generation.
+
+pub mod bundle;
+pub mod exactness;
+pub mod openapi;
+pub mod rust;
+pub mod site;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+pub use bundle::Bundle;
+
+/// Everything generated from one reading of `schemas/`.
+#[derive(Debug, Clone)]
+pub struct Outputs {
+    pub bundle: Bundle,
+    /// `types.rs`: every definition as a Rust type.
+    pub types_rs: String,
+    /// `documents.rs`: the root-document table and `WireDocument` impls.
+    pub documents_rs: String,
+    /// `bundle.schema.json`: all definitions in one file, local references only.
+    pub bundle_json: String,
+    /// `fleet-api.json`: the bundled OpenAPI 3.0.3 document.
+    pub openapi_json: Option<String>,
+}
+
+/// Reads `schemas_dir` once and generates every output from it.
+pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
+    let bundle = Bundle::load(schemas_dir)?;
+    let types_rs = rust::types(&bundle)?;
+    let documents_rs = rust::documents(&bundle)?;
+    let bundle_json = pretty(&bundle.to_value())?;
+    let openapi_json = openapi::document(&bundle)?
+        .map(|doc| pretty(&doc))
+        .transpose()?;
+    Ok(Outputs {
+        bundle,
+        types_rs,
+        documents_rs,
+        bundle_json,
+        openapi_json,
+    })
+}
+
+/// Writes the files `fleetwire-types` includes into its `OUT_DIR`.
+pub fn write_out_dir(outputs: &Outputs, out_dir: &Path) -> Result<()> {
+    write_if_changed(&out_dir.join("types.rs"), &outputs.types_rs)?;
+    write_if_changed(&out_dir.join("documents.rs"), &outputs.documents_rs)?;
+    write_if_changed(&out_dir.join("bundle.schema.json"), &outputs.bundle_json)?;
+    let site_dir = out_dir.join("site");
+    let pages = site::write(&outputs.bundle, &site_dir)?;
+    write_if_changed(
+        &out_dir.join("site_files.rs"),
+        &site::files_table(&site_dir, &pages),
+    )?;
+    Ok(())
+}
+
+/// The generated files kept in the repository, relative to the workspace root.
+pub fn checked_in(outputs: &Outputs) -> Vec<(PathBuf, String)> {
+    let mut files = vec![
+        (
+            PathBuf::from("generated/snapshot/types.rs"),
+            outputs.types_rs.clone(),
+        ),
+        (
+            PathBuf::from("generated/snapshot/bundle.schema.json"),
+            outputs.bundle_json.clone(),
+        ),
+    ];
+    if let Some(api) = &outputs.openapi_json {
+        files.push((
+            PathBuf::from("generated/openapi/fleet-api.json"),
+            api.clone(),
+        ));
+    }
+    files
+}
+
+/// One checked-in file that differs from what the schemas generate now.
+#[derive(Debug, Clone)]
+pub struct Stale {
+    pub path: PathBuf,
+    /// A unified diff from the checked-in copy to the fresh one.
+    pub diff: String,
+}
+
+/// Compares the checked-in copies under `workspace` with a fresh generation.
+pub fn stale_files(outputs: &Outputs, workspace: &Path) -> Vec<Stale> {
+    checked_in(outputs)
+        .into_iter()
+        .filter_map(|(path, fresh)| {
+            let current = std::fs::read_to_string(workspace.join(&path)).unwrap_or_default();
+            (current != fresh).then(|| Stale {
+                diff: similar::TextDiff::from_lines(&current, &fresh)
+                    .unified_diff()
+                    .context_radius(3)
+                    .header(
+                        &format!("{} (checked in)", path.display()),
+                        &format!("{} (generated)", path.display()),
+                    )
+                    .to_string(),
+                path,
+            })
+        })
+        .collect()
+}
+
+/// Writes every checked-in copy under `workspace`; returns the paths that changed.
+pub fn write_checked_in(outputs: &Outputs, workspace: &Path) -> Result<Vec<PathBuf>> {
+    let mut changed = Vec::new();
+    for (path, content) in checked_in(outputs) {
+        if write_if_changed(&workspace.join(&path), &content)? {
+            changed.push(path);
+        }
+    }
+    Ok(changed)
+}
+
+fn pretty(value: &serde_json::Value) -> Result<String> {
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// Writes `content` unless the file already holds it (so cargo sees no needless change).
+fn write_if_changed(path: &Path, content: &str) -> Result<bool> {
+    if std::fs::read_to_string(path).is_ok_and(|c| c == content) {
+        return Ok(false);
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    std::fs::write(path, content).with_context(|| format!("writing {}", path.display()))?;
+    Ok(true)
+}

@@ -1,0 +1,71 @@
+//! `fleetwire-codegen`: regenerate, check, or publish what `schemas/` defines.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Generate fleetwire's types, OpenAPI document and reference site from schemas/"
+)]
+struct Cli {
+    /// The workspace root (the folder holding `schemas/`).
+    #[arg(long, global = true, default_value_os_t = default_workspace())]
+    workspace: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Rewrite the checked-in generated files (OpenAPI document, type and bundle snapshots).
+    Generate,
+    /// Exit 1, printing a diff, when a checked-in generated file is stale.
+    Check,
+}
+
+fn default_workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    let outputs = fleetwire_codegen::generate(&cli.workspace.join("schemas"))?;
+    match cli.command {
+        Command::Generate => {
+            let changed = fleetwire_codegen::write_checked_in(&outputs, &cli.workspace)?;
+            if changed.is_empty() {
+                println!("generated files are up to date");
+            }
+            for path in changed {
+                println!("wrote {}", path.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check => {
+            let stale = fleetwire_codegen::stale_files(&outputs, &cli.workspace);
+            for file in &stale {
+                eprintln!("{} is stale:\n{}", file.path.display(), file.diff);
+            }
+            if stale.is_empty() {
+                println!("generated files are up to date");
+                Ok(ExitCode::SUCCESS)
+            } else {
+                eprintln!("run `cargo run -p fleetwire-codegen -- generate` to refresh them");
+                Ok(ExitCode::FAILURE)
+            }
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! fleetwire's programs, built only on the generated types of `fleetwire-types`.
+
+pub mod cli;
+pub mod validate;

@@ -1,0 +1,93 @@
+//! `fleetwire validate FILE [--type NAME]`: the programs' own validated reader, from the shell.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+use fleetwire_types::{describe, read_named, Rejection, DOCUMENTS};
+
+#[derive(Args, Debug)]
+pub struct ValidateArgs {
+    /// The document to check; `-` reads standard input.
+    pub file: PathBuf,
+    /// The root document it should be, e.g. `HostReportedState` or `NodeHeartbeat`. Without it,
+    /// `reported.json` and `desired.json` are recognised by name.
+    #[arg(long = "type", value_name = "NAME")]
+    pub type_name: Option<String>,
+}
+
+/// Exit codes: 0 valid, 1 invalid, 2 unreadable, not JSON, or an unknown type.
+pub fn run(args: &ValidateArgs) -> ExitCode {
+    let Some(type_name) = args
+        .type_name
+        .clone()
+        .or_else(|| type_from_file_name(&args.file))
+    else {
+        eprintln!(
+            "{}: say which document it is with --type NAME (one of: {})",
+            args.file.display(),
+            names()
+        );
+        return ExitCode::from(2);
+    };
+    let bytes = match read_input(&args.file) {
+        Ok(bytes) => bytes,
+        Err(err) => {
+            eprintln!("{}: cannot read: {err}", args.file.display());
+            return ExitCode::from(2);
+        }
+    };
+    match read_named(&type_name, &bytes) {
+        None => {
+            eprintln!("unknown document type `{type_name}` (one of: {})", names());
+            ExitCode::from(2)
+        }
+        Some(Ok(())) => {
+            println!("{}: valid {type_name}", args.file.display());
+            ExitCode::SUCCESS
+        }
+        Some(Err(Rejection::Malformed(v))) => {
+            eprintln!("{}: {}", args.file.display(), describe(&v));
+            ExitCode::from(2)
+        }
+        Some(Err(Rejection::Invalid(violations))) => {
+            for v in &violations {
+                println!("{}", describe(v));
+            }
+            eprintln!(
+                "{}: not a valid {type_name} ({} violation{})",
+                args.file.display(),
+                violations.len(),
+                if violations.len() == 1 { "" } else { "s" }
+            );
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn read_input(path: &Path) -> std::io::Result<Vec<u8>> {
+    if path == Path::new("-") {
+        let mut buf = Vec::new();
+        std::io::stdin().read_to_end(&mut buf)?;
+        Ok(buf)
+    } else {
+        std::fs::read(path)
+    }
+}
+
+fn type_from_file_name(path: &Path) -> Option<String> {
+    match path.file_name()?.to_str()? {
+        "reported.json" => Some("HostReportedState".into()),
+        "desired.json" => Some("HostDesiredState".into()),
+        _ => None,
+    }
+}
+
+fn names() -> String {
+    DOCUMENTS
+        .iter()
+        .map(|d| d.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
