@@ -1,0 +1,145 @@
+//! What every fleetwire HTTP server shares: request bodies read through the generated validated
+//! reader, and every failure answered as the schema's `ApiError`.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use fleetwire_types::{ApiError, ApiErrorCode, ApiErrorMessage, Rejection, WireDocument};
+
+/// The largest request body any fleetwire server reads (a heartbeat with many VMs fits easily).
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// A failed request: an HTTP status and the `ApiError` body that explains it.
+#[derive(Debug, Clone)]
+pub struct ApiFailure {
+    pub status: StatusCode,
+    pub body: ApiError,
+}
+
+impl ApiFailure {
+    pub fn new(status: StatusCode, code: ApiErrorCode, message: impl Into<String>) -> Self {
+        ApiFailure {
+            status,
+            body: ApiError {
+                code,
+                message: error_message(message.into()),
+                violations: Vec::new(),
+            },
+        }
+    }
+
+    pub fn not_found(what: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, ApiErrorCode::NotFound, what)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ApiErrorCode::Internal,
+            message,
+        )
+    }
+
+    /// `400` for a body the validated reader refused, listing every violation with its pointer.
+    pub fn rejected(document: &str, rejection: Rejection) -> Self {
+        match rejection {
+            Rejection::Malformed(v) => {
+                let mut failure = Self::new(
+                    StatusCode::BAD_REQUEST,
+                    ApiErrorCode::MalformedJson,
+                    v.message.to_string(),
+                );
+                failure.body.violations = vec![v];
+                failure
+            }
+            Rejection::Invalid(violations) => {
+                let summary = Rejection::Invalid(violations.clone()).summary();
+                let mut failure = Self::new(
+                    StatusCode::BAD_REQUEST,
+                    ApiErrorCode::InvalidDocument,
+                    format!("not a valid {document}: {summary}"),
+                );
+                failure.body.violations = violations;
+                failure
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiFailure {
+    fn into_response(self) -> Response {
+        (self.status, axum::Json(self.body)).into_response()
+    }
+}
+
+/// Truncates to the schema's `maxLength` for messages, on a character boundary.
+fn error_message(mut text: String) -> ApiErrorMessage {
+    const MAX_CHARS: usize = 4096;
+    if let Some((cut, _)) = text.char_indices().nth(MAX_CHARS) {
+        text.truncate(cut);
+    }
+    ApiErrorMessage::try_from(text).expect("a message within maxLength is a valid ApiErrorMessage")
+}
+
+/// A request body read through `fleetwire_types::read`: `415` unless it is `application/json`,
+/// `413` past [`MAX_BODY_BYTES`] (set the limit with `axum::extract::DefaultBodyLimit`), and
+/// `400` with every violation's JSON pointer when it is not a valid `T`.
+#[derive(Debug, Clone)]
+pub struct Valid<T>(pub T);
+
+impl<S: Send + Sync, T: WireDocument> FromRequest<S> for Valid<T> {
+    type Rejection = ApiFailure;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let is_json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|mime| {
+                let mime = mime.trim();
+                mime.eq_ignore_ascii_case("application/json")
+                    || mime.to_ascii_lowercase().ends_with("+json")
+            });
+        if !is_json {
+            return Err(ApiFailure::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                ApiErrorCode::UnsupportedMediaType,
+                "the body must be sent with Content-Type: application/json",
+            ));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiFailure::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    ApiErrorCode::PayloadTooLarge,
+                    format!("the body exceeds the limit of {MAX_BODY_BYTES} bytes"),
+                )
+            } else {
+                ApiFailure::new(
+                    StatusCode::BAD_REQUEST,
+                    ApiErrorCode::MalformedJson,
+                    rejection.body_text(),
+                )
+            }
+        })?;
+        fleetwire_types::read::<T>(&bytes)
+            .map(Valid)
+            .map_err(|rejection| ApiFailure::rejected(T::INFO.name, rejection))
+    }
+}
+
+/// Router fallback: `404` as an `ApiError`.
+pub async fn unknown_route(uri: axum::http::Uri) -> ApiFailure {
+    ApiFailure::not_found(format!("no route {}", uri.path()))
+}
+
+/// Method fallback: `405` as an `ApiError`.
+pub async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> ApiFailure {
+    ApiFailure::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        ApiErrorCode::MethodNotAllowed,
+        format!("{} does not accept {method}", uri.path()),
+    )
+}
