@@ -1,1 +1,105 @@
-//! End-to-end tests live under `tests/`; they start the real `fleetwire` binary.
+//! Shared pieces of the end-to-end tests: building and locating the real `fleetwire` binary,
+//! free ports, and processes that are killed when a test ends.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The `fleetwire` binary, built once per test process with the same profile as the tests
+/// (a no-op when `cargo test` already built it).
+pub fn fleetwire_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        // target/<profile>/deps/<test> → target/<profile>/fleetwire
+        let exe = std::env::current_exe().expect("test executable path");
+        let profile_dir = exe
+            .parent()
+            .and_then(|deps| deps.parent())
+            .expect("target/<profile>");
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo.current_dir(workspace()).args([
+            "build",
+            "--quiet",
+            "-p",
+            "fleetwire",
+            "--bin",
+            "fleetwire",
+        ]);
+        if release {
+            cargo.arg("--release");
+        }
+        let status = cargo.status().expect("running cargo build");
+        assert!(status.success(), "cargo build -p fleetwire failed");
+        let bin = profile_dir.join("fleetwire");
+        assert!(bin.exists(), "{} was not built", bin.display());
+        bin
+    })
+    .clone()
+}
+
+/// A `Command` for the `fleetwire` binary.
+pub fn fleetwire() -> Command {
+    Command::new(fleetwire_bin())
+}
+
+/// A TCP port that was free a moment ago on 127.0.0.1.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind 127.0.0.1:0")
+        .local_addr()
+        .expect("local addr")
+        .port()
+}
+
+/// A child process that is killed (SIGKILL) and reaped when dropped, so a failing test never
+/// leaves a server behind.
+pub struct Running {
+    pub child: Child,
+}
+
+impl Running {
+    pub fn spawn(command: &mut Command) -> Running {
+        Running {
+            child: command.spawn().expect("spawning a test process"),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGKILL and waits for the process to go.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Polls `probe` every 50 ms until it returns `Some`, or panics after `timeout` naming `what`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

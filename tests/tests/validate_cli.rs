@@ -1,0 +1,93 @@
+//! `fleetwire validate` from the shell: exit codes and `pointer: message (keyword)` lines.
+
+use std::io::Write;
+use std::process::Stdio;
+
+use fleetwire_e2e::{fleetwire, workspace};
+
+fn run(args: &[&str], stdin: Option<&[u8]>) -> (i32, String, String) {
+    let mut child = fleetwire()
+        .arg("validate")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn fleetwire validate");
+    if let Some(bytes) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(bytes)
+            .expect("write stdin");
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().expect("wait");
+    (
+        out.status.code().expect("exit code"),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_valid_document_exits_0() {
+    let file = workspace().join("schemas/examples/HostReportedState/valid/full.json");
+    let (code, stdout, _) = run(
+        &[file.to_str().unwrap(), "--type", "HostReportedState"],
+        None,
+    );
+    assert_eq!(code, 0, "{stdout}");
+}
+
+#[test]
+fn an_invalid_document_exits_1_with_each_pointer() {
+    let doc = br#"{"node_id": "bad id!", "wg_ip": "10.0.0.300"}"#;
+    let (code, stdout, _) = run(&["-", "--type", "NodeHeartbeat"], Some(doc));
+    assert_eq!(code, 1);
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("/node_id: ") && l.ends_with("(pattern)")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().any(|l| l.starts_with("/: ")
+            && l.contains("\"hostname\"")
+            && l.ends_with("(required)")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().any(|l| l.starts_with("/wg_ip: ")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn not_json_or_unreadable_exits_2() {
+    let (code, _, stderr) = run(&["-", "--type", "NodeHeartbeat"], Some(b"{not json"));
+    assert_eq!(code, 2, "{stderr}");
+    let (code, _, stderr) = run(&["/nonexistent/reported.json"], None);
+    assert_eq!(code, 2, "{stderr}");
+    let (code, _, stderr) = run(&["-", "--type", "NoSuchDocument"], Some(b"{}"));
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("NodeHeartbeat"),
+        "lists the known types: {stderr}"
+    );
+}
+
+#[test]
+fn reported_json_is_recognised_by_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("reported.json");
+    std::fs::copy(
+        workspace().join("schemas/examples/HostReportedState/valid/minimal.json"),
+        &path,
+    )
+    .unwrap();
+    let (code, stdout, stderr) = run(&[path.to_str().unwrap()], None);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("valid HostReportedState"));
+}
