@@ -56,6 +56,14 @@ fn check(bundle: &Bundle, schema: &Value, seen: &mut BTreeSet<String>) -> Result
     if let Some(target) = obj.get("$ref").and_then(Value::as_str) {
         check_def(bundle, ref_name(target), seen)?;
     }
+    if crate::bounded::number_range(obj).is_some() {
+        // A generated range type (see `bounded`).
+        return Ok(());
+    }
+    if crate::bounded::array_length(obj).is_some() {
+        // `BoundedVec`: the length is checked; the items still need their own check.
+        return check(bundle, &obj["items"], seen);
+    }
     let types = type_set(obj);
     for (key, value) in obj {
         let key = key.as_str();

@@ -8,6 +8,7 @@
 //! [`checked_in`] lists the copies kept in the repository for readers and external tools,
 //! which `fleetwire-codegen check` (and a test) compare against a fresh generation.
 
+pub mod bounded;
 pub mod bundle;
 pub mod exactness;
 pub mod openapi;

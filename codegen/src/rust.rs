@@ -4,6 +4,7 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 use typify::{TypeSpace, TypeSpaceImpl, TypeSpaceSettings};
 
+use crate::bounded;
 use crate::bundle::Bundle;
 use crate::exactness;
 
@@ -18,12 +19,25 @@ pub const REPLACEMENTS: &[(&str, &str)] = &[("Timestamp", "crate::Timestamp")];
 
 /// The types of every definition, as typify writes them.
 pub fn types(bundle: &Bundle) -> Result<String> {
-    let root: schemars::schema::RootSchema = serde_json::from_value(bundle.to_value())
-        .context("the bundle is not a schema typify reads")?;
+    let prepared = bounded::prepare(&bundle.defs)?;
+    let root: schemars::schema::RootSchema =
+        serde_json::from_value(serde_json::json!({ "$defs": prepared.defs }))
+            .context("the bundle is not a schema typify reads")?;
     let mut settings = TypeSpaceSettings::default();
     settings
         .with_derive("PartialEq".to_string())
         .with_struct_builder(false);
+    for (schema, rust_type) in &prepared.conversions {
+        let schema: schemars::schema::SchemaObject = serde_json::from_value(schema.clone())
+            .context("a bounded schema typify reads")?;
+        // Range types parse from and print as text; `BoundedVec` claims no string form.
+        let impls = if rust_type.starts_with("crate::BoundedVec") {
+            vec![]
+        } else {
+            vec![TypeSpaceImpl::Display, TypeSpaceImpl::FromStr]
+        };
+        settings.with_conversion(schema, rust_type, impls.into_iter());
+    }
     for (name, path) in REPLACEMENTS {
         if bundle.defs.contains_key(*name) {
             settings.with_replacement(
@@ -39,7 +53,8 @@ pub fn types(bundle: &Bundle) -> Result<String> {
         .context("typify could not convert the bundle")?;
     let file: syn::File =
         syn::parse2(space.to_stream()).context("typify emitted unparsable Rust")?;
-    Ok(format!("{HEADER}{}", prettyplease::unparse(&file)))
+    let ranges: syn::File = syn::parse_str(&bounded::range_types(&prepared.ranges)).context("range types parse")?;
+    Ok(format!("{HEADER}{}{}", prettyplease::unparse(&file), prettyplease::unparse(&ranges)))
 }
 
 /// The root-document table: each root type implements `WireDocument`, whose validator is
@@ -51,6 +66,7 @@ pub fn documents(bundle: &Bundle) -> Result<String> {
     );
     let mut impls = String::new();
     let mut arms = String::new();
+    let mut plain_arms = String::new();
     for (index, root) in bundle.roots.iter().enumerate() {
         let exact = exactness::analyse(bundle, &root.name);
         let why = match &exact {
@@ -71,6 +87,10 @@ pub fn documents(bundle: &Bundle) -> Result<String> {
             "        {name:?} => read::<types::{name}>(bytes).map(|_| ()),\n",
             name = root.name
         ));
+        plain_arms.push_str(&format!(
+            "        {name:?} => serde_json::from_slice::<types::{name}>(bytes).and_then(|v| serde_json::to_value(&v)),\n",
+            name = root.name
+        ));
     }
     out.push_str("];\n\n");
     let timestamp_pattern = bundle
@@ -87,6 +107,11 @@ pub fn documents(bundle: &Bundle) -> Result<String> {
         "/// Reads `bytes` as the root document called `name` through the same validated reader the\n/// programs use, discarding the typed value. `None` when no root document has that name.\npub fn read_named(name: &str, bytes: &[u8]) -> Option<Result<(), Rejection>> {\n    Some(match name {\n",
     );
     out.push_str(&arms);
+    out.push_str("        _ => return None,\n    })\n}\n");
+    out.push_str(
+        "\n/// The plain typed parse of the root document called `name` (serde alone, no schema pass),\n/// serialized back: what the generated type makes of `bytes`. For tests and tools that compare\n/// the type with the schema.\npub fn reserialize_named(name: &str, bytes: &[u8]) -> Option<Result<serde_json::Value, serde_json::Error>> {\n    Some(match name {\n",
+    );
+    out.push_str(&plain_arms);
     out.push_str("        _ => return None,\n    })\n}\n");
     Ok(out)
 }

@@ -13,10 +13,12 @@
 //! assert!(err.violations().iter().any(|v| v.keyword == "required"));
 //! ```
 
+mod bounded;
 mod reader;
 mod timestamp;
 
 pub use reader::{describe, read, read_value, validate_value, Rejection};
+pub use bounded::{BoundedVec, LengthError};
 pub use timestamp::{Timestamp, TimestampError};
 
 /// The generated types, one per schema definition.
@@ -51,7 +53,7 @@ mod documents {
     use super::{compile_validator, read, types, DocumentInfo, Rejection, WireDocument};
     include!(concat!(env!("OUT_DIR"), "/documents.rs"));
 }
-pub use documents::{read_named, DOCUMENTS, TIMESTAMP_PATTERN};
+pub use documents::{read_named, reserialize_named, DOCUMENTS, TIMESTAMP_PATTERN};
 
 /// All definitions of all schema files in one document (local `$ref`s only).
 pub const BUNDLE_SCHEMA: &str = include_str!(concat!(env!("OUT_DIR"), "/bundle.schema.json"));
