@@ -14,7 +14,14 @@ use serde_json::{Map, Value};
 
 /// Keywords that may sit beside a bound without constraining anything else.
 const ANNOTATIONS: &[&str] = &[
-    "description", "title", "default", "examples", "readOnly", "writeOnly", "deprecated", "$comment",
+    "description",
+    "title",
+    "default",
+    "examples",
+    "readOnly",
+    "writeOnly",
+    "deprecated",
+    "$comment",
 ];
 
 /// A number schema with a range and nothing else that constrains it.
@@ -72,8 +79,18 @@ pub fn number_range(schema: &Map<String, Value>) -> Option<NumberRange> {
     if !matches!(format, None | Some("float") | Some("double")) {
         return None;
     }
-    let allowed = ["type", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"];
-    if schema.keys().any(|k| !allowed.contains(&k.as_str()) && !ANNOTATIONS.contains(&k.as_str())) {
+    let allowed = [
+        "type",
+        "format",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+    ];
+    if schema
+        .keys()
+        .any(|k| !allowed.contains(&k.as_str()) && !ANNOTATIONS.contains(&k.as_str()))
+    {
         return None;
     }
     let get = |k: &str| schema.get(k).and_then(Value::as_f64);
@@ -93,11 +110,15 @@ pub fn number_range(schema: &Map<String, Value>) -> Option<NumberRange> {
 
 /// `(minItems, maxItems)` when `schema` is an array bounded by length and nothing else.
 pub fn array_length(schema: &Map<String, Value>) -> Option<(u64, Option<u64>)> {
-    if schema.get("type").and_then(Value::as_str) != Some("array") || !schema.contains_key("items") {
+    if schema.get("type").and_then(Value::as_str) != Some("array") || !schema.contains_key("items")
+    {
         return None;
     }
     let allowed = ["type", "items", "minItems", "maxItems"];
-    if schema.keys().any(|k| !allowed.contains(&k.as_str()) && !ANNOTATIONS.contains(&k.as_str())) {
+    if schema
+        .keys()
+        .any(|k| !allowed.contains(&k.as_str()) && !ANNOTATIONS.contains(&k.as_str()))
+    {
         return None;
     }
     let min = schema.get("minItems").and_then(Value::as_u64);
@@ -116,7 +137,11 @@ pub struct Prepared {
 }
 
 pub fn prepare(defs: &Map<String, Value>) -> Result<Prepared> {
-    let mut out = Prepared { defs: defs.clone(), conversions: Vec::new(), ranges: BTreeMap::new() };
+    let mut out = Prepared {
+        defs: defs.clone(),
+        conversions: Vec::new(),
+        ranges: BTreeMap::new(),
+    };
     let names: Vec<String> = defs.keys().cloned().collect();
     for name in names {
         let mut schema = out.defs[&name].clone();
@@ -130,11 +155,19 @@ pub fn prepare(defs: &Map<String, Value>) -> Result<Prepared> {
     Ok(out)
 }
 
-fn visit(schema: &mut Value, context: &str, out: &mut Prepared, hoisted: &mut Vec<(String, Value)>) -> Result<()> {
-    let Some(obj) = schema.as_object_mut() else { return Ok(()) };
+fn visit(
+    schema: &mut Value,
+    context: &str,
+    out: &mut Prepared,
+    hoisted: &mut Vec<(String, Value)>,
+) -> Result<()> {
+    let Some(obj) = schema.as_object_mut() else {
+        return Ok(());
+    };
     if let Some(range) = number_range(obj) {
         let name = range.type_name();
-        out.conversions.push((Value::Object(obj.clone()), format!("crate::types::{name}")));
+        out.conversions
+            .push((Value::Object(obj.clone()), format!("crate::types::{name}")));
         out.ranges.insert(name, range);
         return Ok(());
     }
@@ -147,7 +180,9 @@ fn visit(schema: &mut Value, context: &str, out: &mut Prepared, hoisted: &mut Ve
             _ => {
                 // Give the item schema a name of its own so typify generates it.
                 let mut item_name = format!("{context}Item");
-                while out.defs.contains_key(&item_name) || hoisted.iter().any(|(n, _)| n == &item_name) {
+                while out.defs.contains_key(&item_name)
+                    || hoisted.iter().any(|(n, _)| n == &item_name)
+                {
                     item_name.push('_');
                 }
                 let mut item = items.take();
@@ -157,8 +192,13 @@ fn visit(schema: &mut Value, context: &str, out: &mut Prepared, hoisted: &mut Ve
                 item_name
             }
         };
-        let max = max.map(|m| m.to_string()).unwrap_or_else(|| "{ usize::MAX }".into());
-        out.conversions.push((Value::Object(obj.clone()), format!("crate::BoundedVec<crate::types::{item_type}, {min}, {max}>")));
+        let max = max
+            .map(|m| m.to_string())
+            .unwrap_or_else(|| "{ usize::MAX }".into());
+        out.conversions.push((
+            Value::Object(obj.clone()),
+            format!("crate::BoundedVec<crate::types::{item_type}, {min}, {max}>"),
+        ));
         return Ok(());
     }
     for (key, value) in obj.iter_mut() {

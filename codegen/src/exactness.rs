@@ -46,10 +46,30 @@ fn check_def(bundle: &Bundle, name: &str, seen: &mut BTreeSet<String>) -> Result
         .defs
         .get(name)
         .ok_or_else(|| format!("`{name}` is not defined"))?;
-    check(bundle, schema, seen).map_err(|why| format!("{name}: {why}"))
+    check_object_node(schema, true)
+        .and_then(|()| check(bundle, schema, seen, true))
+        .map_err(|why| format!("{name}: {why}"))
 }
 
-fn check(bundle: &Bundle, schema: &Value, seen: &mut BTreeSet<String>) -> Result<(), String> {
+/// An object with optional properties that may not be `null` must be a definition: the strict
+/// deserializer finds those properties by the struct's name (see `rust::non_nullable_optional`).
+fn check_object_node(schema: &Value, named: bool) -> Result<(), String> {
+    if !named && !crate::rust::non_nullable_optional(schema).is_empty() {
+        return Err(
+            "an inline object with optional non-nullable properties is checked by the schema only"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// `named`: `schema` is a definition itself (its Rust type has the definition's name).
+fn check(
+    bundle: &Bundle,
+    schema: &Value,
+    seen: &mut BTreeSet<String>,
+    named: bool,
+) -> Result<(), String> {
     let Some(obj) = schema.as_object() else {
         return Err("boolean schemas are not enforced by the types".into());
     };
@@ -62,7 +82,7 @@ fn check(bundle: &Bundle, schema: &Value, seen: &mut BTreeSet<String>) -> Result
     }
     if crate::bounded::array_length(obj).is_some() {
         // `BoundedVec`: the length is checked; the items still need their own check.
-        return check(bundle, &obj["items"], seen);
+        return check(bundle, &obj["items"], seen, false);
     }
     let types = type_set(obj);
     for (key, value) in obj {
@@ -73,19 +93,23 @@ fn check(bundle: &Bundle, schema: &Value, seen: &mut BTreeSet<String>) -> Result
         match key {
             "properties" => {
                 for prop in value.as_object().into_iter().flat_map(|m| m.values()) {
-                    check(bundle, prop, seen)?;
+                    check_object_node(prop, false)?;
+                    check(bundle, prop, seen, false)?;
                 }
             }
             "required" => {}
             "additionalProperties" => match value {
                 Value::Bool(_) => {}
-                other => check(bundle, other, seen)?,
+                other => check(bundle, other, seen, false)?,
             },
-            "items" => check(bundle, value, seen)?,
+            "items" => check(bundle, value, seen, false)?,
+            // A string enum is read from a string only when the strict deserializer can find it by
+            // name (see `rust::string_enums`), so it must be a definition.
             "enum"
-                if value
-                    .as_array()
-                    .is_some_and(|v| v.iter().all(Value::is_string)) => {}
+                if named
+                    && value
+                        .as_array()
+                        .is_some_and(|v| v.iter().all(Value::is_string)) => {}
             "pattern" | "minLength" | "maxLength"
                 if types.iter().all(|t| t == "string" || t == "null") => {}
             "format" => check_format(value.as_str().unwrap_or_default(), &types)?,
@@ -184,7 +208,7 @@ fn check_alternatives(
     let is_null = |v: &Value| v.get("type").and_then(Value::as_str) == Some("null");
     let non_null: Vec<&Value> = variants.iter().filter(|v| !is_null(v)).collect();
     if non_null.len() == 1 {
-        return check(bundle, non_null[0], seen);
+        return check(bundle, non_null[0], seen, false);
     }
     let mut property_sets = Vec::new();
     for variant in &non_null {
@@ -212,7 +236,7 @@ fn check_alternatives(
             })
             .unwrap_or_default();
         property_sets.push((props, required));
-        check(bundle, variant, seen)?;
+        check(bundle, variant, seen, false)?;
     }
     for (i, (_, required)) in property_sets.iter().enumerate() {
         let distinct = required.iter().any(|r| {

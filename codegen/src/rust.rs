@@ -28,8 +28,8 @@ pub fn types(bundle: &Bundle) -> Result<String> {
         .with_derive("PartialEq".to_string())
         .with_struct_builder(false);
     for (schema, rust_type) in &prepared.conversions {
-        let schema: schemars::schema::SchemaObject = serde_json::from_value(schema.clone())
-            .context("a bounded schema typify reads")?;
+        let schema: schemars::schema::SchemaObject =
+            serde_json::from_value(schema.clone()).context("a bounded schema typify reads")?;
         // Range types parse from and print as text; `BoundedVec` claims no string form.
         let impls = if rust_type.starts_with("crate::BoundedVec") {
             vec![]
@@ -53,8 +53,13 @@ pub fn types(bundle: &Bundle) -> Result<String> {
         .context("typify could not convert the bundle")?;
     let file: syn::File =
         syn::parse2(space.to_stream()).context("typify emitted unparsable Rust")?;
-    let ranges: syn::File = syn::parse_str(&bounded::range_types(&prepared.ranges)).context("range types parse")?;
-    Ok(format!("{HEADER}{}{}", prettyplease::unparse(&file), prettyplease::unparse(&ranges)))
+    let ranges: syn::File =
+        syn::parse_str(&bounded::range_types(&prepared.ranges)).context("range types parse")?;
+    Ok(format!(
+        "{HEADER}{}{}",
+        prettyplease::unparse(&file),
+        prettyplease::unparse(&ranges)
+    ))
 }
 
 /// The root-document table: each root type implements `WireDocument`, whose validator is
@@ -88,7 +93,7 @@ pub fn documents(bundle: &Bundle) -> Result<String> {
             name = root.name
         ));
         plain_arms.push_str(&format!(
-            "        {name:?} => serde_json::from_slice::<types::{name}>(bytes).and_then(|v| serde_json::to_value(&v)),\n",
+            "        {name:?} => crate::strict::from_slice::<types::{name}>(bytes).and_then(|v| serde_json::to_value(&v)),\n",
             name = root.name
         ));
     }
@@ -102,6 +107,8 @@ pub fn documents(bundle: &Bundle) -> Result<String> {
         "/// The `pattern` of the `Timestamp` definition, enforced by [`crate::Timestamp`].\npub const TIMESTAMP_PATTERN: &str = {:?};\n\n",
         timestamp_pattern.context("schemas/ must define `Timestamp` with a `pattern`")?
     ));
+    out.push_str(&non_nullable_table(bundle)?);
+    out.push_str(&string_enums(bundle));
     out.push_str(&impls);
     out.push_str(
         "/// Reads `bytes` as the root document called `name` through the same validated reader the\n/// programs use, discarding the typed value. `None` when no root document has that name.\npub fn read_named(name: &str, bytes: &[u8]) -> Option<Result<(), Rejection>> {\n    Some(match name {\n",
@@ -109,9 +116,80 @@ pub fn documents(bundle: &Bundle) -> Result<String> {
     out.push_str(&arms);
     out.push_str("        _ => return None,\n    })\n}\n");
     out.push_str(
-        "\n/// The plain typed parse of the root document called `name` (serde alone, no schema pass),\n/// serialized back: what the generated type makes of `bytes`. For tests and tools that compare\n/// the type with the schema.\npub fn reserialize_named(name: &str, bytes: &[u8]) -> Option<Result<serde_json::Value, serde_json::Error>> {\n    Some(match name {\n",
+        "\n/// The typed parse of the root document called `name` (serde into the generated type, no schema pass),\n/// serialized back: what the generated type makes of `bytes`. For tests and tools that compare\n/// the type with the schema.\npub fn reserialize_named(name: &str, bytes: &[u8]) -> Option<Result<serde_json::Value, serde_json::Error>> {\n    Some(match name {\n",
     );
     out.push_str(&plain_arms);
     out.push_str("        _ => return None,\n    })\n}\n");
     Ok(out)
+}
+
+/// The optional properties that may not be `null`, per generated struct: serde reads `null` into
+/// an `Option` as "absent", so the strict deserializer (`fleetwire_types::strict`) refuses it for
+/// these. Objects are named definitions here; inline objects are left to the schema pass (see
+/// `exactness`).
+fn non_nullable_table(bundle: &Bundle) -> Result<String> {
+    let mut out = String::from(
+        "/// Optional properties of each generated struct that may not be `null` (by JSON name).\npub(crate) fn non_nullable_optional(struct_name: &str) -> &'static [&'static str] {\n    match struct_name {\n",
+    );
+    for (name, schema) in &bundle.defs {
+        let props = non_nullable_optional(schema);
+        if !props.is_empty() {
+            out.push_str(&format!("        {name:?} => &{props:?},\n"));
+        }
+    }
+    out.push_str("        _ => &[],\n    }\n}\n\n");
+    Ok(out)
+}
+
+/// The properties of an object schema that are optional and do not admit `null`.
+pub fn non_nullable_optional(schema: &Value) -> Vec<String> {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    props
+        .iter()
+        .filter(|(name, prop)| !required.contains(&name.as_str()) && !admits_null(prop))
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+/// Whether a property schema lets `null` through at its top level.
+fn admits_null(schema: &Value) -> bool {
+    let is_null_type = |t: &Value| t.as_str() == Some("null");
+    match schema.get("type") {
+        Some(Value::String(t)) if t == "null" => return true,
+        Some(Value::Array(types)) if types.iter().any(is_null_type) => return true,
+        _ => {}
+    }
+    ["oneOf", "anyOf"].iter().any(|k| {
+        schema
+            .get(*k)
+            .and_then(Value::as_array)
+            .is_some_and(|vs| vs.iter().any(admits_null))
+    })
+}
+
+/// The definitions that are string enums: serde would also read a unit variant from the map form
+/// `{"variant": null}`, so the strict deserializer reads these from a string only.
+fn string_enums(bundle: &Bundle) -> String {
+    let names: Vec<&String> = bundle
+        .defs
+        .iter()
+        .filter(|(_, schema)| {
+            schema
+                .get("enum")
+                .and_then(Value::as_array)
+                .is_some_and(|v| v.iter().all(Value::is_string))
+        })
+        .map(|(name, _)| name)
+        .collect();
+    format!(
+        "/// Generated enums whose every value is a string (a schema `enum` of strings).\npub(crate) fn is_string_enum(enum_name: &str) -> bool {{\n    matches!(enum_name, {})\n}}\n\n",
+        if names.is_empty() { "\"\"".to_string() } else { names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(" | ") }
+    )
 }

@@ -10,7 +10,9 @@ use fleetwire_types::{read, HostReportedState, NodeHeartbeat, WireDocument};
 use serde_json::Value;
 
 fn fixture(path: &str) -> Value {
-    let full = Path::new(env!("CARGO_MANIFEST_DIR")).join("../schemas/examples").join(path);
+    let full = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../schemas/examples")
+        .join(path);
     serde_json::from_slice(&std::fs::read(full).expect("fixture")).expect("fixture is JSON")
 }
 
@@ -38,7 +40,9 @@ fn bench_document<T: WireDocument>(c: &mut Criterion, label: &str, bytes: &[u8])
     group.bench_function("plain serde into the generated type", |b| {
         b.iter(|| serde_json::from_slice::<T>(black_box(bytes)).unwrap())
     });
-    group.bench_function("validated read", |b| b.iter(|| read::<T>(black_box(bytes)).unwrap()));
+    group.bench_function("validated read", |b| {
+        b.iter(|| read::<T>(black_box(bytes)).unwrap())
+    });
     group.bench_function("schema validation alone (parsed value)", |b| {
         b.iter(|| assert!(T::validator().is_valid(black_box(&value))))
     });
@@ -59,7 +63,11 @@ fn heartbeat(c: &mut Criterion) {
 }
 
 fn reported(c: &mut Criterion) {
-    bench_document::<HostReportedState>(c, "reported.json, 1000 instances", &reported_with_instances(1000));
+    bench_document::<HostReportedState>(
+        c,
+        "reported.json, 1000 instances",
+        &reported_with_instances(1000),
+    );
 }
 
 criterion_group!(benches, heartbeat, reported);

@@ -290,20 +290,20 @@ impl<'de> ::serde::Deserialize<'de> for AppId {
 ///A command line as an argument vector: 1 to 256 non-empty strings of at most 4096 characters each, the first being the program.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(transparent)]
-pub struct Argv(pub ::std::vec::Vec<ArgvItem>);
+pub struct Argv(pub crate::BoundedVec<crate::types::ArgvItem, 1, 256>);
 impl ::std::ops::Deref for Argv {
-    type Target = ::std::vec::Vec<ArgvItem>;
-    fn deref(&self) -> &::std::vec::Vec<ArgvItem> {
+    type Target = crate::BoundedVec<crate::types::ArgvItem, 1, 256>;
+    fn deref(&self) -> &crate::BoundedVec<crate::types::ArgvItem, 1, 256> {
         &self.0
     }
 }
-impl ::std::convert::From<Argv> for ::std::vec::Vec<ArgvItem> {
+impl ::std::convert::From<Argv> for crate::BoundedVec<crate::types::ArgvItem, 1, 256> {
     fn from(value: Argv) -> Self {
         value.0
     }
 }
-impl ::std::convert::From<::std::vec::Vec<ArgvItem>> for Argv {
-    fn from(value: ::std::vec::Vec<ArgvItem>) -> Self {
+impl ::std::convert::From<crate::BoundedVec<crate::types::ArgvItem, 1, 256>> for Argv {
+    fn from(value: crate::BoundedVec<crate::types::ArgvItem, 1, 256>) -> Self {
         Self(value)
     }
 }
@@ -607,20 +607,25 @@ impl ::std::convert::TryFrom<::std::string::String> for CheckpointState {
 ///A program and its arguments, executed directly without a shell: the first item is the program, the rest its arguments. At least one item, and no item may be empty.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(transparent)]
-pub struct Command(pub ::std::vec::Vec<CommandItem>);
+pub struct Command(pub crate::BoundedVec<crate::types::CommandItem, 1, { usize::MAX }>);
 impl ::std::ops::Deref for Command {
-    type Target = ::std::vec::Vec<CommandItem>;
-    fn deref(&self) -> &::std::vec::Vec<CommandItem> {
+    type Target = crate::BoundedVec<crate::types::CommandItem, 1, { usize::MAX }>;
+    fn deref(&self) -> &crate::BoundedVec<crate::types::CommandItem, 1, { usize::MAX }> {
         &self.0
     }
 }
-impl ::std::convert::From<Command> for ::std::vec::Vec<CommandItem> {
+impl ::std::convert::From<Command>
+for crate::BoundedVec<crate::types::CommandItem, 1, { usize::MAX }> {
     fn from(value: Command) -> Self {
         value.0
     }
 }
-impl ::std::convert::From<::std::vec::Vec<CommandItem>> for Command {
-    fn from(value: ::std::vec::Vec<CommandItem>) -> Self {
+impl ::std::convert::From<
+    crate::BoundedVec<crate::types::CommandItem, 1, { usize::MAX }>,
+> for Command {
+    fn from(
+        value: crate::BoundedVec<crate::types::CommandItem, 1, { usize::MAX }>,
+    ) -> Self {
         Self(value)
     }
 }
@@ -687,7 +692,7 @@ pub struct ComputeUsage {
     pub cpu_share: ::std::option::Option<f64>,
     ///When the measurement was taken.
     #[serde(rename = "measuredAt")]
-    pub measured_at: Timestamp,
+    pub measured_at: crate::Timestamp,
     ///Memory available to the guest, in bytes.
     #[serde(rename = "memoryTotalBytes")]
     pub memory_total_bytes: u64,
@@ -765,7 +770,7 @@ pub struct CudaDevice {
     ///The device's index on the host.
     pub ordinal: u32,
     ///Current utilization of the device in percent.
-    pub utilization_percent: f64,
+    pub utilization_percent: crate::types::F64Min0Max100,
     ///The device's UUID as the driver reports it.
     pub uuid: ::std::string::String,
 }
@@ -1046,7 +1051,7 @@ impl ::std::convert::TryFrom<::std::string::String> for ExportState {
 pub struct FilesystemUsage {
     ///When the measurement was taken.
     #[serde(rename = "measuredAt")]
-    pub measured_at: Timestamp,
+    pub measured_at: crate::Timestamp,
     ///Capacity of the filesystem, in bytes.
     #[serde(rename = "totalBytes")]
     pub total_bytes: u64,
@@ -1062,7 +1067,7 @@ pub struct FleetStatus {
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub counts: ::std::option::Option<NodeCounts>,
     ///When the controller assembled this answer, by its own clock.
-    pub last_updated: Timestamp,
+    pub last_updated: crate::Timestamp,
     ///Every known node, in any status, ordered by node_id.
     pub nodes: ::std::vec::Vec<NodeRecord>,
 }
@@ -1294,7 +1299,7 @@ pub struct HostReportedState {
     pub message: ::std::option::Option<StateMessage>,
     ///When the host wrote this copy of the document.
     #[serde(rename = "reportedAt")]
-    pub reported_at: Timestamp,
+    pub reported_at: crate::Timestamp,
     ///The lifecycle phase the host is in.
     pub state: HostState,
     ///Versions of the software components running on this host.
@@ -1707,10 +1712,10 @@ pub struct NodeHeartbeat {
     ///Number of CPU cores the host has.
     pub cpu_cores: u32,
     ///Host CPU load as a percentage, computed the way PPN agents do. A whole-host figure; see cpu_usage for the load of the VMs alone.
-    pub cpu_load_pct: f32,
+    pub cpu_load_pct: crate::types::F32Min0,
     ///Real CPU load of the VM processes, in fractional CPUs (2.5 means two and a half CPUs busy), from hypervisor and process statistics. Measured usage, unlike the allocation-based available_cpus. Absent from PPN agents.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub cpu_usage: ::std::option::Option<f64>,
+    pub cpu_usage: ::std::option::Option<crate::types::F64Min0>,
     ///Free space in GB of the host filesystem holding the agent's state directory. Becomes the node's available_disk_gb, and drives the disk-pressure cordon: below the cordon threshold the node gets no new VMs until it climbs back over the higher un-cordon threshold. Absent from PPN agents.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub disk_free_gb: ::std::option::Option<u64>,
@@ -1749,7 +1754,7 @@ pub struct NodeHeartbeat {
     #[serde(default = "defaults::node_heartbeat_spawn_port")]
     pub spawn_port: HostPort,
     ///When the agent built this heartbeat, by the node's own clock. Informational only: staleness is judged on when the controller received the heartbeat, so a node with a wrong clock is not misjudged.
-    pub timestamp_utc: Timestamp,
+    pub timestamp_utc: crate::Timestamp,
     ///Every VM the agent knows of on this node, in any state. Replaces the controller's list for this node wholesale: a VM missing here is taken to be gone from the node.
     pub vms: ::std::vec::Vec<VmRecord>,
     ///The node's WireGuard address (VM_WG_IP). Replaces the address the controller uses to reach the agent.
@@ -1779,7 +1784,7 @@ pub struct NodeRecord {
     pub boot_id: ::std::option::Option<BootId>,
     ///End of validity of the node certificate with cert_serial. Absent when none was issued.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub cert_not_after: ::std::option::Option<Timestamp>,
+    pub cert_not_after: ::std::option::Option<crate::Timestamp>,
     ///Serial number of the mTLS server certificate the controller last issued to this node. Absent when none was issued.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub cert_serial: ::std::option::Option<CertSerial>,
@@ -1788,13 +1793,13 @@ pub struct NodeRecord {
     pub cordon_reason: ::std::option::Option<StateMessage>,
     ///When the node was put under the data-plane cordon, either by an operator (POST /v1/nodes/{node_id}/cordon) or by the agent itself when its runtime stalled. A cordoned node keeps its status and its running VMs but gets no new VMs. null or absent when not cordoned.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub cordoned_at: ::std::option::Option<Timestamp>,
+    pub cordoned_at: ::std::option::Option<crate::Timestamp>,
     ///Real CPU load of the node's VM processes in fractional CPUs, from the last heartbeat that reported it.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub cpu_usage: ::std::option::Option<f64>,
+    pub cpu_usage: ::std::option::Option<crate::types::F64Min0>,
     ///When the controller soft-cordoned the node for disk pressure, because the free disk its heartbeats report fell below the cordon threshold. Separate from the data-plane cordon: the node stays "ready", is never reaped and keeps its running VMs, but gets no new ones. Cleared once free disk climbs back past the higher un-cordon threshold, so the state does not flap. null or absent when not disk-cordoned.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub disk_cordoned_at: ::std::option::Option<Timestamp>,
+    pub disk_cordoned_at: ::std::option::Option<crate::Timestamp>,
     ///Real disk space in GB taken by the node's VM storage and overlay files, from the last heartbeat that reported it. Covers the VMs only, unlike available_disk_gb, which is about the whole filesystem.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub disk_usage_gb: ::std::option::Option<u64>,
@@ -1809,7 +1814,7 @@ pub struct NodeRecord {
     ///Whether /dev/kvm exists on the host.
     pub kvm_available: bool,
     ///When the controller RECEIVED the node's latest heartbeat (or its registration, before any heartbeat), by the controller's clock, never the node's. A node silent for more than 30 s by this time turns "unreachable".
-    pub last_heartbeat: Timestamp,
+    pub last_heartbeat: crate::Timestamp,
     ///Real resident memory of the node's VM processes in MB, from the last heartbeat that reported it.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub memory_usage_mb: ::std::option::Option<u64>,
@@ -1819,7 +1824,7 @@ pub struct NodeRecord {
     pub ram_available_mb: u64,
     ///When the controller first enrolled the node, by registration or, for a PPN agent, by its first heartbeat.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub registered_at: ::std::option::Option<Timestamp>,
+    pub registered_at: ::std::option::Option<crate::Timestamp>,
     ///Whether the node is last resort for placement. false when omitted.
     #[serde(default)]
     pub reserved: bool,
@@ -2160,8 +2165,8 @@ impl ::std::convert::TryFrom<::std::string::String> for PortProtocol {
 #[serde(deny_unknown_fields)]
 pub struct RegisterNodeRequest {
     ///Further IPv4 addresses the node answers on besides wg_ip. When the controller signs a node certificate, wg_ip and these addresses are the only IP subject alternative names it puts in, whatever the CSR asks for. Empty when omitted.
-    #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
-    pub addresses: ::std::vec::Vec<Ipv4Address>,
+    #[serde(default = "defaults::register_node_request_addresses")]
+    pub addresses: crate::BoundedVec<crate::types::Ipv4Address, 0, 32>,
     ///Version of the agent software that registered. Omitted by agents that do not report it.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub agent_version: ::std::option::Option<AgentVersion>,
@@ -2226,7 +2231,7 @@ pub struct ReportedCheckpoint {
     pub message: ::std::option::Option<StateMessage>,
     ///When the checkpoint became ready; absent or null until it has.
     #[serde(rename = "readyAt", skip_serializing_if = "::std::option::Option::is_none")]
-    pub ready_at: ::std::option::Option<Timestamp>,
+    pub ready_at: ::std::option::Option<crate::Timestamp>,
     ///Opaque reference to the checkpoint's stored data, at most 512 characters; absent or null until there is one.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub reference: ::std::option::Option<StateMessage>,
@@ -2254,7 +2259,7 @@ pub struct ReportedExport {
     pub message: ::std::option::Option<StateMessage>,
     ///When the export became ready; absent or null until it has.
     #[serde(rename = "readyAt", skip_serializing_if = "::std::option::Option::is_none")]
-    pub ready_at: ::std::option::Option<Timestamp>,
+    pub ready_at: ::std::option::Option<crate::Timestamp>,
     ///Size of the exported data, in bytes; absent or null until known.
     #[serde(
         rename = "sizeBytes",
@@ -2279,7 +2284,7 @@ pub struct ReportedInstance {
         rename = "convergedAt",
         skip_serializing_if = "::std::option::Option::is_none"
     )]
-    pub converged_at: ::std::option::Option<Timestamp>,
+    pub converged_at: ::std::option::Option<crate::Timestamp>,
     ///The deployment of the app that this instance carries.
     #[serde(rename = "deploymentId")]
     pub deployment_id: DeploymentId,
@@ -2303,7 +2308,7 @@ pub struct ReportedInstance {
         rename = "lastHealthyAt",
         skip_serializing_if = "::std::option::Option::is_none"
     )]
-    pub last_healthy_at: ::std::option::Option<Timestamp>,
+    pub last_healthy_at: ::std::option::Option<crate::Timestamp>,
     ///The most recent of the restarts counted in restartCount. Missing until the first one happens.
     #[serde(
         rename = "lastRestart",
@@ -2331,7 +2336,7 @@ pub struct ReportedInstance {
         rename = "startedAt",
         skip_serializing_if = "::std::option::Option::is_none"
     )]
-    pub started_at: ::std::option::Option<Timestamp>,
+    pub started_at: ::std::option::Option<crate::Timestamp>,
     ///The instance's lifecycle phase.
     pub state: InstanceState,
 }
@@ -2340,7 +2345,7 @@ pub struct ReportedInstance {
 #[serde(deny_unknown_fields)]
 pub struct ReportedRestart {
     ///When the guest reported the restart.
-    pub at: Timestamp,
+    pub at: crate::Timestamp,
     ///Position of this restart in the current run of restarts: 1 for the first since the tenant last stayed up long enough to have its budget restored, rising at most to budget.
     pub attempt: u64,
     ///Delay before the tenant was started again, in milliseconds.
@@ -2396,7 +2401,7 @@ pub struct RestartPolicy {
         rename = "backoffFactor",
         default = "defaults::restart_policy_backoff_factor"
     )]
-    pub backoff_factor: f64,
+    pub backoff_factor: crate::types::F64Min1,
     ///Delay before the first restart of a run, in milliseconds.
     #[serde(rename = "initialBackoffMs", default = "defaults::default_u64::<u64, 200>")]
     pub initial_backoff_ms: u64,
@@ -2435,7 +2440,7 @@ pub struct RuntimeCapacity {
     #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
     pub cuda_devices: ::std::vec::Vec<CudaDevice>,
     ///Real load across the VM processes in fractional CPUs (2.5 means two and a half CPUs busy).
-    pub used_cpus: f64,
+    pub used_cpus: crate::types::F64Min0,
     ///Real disk space in GB taken by VM storage and overlay files.
     pub used_disk_gb: u64,
     ///Real resident memory in MB across the VM processes.
@@ -2853,49 +2858,6 @@ impl<'de> ::serde::Deserialize<'de> for TenantId {
             })
     }
 }
-///An instant in ISO 8601 (RFC 3339) form that always carries its offset, either Z or ±hh:mm; fractional seconds are optional, down to nanoseconds.
-#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(transparent)]
-pub struct Timestamp(pub ::chrono::DateTime<::chrono::offset::Utc>);
-impl ::std::ops::Deref for Timestamp {
-    type Target = ::chrono::DateTime<::chrono::offset::Utc>;
-    fn deref(&self) -> &::chrono::DateTime<::chrono::offset::Utc> {
-        &self.0
-    }
-}
-impl ::std::convert::From<Timestamp> for ::chrono::DateTime<::chrono::offset::Utc> {
-    fn from(value: Timestamp) -> Self {
-        value.0
-    }
-}
-impl ::std::convert::From<::chrono::DateTime<::chrono::offset::Utc>> for Timestamp {
-    fn from(value: ::chrono::DateTime<::chrono::offset::Utc>) -> Self {
-        Self(value)
-    }
-}
-impl ::std::fmt::Display for Timestamp {
-    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-impl ::std::str::FromStr for Timestamp {
-    type Err = <::chrono::DateTime<::chrono::offset::Utc> as ::std::str::FromStr>::Err;
-    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
-        Ok(Self(value.parse()?))
-    }
-}
-impl ::std::convert::TryFrom<&str> for Timestamp {
-    type Error = <::chrono::DateTime<::chrono::offset::Utc> as ::std::str::FromStr>::Err;
-    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
-        value.parse()
-    }
-}
-impl ::std::convert::TryFrom<String> for Timestamp {
-    type Error = <::chrono::DateTime<::chrono::offset::Utc> as ::std::str::FromStr>::Err;
-    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
-        value.parse()
-    }
-}
 ///Cumulative usage of an app since this host first encountered it. The counters never decrease, so the usage over any interval is the difference between two readings, and skipping a reading only costs precision; a counter that has gone down means the host restarted it. Time is split into running and idle, because a running app occupies the memory it was granted whereas an idle one occupies only the disk holding its snapshot; pricing either is outside the scope of this document.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -3001,7 +2963,7 @@ pub struct VmRecord {
     pub command: ::std::option::Option<Argv>,
     ///When the controller accepted the VM's create request. Absent on PPN records.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub created_at: ::std::option::Option<Timestamp>,
+    pub created_at: ::std::option::Option<crate::Timestamp>,
     ///Nominal (thin-provisioned) local-disk footprint in GB reserved for this VM on its node's disk ledger at placement, and released when it is deleted. Real consumption is usually lower. Absent on records from agents that do not report it.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub disk_gb: ::std::option::Option<u64>,
@@ -3018,7 +2980,7 @@ pub struct VmRecord {
     pub restore_checkpoint: ::std::option::Option<CheckpointRef>,
     ///When the VM last started running. null or absent while it has not started.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub started_at: ::std::option::Option<Timestamp>,
+    pub started_at: ::std::option::Option<crate::Timestamp>,
     ///The VM's state as its node last saw it.
     pub state: VmState,
     ///The tenant the VM belongs to, copied by the controller from the create request into the record it keeps. null or absent when the VM has no tenant.
@@ -3274,13 +3236,6 @@ impl ::std::convert::TryFrom<::std::string::String> for VolumeState {
 }
 /// Generation of default values for serde.
 pub mod defaults {
-    pub(super) fn default_i64<T, const V: i64>() -> T
-    where
-        T: ::std::convert::TryFrom<i64>,
-        <T as ::std::convert::TryFrom<i64>>::Error: ::std::fmt::Debug,
-    {
-        T::try_from(V).unwrap()
-    }
     pub(super) fn default_u64<T, const V: u64>() -> T
     where
         T: ::std::convert::TryFrom<u64>,
@@ -3304,14 +3259,24 @@ pub mod defaults {
     pub(super) fn node_record_spawn_port() -> super::HostPort {
         super::HostPort(::std::num::NonZeroU16::new(9204).unwrap())
     }
+    pub(super) fn register_node_request_addresses() -> crate::BoundedVec<
+        crate::types::Ipv4Address,
+        0,
+        32,
+    > {
+        ::serde_json::from_str::<
+            crate::BoundedVec<crate::types::Ipv4Address, 0, 32>,
+        >("[]")
+            .unwrap()
+    }
     pub(super) fn register_node_request_runtime() -> super::RuntimeName {
         super::RuntimeName("smolvm".to_string())
     }
     pub(super) fn register_node_request_spawn_port() -> super::HostPort {
         super::HostPort(::std::num::NonZeroU16::new(9204).unwrap())
     }
-    pub(super) fn restart_policy_backoff_factor() -> f64 {
-        2.0_f64
+    pub(super) fn restart_policy_backoff_factor() -> crate::types::F64Min1 {
+        ::serde_json::from_str::<crate::types::F64Min1>("2.0").unwrap()
     }
     pub(super) fn runtime_capacity_boot_id() -> super::BootId {
         super::BootId("".to_string())
@@ -3347,5 +3312,227 @@ pub mod error {
         fn from(value: String) -> Self {
             Self(value.into())
         }
+    }
+}
+///A number (f32) at least 0: the range a schema gives it, checked whenever one is built.
+#[derive(::serde::Serialize, Clone, Copy, Debug, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct F32Min0(f32);
+impl F32Min0 {
+    ///`Some` when `value` is at least 0.
+    pub fn new(value: f32) -> ::std::option::Option<Self> {
+        (value >= 0.0 as f32 && true).then_some(Self(value))
+    }
+    pub fn get(self) -> f32 {
+        self.0
+    }
+}
+impl ::std::convert::TryFrom<f32> for F32Min0 {
+    type Error = self::error::ConversionError;
+    fn try_from(value: f32) -> ::std::result::Result<Self, Self::Error> {
+        Self::new(value)
+            .ok_or_else(|| ::std::format!("{value} is not at least 0").into())
+    }
+}
+impl ::std::convert::From<F32Min0> for f32 {
+    fn from(value: F32Min0) -> f32 {
+        value.0
+    }
+}
+impl ::std::ops::Deref for F32Min0 {
+    type Target = f32;
+    fn deref(&self) -> &f32 {
+        &self.0
+    }
+}
+impl ::std::fmt::Display for F32Min0 {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for F32Min0 {
+    type Err = self::error::ConversionError;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        let parsed: f32 = value
+            .parse()
+            .map_err(|_| ::std::format!("{value:?} is not a number"))?;
+        Self::try_from(parsed)
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for F32Min0 {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        let value = <f32 as ::serde::Deserialize>::deserialize(deserializer)?;
+        Self::try_from(value)
+            .map_err(|e| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+    }
+}
+///A number (f64) at least 0: the range a schema gives it, checked whenever one is built.
+#[derive(::serde::Serialize, Clone, Copy, Debug, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct F64Min0(f64);
+impl F64Min0 {
+    ///`Some` when `value` is at least 0.
+    pub fn new(value: f64) -> ::std::option::Option<Self> {
+        (value >= 0.0 as f64 && true).then_some(Self(value))
+    }
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+impl ::std::convert::TryFrom<f64> for F64Min0 {
+    type Error = self::error::ConversionError;
+    fn try_from(value: f64) -> ::std::result::Result<Self, Self::Error> {
+        Self::new(value)
+            .ok_or_else(|| ::std::format!("{value} is not at least 0").into())
+    }
+}
+impl ::std::convert::From<F64Min0> for f64 {
+    fn from(value: F64Min0) -> f64 {
+        value.0
+    }
+}
+impl ::std::ops::Deref for F64Min0 {
+    type Target = f64;
+    fn deref(&self) -> &f64 {
+        &self.0
+    }
+}
+impl ::std::fmt::Display for F64Min0 {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for F64Min0 {
+    type Err = self::error::ConversionError;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        let parsed: f64 = value
+            .parse()
+            .map_err(|_| ::std::format!("{value:?} is not a number"))?;
+        Self::try_from(parsed)
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for F64Min0 {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        let value = <f64 as ::serde::Deserialize>::deserialize(deserializer)?;
+        Self::try_from(value)
+            .map_err(|e| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+    }
+}
+///A number (f64) at least 0 and at most 100: the range a schema gives it, checked whenever one is built.
+#[derive(::serde::Serialize, Clone, Copy, Debug, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct F64Min0Max100(f64);
+impl F64Min0Max100 {
+    ///`Some` when `value` is at least 0 and at most 100.
+    pub fn new(value: f64) -> ::std::option::Option<Self> {
+        (value >= 0.0 as f64 && value <= 100.0 as f64 && true).then_some(Self(value))
+    }
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+impl ::std::convert::TryFrom<f64> for F64Min0Max100 {
+    type Error = self::error::ConversionError;
+    fn try_from(value: f64) -> ::std::result::Result<Self, Self::Error> {
+        Self::new(value)
+            .ok_or_else(|| {
+                ::std::format!("{value} is not at least 0 and at most 100").into()
+            })
+    }
+}
+impl ::std::convert::From<F64Min0Max100> for f64 {
+    fn from(value: F64Min0Max100) -> f64 {
+        value.0
+    }
+}
+impl ::std::ops::Deref for F64Min0Max100 {
+    type Target = f64;
+    fn deref(&self) -> &f64 {
+        &self.0
+    }
+}
+impl ::std::fmt::Display for F64Min0Max100 {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for F64Min0Max100 {
+    type Err = self::error::ConversionError;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        let parsed: f64 = value
+            .parse()
+            .map_err(|_| ::std::format!("{value:?} is not a number"))?;
+        Self::try_from(parsed)
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for F64Min0Max100 {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        let value = <f64 as ::serde::Deserialize>::deserialize(deserializer)?;
+        Self::try_from(value)
+            .map_err(|e| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+    }
+}
+///A number (f64) at least 1: the range a schema gives it, checked whenever one is built.
+#[derive(::serde::Serialize, Clone, Copy, Debug, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct F64Min1(f64);
+impl F64Min1 {
+    ///`Some` when `value` is at least 1.
+    pub fn new(value: f64) -> ::std::option::Option<Self> {
+        (value >= 1.0 as f64 && true).then_some(Self(value))
+    }
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+impl ::std::convert::TryFrom<f64> for F64Min1 {
+    type Error = self::error::ConversionError;
+    fn try_from(value: f64) -> ::std::result::Result<Self, Self::Error> {
+        Self::new(value)
+            .ok_or_else(|| ::std::format!("{value} is not at least 1").into())
+    }
+}
+impl ::std::convert::From<F64Min1> for f64 {
+    fn from(value: F64Min1) -> f64 {
+        value.0
+    }
+}
+impl ::std::ops::Deref for F64Min1 {
+    type Target = f64;
+    fn deref(&self) -> &f64 {
+        &self.0
+    }
+}
+impl ::std::fmt::Display for F64Min1 {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for F64Min1 {
+    type Err = self::error::ConversionError;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        let parsed: f64 = value
+            .parse()
+            .map_err(|_| ::std::format!("{value:?} is not a number"))?;
+        Self::try_from(parsed)
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for F64Min1 {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        let value = <f64 as ::serde::Deserialize>::deserialize(deserializer)?;
+        Self::try_from(value)
+            .map_err(|e| <D::Error as ::serde::de::Error>::custom(e.to_string()))
     }
 }

@@ -23,7 +23,11 @@ impl fmt::Display for LengthError {
         if self.max == usize::MAX {
             write!(f, "{} items, expected at least {}", self.len, self.min)
         } else {
-            write!(f, "{} items, expected {} to {}", self.len, self.min, self.max)
+            write!(
+                f,
+                "{} items, expected {} to {}",
+                self.len, self.min, self.max
+            )
         }
     }
 }
@@ -35,7 +39,11 @@ impl<T, const MIN: usize, const MAX: usize> BoundedVec<T, MIN, MAX> {
         if (MIN..=MAX).contains(&items.len()) {
             Ok(BoundedVec(items))
         } else {
-            Err(LengthError { len: items.len(), min: MIN, max: MAX })
+            Err(LengthError {
+                len: items.len(),
+                min: MIN,
+                max: MAX,
+            })
         }
     }
 
@@ -83,7 +91,9 @@ impl<T: fmt::Display, const MIN: usize, const MAX: usize> fmt::Display for Bound
     }
 }
 
-impl<T: serde::Serialize, const MIN: usize, const MAX: usize> serde::Serialize for BoundedVec<T, MIN, MAX> {
+impl<T: serde::Serialize, const MIN: usize, const MAX: usize> serde::Serialize
+    for BoundedVec<T, MIN, MAX>
+{
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         self.0.serialize(serializer)
     }

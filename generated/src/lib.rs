@@ -15,10 +15,11 @@
 
 mod bounded;
 mod reader;
+pub mod strict;
 mod timestamp;
 
-pub use reader::{describe, read, read_value, validate_value, Rejection};
 pub use bounded::{BoundedVec, LengthError};
+pub use reader::{describe, read, read_value, validate_value, Rejection};
 pub use timestamp::{Timestamp, TimestampError};
 
 /// The generated types, one per schema definition.

@@ -57,7 +57,7 @@ pub fn describe(v: &Violation) -> String {
 /// validator runs on it when the type does not enforce the whole schema, and on the raw
 /// document to explain a refusal, so a refused document always gets pointers.
 pub fn read<T: WireDocument>(bytes: &[u8]) -> Result<T, Rejection> {
-    match serde_json::from_slice::<T>(bytes) {
+    match crate::strict::from_slice::<T>(bytes) {
         Ok(typed) if T::INFO.exact => Ok(typed),
         Ok(typed) => {
             let value = serde_json::to_value(&typed).expect("a generated value serializes");

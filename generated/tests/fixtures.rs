@@ -16,7 +16,9 @@ fn fixtures(kind: &str) -> Vec<(String, PathBuf)> {
     for doc in std::fs::read_dir(examples_dir()).unwrap() {
         let doc = doc.unwrap().path();
         let name = doc.file_name().unwrap().to_string_lossy().into_owned();
-        let Ok(entries) = std::fs::read_dir(doc.join(kind)) else { continue };
+        let Ok(entries) = std::fs::read_dir(doc.join(kind)) else {
+            continue;
+        };
         for entry in entries {
             out.push((name.clone(), entry.unwrap().path()));
         }
@@ -29,7 +31,10 @@ fn fixtures(kind: &str) -> Vec<(String, PathBuf)> {
 fn every_fixture_folder_names_a_root_document_and_every_root_has_a_valid_example() {
     for entry in std::fs::read_dir(examples_dir()).unwrap() {
         let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-        assert!(document(&name).is_some(), "schemas/examples/{name} is not a root document");
+        assert!(
+            document(&name).is_some(),
+            "schemas/examples/{name} is not a root document"
+        );
     }
     for doc in fleetwire_types::DOCUMENTS {
         assert!(
@@ -72,7 +77,9 @@ fn invalid_fixtures_are_refused_where_they_say() {
         );
         match read_named(&name, &bytes).unwrap() {
             Ok(()) => failures.push(format!("{}: accepted", path.display())),
-            Err(Rejection::Malformed(v)) => failures.push(format!("{}: malformed? {v:?}", path.display())),
+            Err(Rejection::Malformed(v)) => {
+                failures.push(format!("{}: malformed? {v:?}", path.display()))
+            }
             Err(Rejection::Invalid(violations)) => {
                 let found = violations
                     .iter()
@@ -82,7 +89,10 @@ fn invalid_fixtures_are_refused_where_they_say() {
                         .iter()
                         .map(|v| format!("{} {}", v.instance_path.as_str(), v.keyword))
                         .collect();
-                    failures.push(format!("{}: expected {pointer} {keyword}, got {got:?}", path.display()));
+                    failures.push(format!(
+                        "{}: expected {pointer} {keyword}, got {got:?}",
+                        path.display()
+                    ));
                 }
             }
         }

@@ -1,0 +1,581 @@
+//! A deserializer adapter that makes serde as strict as the schemas.
+//!
+//! Two of serde's leniencies let a document through that its schema refuses:
+//! - derived struct deserializers also accept a sequence (the fields by position), so `[]`
+//!   would read as a struct whose fields all have defaults, where the schema says `object`;
+//! - an `Option` field reads `null` as absent, where the schema makes the property optional
+//!   but not nullable.
+//!
+//! Wrapping the deserializer at every depth closes both: `deserialize_struct` asks for a map,
+//! and the properties the generated table `non_nullable_optional` names refuse `null`. The
+//! typed parse then accepts exactly what the schema does (the property tests check it).
+
+use serde::de::{
+    self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor,
+};
+
+/// Deserializes a `T` from `bytes` with structs read from objects only.
+pub fn from_slice<'de, T: de::Deserialize<'de>>(bytes: &'de [u8]) -> serde_json::Result<T> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = T::deserialize(Strict(&mut de))?;
+    de.end()?;
+    Ok(value)
+}
+
+/// The adapter around any deserializer.
+pub struct Strict<D>(pub D);
+
+/// Wraps the visitor so the accessors it is handed are wrapped too.
+struct Wrap<V>(V);
+
+macro_rules! forward {
+    ($($method:ident),* $(,)?) => {
+        $(
+            fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+                self.0.$method(Wrap(visitor))
+            }
+        )*
+    };
+}
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
+    type Error = D::Error;
+
+    forward!(
+        deserialize_any,
+        deserialize_bool,
+        deserialize_i8,
+        deserialize_i16,
+        deserialize_i32,
+        deserialize_i64,
+        deserialize_i128,
+        deserialize_u8,
+        deserialize_u16,
+        deserialize_u32,
+        deserialize_u64,
+        deserialize_u128,
+        deserialize_f32,
+        deserialize_f64,
+        deserialize_char,
+        deserialize_str,
+        deserialize_string,
+        deserialize_bytes,
+        deserialize_byte_buf,
+        deserialize_option,
+        deserialize_unit,
+        deserialize_seq,
+        deserialize_map,
+        deserialize_identifier,
+        deserialize_ignored_any,
+    );
+
+    fn deserialize_unit_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_unit_struct(name, Wrap(visitor))
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_newtype_struct(name, Wrap(visitor))
+    }
+
+    fn deserialize_tuple<V: Visitor<'de>>(
+        self,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_tuple(len, Wrap(visitor))
+    }
+
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_tuple_struct(name, len, Wrap(visitor))
+    }
+
+    /// A struct comes from a map, never from a sequence, and knows which of its optional
+    /// properties may not be `null`.
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        let non_null = crate::documents::non_nullable_optional(name);
+        self.0.deserialize_map(StructVisitor { visitor, non_null })
+    }
+
+    /// A string enum comes from a string only, never from `{"variant": null}`.
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        if crate::documents::is_string_enum(name) {
+            self.0.deserialize_str(StringEnum(visitor))
+        } else {
+            self.0.deserialize_enum(name, variants, Wrap(visitor))
+        }
+    }
+
+    fn is_human_readable(&self) -> bool {
+        self.0.is_human_readable()
+    }
+}
+
+macro_rules! pass {
+    ($($method:ident: $ty:ty),* $(,)?) => {
+        $(
+            fn $method<E: de::Error>(self, v: $ty) -> Result<V::Value, E> {
+                self.0.$method(v)
+            }
+        )*
+    };
+}
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.expecting(f)
+    }
+
+    pass!(
+        visit_bool: bool, visit_i8: i8, visit_i16: i16, visit_i32: i32, visit_i64: i64,
+        visit_i128: i128, visit_u8: u8, visit_u16: u16, visit_u32: u32, visit_u64: u64,
+        visit_u128: u128, visit_f32: f32, visit_f64: f64, visit_char: char, visit_str: &str,
+        visit_borrowed_str: &'de str, visit_string: String, visit_bytes: &[u8],
+        visit_borrowed_bytes: &'de [u8], visit_byte_buf: Vec<u8>,
+    );
+
+    fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
+        self.0.visit_none()
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<V::Value, D::Error> {
+        self.0.visit_some(Strict(deserializer))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
+        self.0.visit_unit()
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<V::Value, D::Error> {
+        self.0.visit_newtype_struct(Strict(deserializer))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
+        self.0.visit_seq(Wrap(seq))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
+        self.0.visit_map(Wrap(map))
+    }
+
+    fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<V::Value, A::Error> {
+        self.0.visit_enum(Wrap(data))
+    }
+}
+
+/// Wraps a seed so the deserializer it is given is wrapped.
+struct Seed<S>(S);
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Seed<S> {
+    type Value = S::Value;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<S::Value, D::Error> {
+        self.0.deserialize(Strict(deserializer))
+    }
+}
+
+impl<'de, A: SeqAccess<'de>> SeqAccess<'de> for Wrap<A> {
+    type Error = A::Error;
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, A::Error> {
+        self.0.next_element_seed(Seed(seed))
+    }
+    fn size_hint(&self) -> Option<usize> {
+        self.0.size_hint()
+    }
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for Wrap<A> {
+    type Error = A::Error;
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        self.0.next_key_seed(Seed(seed))
+    }
+    fn next_value_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, A::Error> {
+        self.0.next_value_seed(Seed(seed))
+    }
+    fn size_hint(&self) -> Option<usize> {
+        self.0.size_hint()
+    }
+}
+
+impl<'de, A: EnumAccess<'de>> EnumAccess<'de> for Wrap<A> {
+    type Error = A::Error;
+    type Variant = Wrap<A::Variant>;
+    fn variant_seed<T: DeserializeSeed<'de>>(
+        self,
+        seed: T,
+    ) -> Result<(T::Value, Self::Variant), A::Error> {
+        let (value, variant) = self.0.variant_seed(Seed(seed))?;
+        Ok((value, Wrap(variant)))
+    }
+}
+
+impl<'de, A: VariantAccess<'de>> VariantAccess<'de> for Wrap<A> {
+    type Error = A::Error;
+    fn unit_variant(self) -> Result<(), A::Error> {
+        self.0.unit_variant()
+    }
+    fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<T::Value, A::Error> {
+        self.0.newtype_variant_seed(Seed(seed))
+    }
+    fn tuple_variant<V: Visitor<'de>>(self, len: usize, visitor: V) -> Result<V::Value, A::Error> {
+        self.0.tuple_variant(len, Wrap(visitor))
+    }
+    fn struct_variant<V: Visitor<'de>>(
+        self,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, A::Error> {
+        // A struct variant's body is an object too.
+        self.0.newtype_variant_seed(StructBody(visitor))
+    }
+}
+
+/// Reads a struct variant's body through a map.
+struct StructBody<V>(V);
+
+impl<'de, V: Visitor<'de>> DeserializeSeed<'de> for StructBody<V> {
+    type Value = V::Value;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<V::Value, D::Error> {
+        deserializer.deserialize_map(Wrap(self.0))
+    }
+}
+
+/// The visitor of a struct body: hands the struct's visitor a map that checks `null`s.
+struct StructVisitor<V> {
+    visitor: V,
+    non_null: &'static [&'static str],
+}
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for StructVisitor<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.visitor.expecting(f)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
+        self.visitor.visit_map(StructMap {
+            map,
+            non_null: self.non_null,
+            value_non_null: false,
+        })
+    }
+}
+
+/// A struct's map: remembers whether the key just read names a property that may not be null.
+struct StructMap<A> {
+    map: A,
+    non_null: &'static [&'static str],
+    value_non_null: bool,
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for StructMap<A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        if self.non_null.is_empty() {
+            return self.map.next_key_seed(Seed(seed));
+        }
+        let mut is_non_null = false;
+        let key = self.map.next_key_seed(KeySeed {
+            seed,
+            non_null: self.non_null,
+            found: &mut is_non_null,
+        })?;
+        self.value_non_null = is_non_null;
+        Ok(key)
+    }
+
+    fn next_value_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, A::Error> {
+        if std::mem::take(&mut self.value_non_null) {
+            self.map.next_value_seed(NonNullSeed(seed))
+        } else {
+            self.map.next_value_seed(Seed(seed))
+        }
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.map.size_hint()
+    }
+}
+
+/// Reads a key, noting whether it is one of `non_null`.
+struct KeySeed<'a, S> {
+    seed: S,
+    non_null: &'static [&'static str],
+    found: &'a mut bool,
+}
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for KeySeed<'_, S> {
+    type Value = S::Value;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<S::Value, D::Error> {
+        self.seed.deserialize(KeyDeserializer {
+            inner: deserializer,
+            non_null: self.non_null,
+            found: self.found,
+        })
+    }
+}
+
+struct KeyDeserializer<'a, D> {
+    inner: D,
+    non_null: &'static [&'static str],
+    found: &'a mut bool,
+}
+
+macro_rules! forward_key {
+    ($($method:ident),* $(,)?) => {
+        $(
+            fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+                self.inner.$method(KeyVisitor { visitor, non_null: self.non_null, found: self.found })
+            }
+        )*
+    };
+}
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for KeyDeserializer<'_, D> {
+    type Error = D::Error;
+
+    forward_key!(
+        deserialize_any,
+        deserialize_str,
+        deserialize_string,
+        deserialize_identifier,
+        deserialize_bytes,
+        deserialize_byte_buf,
+        deserialize_ignored_any,
+    );
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char option unit unit_struct
+        newtype_struct seq tuple tuple_struct map struct enum
+    }
+}
+
+struct KeyVisitor<'a, V> {
+    visitor: V,
+    non_null: &'static [&'static str],
+    found: &'a mut bool,
+}
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for KeyVisitor<'_, V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.visitor.expecting(f)
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<V::Value, E> {
+        *self.found = self.non_null.contains(&v);
+        self.visitor.visit_str(v)
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<V::Value, E> {
+        *self.found = self.non_null.contains(&v);
+        self.visitor.visit_borrowed_str(v)
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<V::Value, E> {
+        *self.found = self.non_null.contains(&v.as_str());
+        self.visitor.visit_string(v)
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<V::Value, E> {
+        self.visitor.visit_u64(v)
+    }
+
+    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<V::Value, E> {
+        self.visitor.visit_bytes(v)
+    }
+}
+
+/// A value that may not be `null`.
+struct NonNullSeed<S>(S);
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for NonNullSeed<S> {
+    type Value = S::Value;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<S::Value, D::Error> {
+        self.0.deserialize(NonNull(Strict(deserializer)))
+    }
+}
+
+struct NonNull<D>(D);
+
+macro_rules! forward_non_null {
+    ($($method:ident),* $(,)?) => {
+        $(
+            fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+                self.0.$method(visitor)
+            }
+        )*
+    };
+}
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for NonNull<D> {
+    type Error = D::Error;
+
+    forward_non_null!(
+        deserialize_any,
+        deserialize_bool,
+        deserialize_i8,
+        deserialize_i16,
+        deserialize_i32,
+        deserialize_i64,
+        deserialize_i128,
+        deserialize_u8,
+        deserialize_u16,
+        deserialize_u32,
+        deserialize_u64,
+        deserialize_u128,
+        deserialize_f32,
+        deserialize_f64,
+        deserialize_char,
+        deserialize_str,
+        deserialize_string,
+        deserialize_bytes,
+        deserialize_byte_buf,
+        deserialize_unit,
+        deserialize_seq,
+        deserialize_map,
+        deserialize_identifier,
+        deserialize_ignored_any,
+    );
+
+    /// The point: `null` is refused instead of read as absent.
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        self.0.deserialize_option(NoNullVisitor(visitor))
+    }
+
+    fn deserialize_unit_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_unit_struct(name, visitor)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_newtype_struct(name, visitor)
+    }
+
+    fn deserialize_tuple<V: Visitor<'de>>(
+        self,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_tuple(len, visitor)
+    }
+
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_tuple_struct(name, len, visitor)
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_struct(name, fields, visitor)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_enum(name, variants, visitor)
+    }
+}
+
+struct NoNullVisitor<V>(V);
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for NoNullVisitor<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.expecting(f)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
+        Err(E::custom(
+            "null is not allowed here: leave the property out instead",
+        ))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
+        Err(E::custom(
+            "null is not allowed here: leave the property out instead",
+        ))
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<V::Value, D::Error> {
+        self.0.visit_some(deserializer)
+    }
+}
+
+/// Reads a string enum's value from a string and hands it on as a unit variant.
+struct StringEnum<V>(V);
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for StringEnum<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.expecting(f)
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<V::Value, E> {
+        self.0
+            .visit_enum(de::IntoDeserializer::<E>::into_deserializer(v))
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<V::Value, E> {
+        self.0
+            .visit_enum(de::value::BorrowedStrDeserializer::<E>::new(v))
+    }
+}
