@@ -112,6 +112,9 @@ fn check(
                         .is_some_and(|v| v.iter().all(Value::is_string)) => {}
             "pattern" | "minLength" | "maxLength"
                 if types.iter().all(|t| t == "string" || t == "null") => {}
+            "format" if types.iter().any(|t| t == "integer") && !obj.contains_key("minimum") => {
+                return Err("an integer whose range the schema does not state is checked by the schema only".into())
+            }
             "format" => check_format(value.as_str().unwrap_or_default(), &types)?,
             "minimum" | "maximum" => check_integer_bounds(obj)?,
             "oneOf" | "anyOf" => check_alternatives(bundle, value, seen)?,
@@ -150,6 +153,7 @@ fn integer_range(format: &str) -> Option<(i128, i128)> {
 fn check_format(format: &str, types: &[String]) -> Result<(), String> {
     let is = |t: &str| types.iter().any(|x| x == t);
     if is("integer") && integer_range(format).is_some() {
+        // The bounds are checked with `minimum`/`maximum` (see `check_integer_bounds`).
         return Ok(());
     }
     if is("number") && (format == "float" || format == "double") {
@@ -176,12 +180,15 @@ fn check_integer_bounds(obj: &Map<String, Value>) -> Result<(), String> {
         obj.get(k)
             .and_then(|v| v.as_i64().map(i128::from).or(v.as_u64().map(i128::from)))
     };
+    // The schema must state the type's range: an unbounded JSON integer that fits no Rust
+    // integer would be valid yet refused. Only `uint64` may leave its maximum implicit, since
+    // integers past it do not reach the validator as integers anyway.
     let min_ok = match bound("minimum") {
-        None => true,
+        None => false,
         Some(m) => m == lo || (lo == 0 && m == 1),
     };
     let max_ok = match bound("maximum") {
-        None => true,
+        None => format == "uint64",
         Some(m) => m == hi,
     };
     if min_ok
