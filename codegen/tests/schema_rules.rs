@@ -39,18 +39,30 @@ fn every_definition_and_property_has_a_description() {
     let bundle = bundle();
     let mut missing = Vec::new();
     for (name, def) in &bundle.defs {
-        if def.get("description").and_then(Value::as_str).is_none_or(|d| d.trim().is_empty()) {
+        if def
+            .get("description")
+            .and_then(Value::as_str)
+            .is_none_or(|d| d.trim().is_empty())
+        {
             missing.push(format!("{}: $defs/{name}", bundle.def_files[name]));
         }
         let mut props = Vec::new();
         properties(def, format!("$defs/{name}"), &mut props);
         for (pointer, prop) in props {
-            if prop.get("description").and_then(Value::as_str).is_none_or(|d| d.trim().is_empty()) {
+            if prop
+                .get("description")
+                .and_then(Value::as_str)
+                .is_none_or(|d| d.trim().is_empty())
+            {
                 missing.push(format!("{}: {pointer}", bundle.def_files[name]));
             }
         }
     }
-    assert!(missing.is_empty(), "without a description:\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "without a description:\n{}",
+        missing.join("\n")
+    );
 }
 
 #[test]
