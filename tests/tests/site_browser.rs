@@ -320,6 +320,17 @@ async fn site_in_headless_chromium() {
         std::fs::write(artifacts().join("site-document-dark.png"), client.screenshot().await.unwrap()).unwrap();
         client.goto(&format!("{base}/docs/api.html")).await.unwrap();
         std::fs::write(artifacts().join("site-api-dark.png"), client.screenshot().await.unwrap()).unwrap();
+        // A phone: one column, nothing sticking out sideways.
+        client.set_window_size(390, 844).await.unwrap();
+        client.goto(&format!("{base}/docs/HostReportedState.html#ReportedInstance")).await.unwrap();
+        let phone = js(
+            &client,
+            "return { width: innerWidth, excess: document.documentElement.scrollWidth - document.documentElement.clientWidth }",
+        )
+        .await;
+        std::fs::write(artifacts().join("site-document-phone-dark.png"), client.screenshot().await.unwrap()).unwrap();
+        assert!(phone["width"].as_f64().unwrap() < 500.0, "the window did not shrink: {phone}");
+        assert_eq!(phone["excess"], json!(0), "the page scrolls sideways on a phone: {phone}");
         let _ = client.close().await;
         assert_eq!(background, "rgb(15, 18, 22)", "the dark theme did not apply");
 
