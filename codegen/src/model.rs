@@ -211,7 +211,8 @@ impl Model {
             t.rust_path = rust_names::rust_path(space, &t.name);
         }
 
-        let by_name: BTreeMap<&str, &TypeDoc> = types.iter().map(|t| (t.name.as_str(), t)).collect();
+        let by_name: BTreeMap<&str, &TypeDoc> =
+            types.iter().map(|t| (t.name.as_str(), t)).collect();
         let mut home = BTreeMap::new();
         let mut documents = Vec::new();
         for root in &bundle.roots {
@@ -233,10 +234,15 @@ impl Model {
         let mut api = api;
         if let Some(api) = &mut api {
             // Definitions the API names that no document page shows get a section on the API page.
-            let named: Vec<String> = api.refs().into_iter().filter(|n| !home.contains_key(n)).collect();
+            let named: Vec<String> = api
+                .refs()
+                .into_iter()
+                .filter(|n| !home.contains_key(n))
+                .collect();
             api.types = reach(&by_name, &named, |n| !home.contains_key(n));
             for name in &api.types {
-                home.entry(name.clone()).or_insert_with(|| API_PAGE.to_string());
+                home.entry(name.clone())
+                    .or_insert_with(|| API_PAGE.to_string());
             }
         }
         let orphans: Vec<String> = types
@@ -563,25 +569,34 @@ fn link_back(types: &mut [TypeDoc], api: Option<&ApiDoc>) {
     let mut found: BTreeMap<String, Vec<BackRef>> = BTreeMap::new();
     for t in types.iter() {
         for target in &t.refs {
-            found.entry(target.clone()).or_default().push(BackRef::Field {
-                owner: t.name.clone(),
-                anchor: t.name.clone(),
-            });
+            found
+                .entry(target.clone())
+                .or_default()
+                .push(BackRef::Field {
+                    owner: t.name.clone(),
+                    anchor: t.name.clone(),
+                });
         }
         for v in &t.variants {
             for target in &v.refs {
-                found.entry(target.clone()).or_default().push(BackRef::Field {
-                    owner: t.name.clone(),
-                    anchor: v.anchor.clone(),
-                });
+                found
+                    .entry(target.clone())
+                    .or_default()
+                    .push(BackRef::Field {
+                        owner: t.name.clone(),
+                        anchor: v.anchor.clone(),
+                    });
             }
         }
         for row in t.all_rows() {
             for target in &row.refs {
-                found.entry(target.clone()).or_default().push(BackRef::Field {
-                    owner: t.name.clone(),
-                    anchor: row.anchor.clone(),
-                });
+                found
+                    .entry(target.clone())
+                    .or_default()
+                    .push(BackRef::Field {
+                        owner: t.name.clone(),
+                        anchor: row.anchor.clone(),
+                    });
             }
         }
     }
@@ -629,7 +644,11 @@ fn data_paths(
             );
         }
     }
-    for target in t.refs.iter().chain(t.variants.iter().flat_map(|v| v.refs.iter())) {
+    for target in t
+        .refs
+        .iter()
+        .chain(t.variants.iter().flat_map(|v| v.refs.iter()))
+    {
         if !visiting.contains(target) {
             data_paths(types, target, visiting, out);
         }

@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use crate::model::words::{Phrase, Token};
 use crate::model::{
-    self, ApiDoc, BackRef, ExtraFields, Model, Row, RowKind, TypeDoc, TypeKind, Variant,
-    API_PAGE, INDEX_PAGE,
+    self, ApiDoc, BackRef, ExtraFields, Model, Row, RowKind, TypeDoc, TypeKind, Variant, API_PAGE,
+    INDEX_PAGE,
 };
 
 const STYLESHEET: &str = include_str!("../../docs-site/static/site.css");
@@ -236,7 +236,11 @@ impl Place<'_> {
         if self.here.contains(owner) {
             format!("#{anchor}")
         } else {
-            let page = self.home.get(owner).map(String::as_str).unwrap_or(INDEX_PAGE);
+            let page = self
+                .home
+                .get(owner)
+                .map(String::as_str)
+                .unwrap_or(INDEX_PAGE);
             if page == self.page {
                 format!("#{anchor}")
             } else {

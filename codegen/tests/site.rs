@@ -123,7 +123,12 @@ fn properties(base: &str, schema: &Value, out: &mut Vec<Property>) {
         }
     }
     for key in ["oneOf", "anyOf"] {
-        for member in schema.get(key).and_then(Value::as_array).into_iter().flatten() {
+        for member in schema
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if let Some(title) = member.get("title").and_then(Value::as_str) {
                 properties(&format!("{base}.{title}"), member, out);
             }
@@ -174,8 +179,13 @@ fn expected_texts(prop: &Value) -> Vec<String> {
     if let Some(f) = core.get("format").and_then(Value::as_str) {
         out.push(f.to_string());
     }
-    if core.get("type").and_then(Value::as_array).is_some_and(|t| t.contains(&Value::from("null")))
-        || prop.get("oneOf").is_some_and(|o| o.to_string().contains(r#""type":"null""#))
+    if core
+        .get("type")
+        .and_then(Value::as_array)
+        .is_some_and(|t| t.contains(&Value::from("null")))
+        || prop
+            .get("oneOf")
+            .is_some_and(|o| o.to_string().contains(r#""type":"null""#))
     {
         out.push("nullable".into());
     }
@@ -225,7 +235,11 @@ fn check_properties_on(page_path: &str, defs: &BTreeSet<String>, problems: &mut 
                     ));
                 }
             }
-            let badge = if prop.required { "required" } else { "optional" };
+            let badge = if prop.required {
+                "required"
+            } else {
+                "optional"
+            };
             if !row.select(&sel(&format!(".badge.{badge}"))).any(|_| true) {
                 problems.push(format!("{page_path}#{}: not marked {badge}", prop.anchor));
             }
@@ -276,8 +290,17 @@ fn every_definition_description_and_enum_value_is_shown() {
             .map(fold)
             .into_iter()
             .collect();
-        for v in schema.get("enum").and_then(Value::as_array).into_iter().flatten() {
-            want.push(v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()));
+        for v in schema
+            .get("enum")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            want.push(
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string()),
+            );
         }
         if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
             want.push(p.to_string());
@@ -295,14 +318,21 @@ fn every_definition_description_and_enum_value_is_shown() {
 fn every_generated_rust_type_has_an_anchor() {
     let space = rust::type_space(&outputs().bundle).unwrap();
     let names = rust::generated_type_names(&space);
-    assert!(names.len() > 50, "typify generated only {} types", names.len());
+    assert!(
+        names.len() > 50,
+        "typify generated only {} types",
+        names.len()
+    );
     let all_ids: BTreeSet<String> = files()
         .keys()
         .filter(|p| p.ends_with(".html"))
         .flat_map(|p| ids(&page(p)))
         .collect();
     let missing: Vec<&String> = names.iter().filter(|n| !all_ids.contains(*n)).collect();
-    assert!(missing.is_empty(), "Rust types without an anchor: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "Rust types without an anchor: {missing:?}"
+    );
     // The inline ones sit on the field they came from.
     let html = page("ApiError.html");
     let row = by_id(&html, "ApiError.message").expect("row ApiError.message");
@@ -361,7 +391,11 @@ fn no_broken_link_or_anchor_anywhere() {
     }
     let mut links = 0;
     for (path, html) in &pages {
-        for (selector, attr) in [("a[href]", "href"), ("link[href]", "href"), ("script[src]", "src")] {
+        for (selector, attr) in [
+            ("a[href]", "href"),
+            ("link[href]", "href"),
+            ("script[src]", "src"),
+        ] {
             for el in html.select(&sel(selector)) {
                 let href = el.value().attr(attr).unwrap();
                 let Some((target, fragment)) = resolve(path, href) else {
@@ -371,9 +405,13 @@ fn no_broken_link_or_anchor_anywhere() {
                 if !files().contains_key(&target) {
                     problems.push(format!("{path}: `{href}` → no file {target}"));
                 } else if !fragment.is_empty()
-                    && !ids_of.get(&target).is_some_and(|ids| ids.contains(&fragment))
+                    && !ids_of
+                        .get(&target)
+                        .is_some_and(|ids| ids.contains(&fragment))
                 {
-                    problems.push(format!("{path}: `{href}` → no anchor #{fragment} in {target}"));
+                    problems.push(format!(
+                        "{path}: `{href}` → no anchor #{fragment} in {target}"
+                    ));
                 }
             }
         }
@@ -388,7 +426,10 @@ fn no_broken_link_or_anchor_anywhere() {
     for e in &entries {
         let u = e["u"].as_str().unwrap();
         let (target, fragment) = resolve("index.html", u).unwrap();
-        if !ids_of.get(&target).is_some_and(|ids| ids.contains(&fragment)) {
+        if !ids_of
+            .get(&target)
+            .is_some_and(|ids| ids.contains(&fragment))
+        {
             problems.push(format!("search index: `{u}` does not resolve"));
         }
     }
@@ -410,7 +451,10 @@ fn deep_links_by_dotted_path_resolve() {
         "TenantExit.signal.signal",
         "ReportedRestart.exit.signal",
     ] {
-        assert!(by_id(&html, id).is_some(), "HostReportedState.html#{id} does not resolve");
+        assert!(
+            by_id(&html, id).is_some(),
+            "HostReportedState.html#{id} does not resolve"
+        );
     }
     // A path alias lands on the canonical row.
     let alias = by_id(&html, "ReportedInstance.meters.cpuMs").unwrap();
@@ -439,7 +483,12 @@ fn every_operation_is_on_the_api_page() {
             let shown = text(el);
             let mut want = vec![method.to_uppercase(), path.clone()];
             want.extend(op.get("description").and_then(Value::as_str).map(fold));
-            for p in op.get("parameters").and_then(Value::as_array).into_iter().flatten() {
+            for p in op
+                .get("parameters")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 want.push(p["name"].as_str().unwrap().to_string());
                 want.extend(p.get("description").and_then(Value::as_str).map(fold));
             }
@@ -495,7 +544,10 @@ fn pages_are_complete_without_javascript() {
     for (path, _) in files().iter().filter(|(p, _)| p.ends_with(".html")) {
         let html = page(path);
         let search = html.select(&sel("#search")).next().expect("search box");
-        assert!(search.value().attr("hidden").is_some(), "{path}: search box shown without script");
+        assert!(
+            search.value().attr("hidden").is_some(),
+            "{path}: search box shown without script"
+        );
         assert!(
             html.select(&sel("script:not([src])")).next().is_none(),
             "{path}: inline script"
@@ -536,7 +588,11 @@ fn collect(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
         if path.is_dir() {
             collect(root, &path, out);
         } else {
-            let rel = path.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
             out.insert(rel, std::fs::read(&path).unwrap());
         }
     }

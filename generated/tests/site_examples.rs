@@ -18,11 +18,19 @@ fn every_example_on_the_site_validates() {
             // The text a reader copies off the page, entities decoded.
             let text: String = pre.text().collect();
             match read_named(document, text.as_bytes()) {
-                None => failures.push(format!("{}: example {name} names unknown document {document}", file.path)),
+                None => failures.push(format!(
+                    "{}: example {name} names unknown document {document}",
+                    file.path
+                )),
                 Some(Err(rejection)) => failures.push(format!(
                     "{}: example {name} of {document} is refused: {}",
                     file.path,
-                    rejection.violations().iter().map(describe).collect::<Vec<_>>().join("; ")
+                    rejection
+                        .violations()
+                        .iter()
+                        .map(describe)
+                        .collect::<Vec<_>>()
+                        .join("; ")
                 )),
                 Some(Ok(())) => {
                     checked += 1;
@@ -32,7 +40,10 @@ fn every_example_on_the_site_validates() {
         }
     }
     // The downloadable copies too.
-    for file in site::FILES.iter().filter(|f| f.path.starts_with("examples/")) {
+    for file in site::FILES
+        .iter()
+        .filter(|f| f.path.starts_with("examples/"))
+    {
         let document = file.path.split('/').nth(1).unwrap();
         match read_named(document, file.bytes) {
             Some(Ok(())) => checked += 1,
@@ -47,12 +58,16 @@ fn every_example_on_the_site_validates() {
             doc.name
         );
     }
-    assert!(checked >= 2 * DOCUMENTS.len(), "only {checked} examples checked");
+    assert!(
+        checked >= 2 * DOCUMENTS.len(),
+        "only {checked} examples checked"
+    );
 }
 
 #[test]
 fn an_example_the_validator_refuses_would_be_caught() {
     // The check above is only worth something if a refused document is reported as such.
-    let refused = read_named("ApiError", br#"{"code": "no_capacity"}"#).expect("ApiError is a document");
+    let refused =
+        read_named("ApiError", br#"{"code": "no_capacity"}"#).expect("ApiError is a document");
     assert!(refused.is_err());
 }

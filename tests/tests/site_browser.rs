@@ -38,7 +38,8 @@ struct Driver {
 
 impl Driver {
     fn start() -> Driver {
-        let binary = std::env::var("FLEETWIRE_CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".into());
+        let binary =
+            std::env::var("FLEETWIRE_CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".into());
         let port = free_port();
         let child = Command::new(&binary)
             .arg(format!("--port={port}"))
@@ -89,7 +90,12 @@ fn chromium() -> String {
 }
 
 /// A fresh browser session: headless, no network chatter, its own profile folder.
-async fn browser(driver: &Driver, profile: &std::path::Path, dark: bool, javascript: bool) -> Client {
+async fn browser(
+    driver: &Driver,
+    profile: &std::path::Path,
+    dark: bool,
+    javascript: bool,
+) -> Client {
     let mut args = vec![
         "--headless".to_string(),
         "--no-sandbox".into(),
@@ -134,7 +140,10 @@ async fn serve_site() -> SocketAddr {
     let app = Router::new()
         .route("/docs", get(|| async { Redirect::permanent("/docs/") }))
         .route("/docs/", get(|| file("")))
-        .route("/docs/{*path}", get(|Path(path): Path<String>| async move { file(&path).await }));
+        .route(
+            "/docs/{*path}",
+            get(|Path(path): Path<String>| async move { file(&path).await }),
+        );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(axum::serve(listener, app).into_future());
@@ -157,7 +166,9 @@ fn expected_field_anchors(root: &str) -> BTreeSet<String> {
             Value::Object(m) => {
                 for (k, v) in m {
                     match (k.as_str(), v) {
-                        ("$ref", Value::String(r)) => out.push(r.rsplit('/').next().unwrap().into()),
+                        ("$ref", Value::String(r)) => {
+                            out.push(r.rsplit('/').next().unwrap().into())
+                        }
                         _ => refs(v, out),
                     }
                 }
@@ -175,7 +186,12 @@ fn expected_field_anchors(root: &str) -> BTreeSet<String> {
                 fields(&anchor, inner, out);
             }
         }
-        for member in schema.get("oneOf").and_then(Value::as_array).into_iter().flatten() {
+        for member in schema
+            .get("oneOf")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if let Some(title) = member.get("title").and_then(Value::as_str) {
                 fields(&format!("{base}.{title}"), member, out);
             }
@@ -194,13 +210,21 @@ fn expected_field_anchors(root: &str) -> BTreeSet<String> {
 }
 
 async fn js(client: &Client, script: &str) -> Value {
-    client.execute(script, Vec::new()).await.unwrap_or_else(|e| panic!("script `{script}`: {e}"))
+    client
+        .execute(script, Vec::new())
+        .await
+        .unwrap_or_else(|e| panic!("script `{script}`: {e}"))
 }
 
 /// Index → document page → deep link → search, with JavaScript on.
 async fn browse_with_javascript(client: &Client, base: &str) {
     client.goto(&format!("{base}/docs")).await.unwrap();
-    assert!(client.current_url().await.unwrap().as_str().ends_with("/docs/"));
+    assert!(client
+        .current_url()
+        .await
+        .unwrap()
+        .as_str()
+        .ends_with("/docs/"));
     let title = js(client, "return document.title").await;
     assert_eq!(title, "fleetwire reference · fleetwire reference");
 
@@ -217,7 +241,13 @@ async fn browse_with_javascript(client: &Client, base: &str) {
         .await
         .expect("the HostReportedState page opens");
     assert_eq!(
-        client.find(Locator::Css("h1")).await.unwrap().text().await.unwrap(),
+        client
+            .find(Locator::Css("h1"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
         "HostReportedState"
     );
     // Nothing may stick out sideways; name the widest offenders if something does.
@@ -232,7 +262,11 @@ async fn browse_with_javascript(client: &Client, base: &str) {
            return { excess: document.documentElement.scrollWidth - width, wide };"#,
     )
     .await;
-    assert_eq!(overflow["excess"], json!(0), "the page scrolls sideways at 1280 px: {overflow}");
+    assert_eq!(
+        overflow["excess"],
+        json!(0),
+        "the page scrolls sideways at 1280 px: {overflow}"
+    );
     std::fs::write(
         artifacts().join("site-document-light.png"),
         client.screenshot().await.unwrap(),
@@ -241,7 +275,9 @@ async fn browse_with_javascript(client: &Client, base: &str) {
 
     // A deep link by data path lands on the field's row, highlighted and on screen.
     client
-        .goto(&format!("{base}/docs/HostReportedState.html#ReportedInstance.meters.cpuMs"))
+        .goto(&format!(
+            "{base}/docs/HostReportedState.html#ReportedInstance.meters.cpuMs"
+        ))
         .await
         .unwrap();
     let target = js(
@@ -260,8 +296,14 @@ async fn browse_with_javascript(client: &Client, base: &str) {
         target["bottom"].as_f64().unwrap(),
         target["height"].as_f64().unwrap(),
     );
-    assert!(top >= 0.0 && bottom <= height, "the targeted row is off screen: {target}");
-    assert_ne!(target["highlighted"], "rgba(0, 0, 0, 0)", "the targeted row is not highlighted");
+    assert!(
+        top >= 0.0 && bottom <= height,
+        "the targeted row is off screen: {target}"
+    );
+    assert_ne!(
+        target["highlighted"], "rgba(0, 0, 0, 0)",
+        "the targeted row is not highlighted"
+    );
     std::fs::write(
         artifacts().join("site-deep-link-light.png"),
         client.screenshot().await.unwrap(),
@@ -270,7 +312,10 @@ async fn browse_with_javascript(client: &Client, base: &str) {
 
     // Search: type into the box, see results, follow the first.
     let input = client.find(Locator::Css("#search-input")).await.unwrap();
-    assert!(input.is_displayed().await.unwrap(), "the search box is hidden with JavaScript on");
+    assert!(
+        input.is_displayed().await.unwrap(),
+        "the search box is hidden with JavaScript on"
+    );
     input.send_keys("restart budget").await.unwrap();
     let first = client
         .wait()
@@ -278,7 +323,10 @@ async fn browse_with_javascript(client: &Client, base: &str) {
         .for_element(Locator::Css("#search-results li[data-hit] a"))
         .await
         .expect("the search shows results");
-    let results = client.find_all(Locator::Css("#search-results li[data-hit]")).await.unwrap();
+    let results = client
+        .find_all(Locator::Css("#search-results li[data-hit]"))
+        .await
+        .unwrap();
     assert!(!results.is_empty());
     let first_text = first.text().await.unwrap();
     assert!(first_text.contains("budget"), "first result: {first_text}");
@@ -288,8 +336,15 @@ async fn browse_with_javascript(client: &Client, base: &str) {
     )
     .unwrap();
     first.click().await.unwrap();
-    let landed = js(client, "const t = document.querySelector(':target'); return t ? t.id : null").await;
-    assert_eq!(landed, "ReportedRestart.budget", "the first result leads to the field");
+    let landed = js(
+        client,
+        "const t = document.querySelector(':target'); return t ? t.id : null",
+    )
+    .await;
+    assert_eq!(
+        landed, "ReportedRestart.budget",
+        "the first result leads to the field"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -150,7 +150,9 @@ pub fn describe(api: &Value) -> Result<ApiDoc> {
             .cloned()
             .unwrap_or_default();
         for method in METHODS {
-            let Some(op) = item.get(*method) else { continue };
+            let Some(op) = item.get(*method) else {
+                continue;
+            };
             let id = text_of(op, "operationId").unwrap_or_else(|| {
                 format!("{}-{}", method.to_uppercase(), path.trim_matches('/'))
                     .replace(['/', '{', '}'], "-")
@@ -163,8 +165,9 @@ pub fn describe(api: &Value) -> Result<ApiDoc> {
                 .unwrap_or_default();
             for p in shared.iter().chain(own.iter()) {
                 no_refs(p, &format!("{method} {path} parameter"))?;
-                let name = text_of(p, "name")
-                    .with_context(|| format!("{API_FILE}: {method} {path}: a parameter has no name"))?;
+                let name = text_of(p, "name").with_context(|| {
+                    format!("{API_FILE}: {method} {path}: a parameter has no name")
+                })?;
                 let schema = p.get("schema").cloned().unwrap_or(Value::Null);
                 let (core, nullable) = words::strip_nullable(&schema);
                 parameters.push(Parameter {
@@ -268,7 +271,11 @@ impl ApiDoc {
             let at = format!("{} {}", op.method, op.path);
             for p in &op.parameters {
                 for name in phrase_refs(&p.ty) {
-                    out.push((name, op.id.clone(), format!("{at}, {} parameter {}", p.location, p.name)));
+                    out.push((
+                        name,
+                        op.id.clone(),
+                        format!("{at}, {} parameter {}", p.location, p.name),
+                    ));
                 }
             }
             if let Some(body) = &op.request {

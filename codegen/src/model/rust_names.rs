@@ -114,8 +114,9 @@ pub fn assign(space: &TypeSpace, bundle: &Bundle, types: &mut [TypeDoc]) -> Vec<
         known
             .iter()
             .find(|a| {
-                a.strip_prefix(&prefix)
-                    .is_some_and(|rest| !rest.contains('.') && normalise(rest) == normalise(rust_name))
+                a.strip_prefix(&prefix).is_some_and(|rest| {
+                    !rest.contains('.') && normalise(rest) == normalise(rust_name)
+                })
             })
             .cloned()
     };
@@ -126,7 +127,11 @@ pub fn assign(space: &TypeSpace, bundle: &Bundle, types: &mut [TypeDoc]) -> Vec<
             TypeDetails::Struct(s) => {
                 for (prop, id) in s.properties() {
                     let place = child_anchor(&anchor, prop).unwrap_or_else(|| anchor.clone());
-                    found.extend(named_inside(space, &id).into_iter().map(|n| (n, place.clone())));
+                    found.extend(
+                        named_inside(space, &id)
+                            .into_iter()
+                            .map(|n| (n, place.clone())),
+                    );
                 }
             }
             TypeDetails::Newtype(n) => {

@@ -66,7 +66,10 @@ pub fn strip_nullable(schema: &Value) -> (Value, bool) {
                         }
                     }
                     _ => {
-                        core.insert(key.into(), Value::Array(kept.into_iter().cloned().collect()));
+                        core.insert(
+                            key.into(),
+                            Value::Array(kept.into_iter().cloned().collect()),
+                        );
                     }
                 }
             }
@@ -93,7 +96,14 @@ pub fn variants(core: &Value) -> Option<(&'static str, &Vec<Value>)> {
     for key in ["oneOf", "anyOf"] {
         if let Some(Value::Array(members)) = core.get(key) {
             if !members.is_empty() {
-                return Some((if key == "oneOf" { "exactly one" } else { "at least one" }, members));
+                return Some((
+                    if key == "oneOf" {
+                        "exactly one"
+                    } else {
+                        "at least one"
+                    },
+                    members,
+                ));
             }
         }
     }
@@ -264,7 +274,12 @@ pub fn constraints(core: &Value) -> Vec<Phrase> {
     }
     if let Some(format) = obj.get("format").and_then(Value::as_str) {
         if let Some(gloss) = format_gloss(format) {
-            out.push(vec![text(gloss), text(" (format "), code(format), text(")")]);
+            out.push(vec![
+                text(gloss),
+                text(" (format "),
+                code(format),
+                text(")"),
+            ]);
         }
     }
     if let Some(words) = range_words(obj) {
@@ -283,7 +298,10 @@ pub fn constraints(core: &Value) -> Vec<Phrase> {
         out.push(vec![text(words)]);
     }
     // What an array's items or a map's values must be, when that is written inline.
-    for (key, lead) in [("items", "each item "), ("additionalProperties", "each value ")] {
+    for (key, lead) in [
+        ("items", "each item "),
+        ("additionalProperties", "each value "),
+    ] {
         if let Some(inner) = obj.get(key).filter(|v| v.is_object()) {
             if key == "additionalProperties" && has_fields(&core) {
                 continue;
@@ -299,7 +317,9 @@ pub fn constraints(core: &Value) -> Vec<Phrase> {
         }
     }
     if obj.get("readOnly").and_then(Value::as_bool) == Some(true) {
-        out.push(vec![text("read-only: set by the server, ignored in requests")]);
+        out.push(vec![text(
+            "read-only: set by the server, ignored in requests",
+        )]);
     }
     if obj.get("writeOnly").and_then(Value::as_bool) == Some(true) {
         out.push(vec![text("write-only: never sent back")]);
@@ -314,7 +334,13 @@ pub fn constraints(core: &Value) -> Vec<Phrase> {
 fn length_words(obj: &Map<String, Value>, min: &str, max: &str, unit: &str) -> Option<String> {
     let min = obj.get(min).and_then(Value::as_u64);
     let max = obj.get(max).and_then(Value::as_u64);
-    let units = |n: u64| if n == 1 { unit.to_string() } else { format!("{unit}s") };
+    let units = |n: u64| {
+        if n == 1 {
+            unit.to_string()
+        } else {
+            format!("{unit}s")
+        }
+    };
     match (min, max) {
         (Some(lo), Some(hi)) if lo == hi => Some(format!("exactly {lo} {}", units(lo))),
         (Some(lo), Some(hi)) => Some(format!("{lo} to {hi} {}", units(hi))),
@@ -405,7 +431,10 @@ mod tests {
             words(json!({"type": "integer", "minimum": 1, "maximum": 65535})),
             ["1 to 65535"]
         );
-        assert_eq!(words(json!({"type": "integer", "minimum": 0})), ["at least 0"]);
+        assert_eq!(
+            words(json!({"type": "integer", "minimum": 0})),
+            ["at least 0"]
+        );
         assert_eq!(
             words(json!({"type": "number", "exclusiveMinimum": 0, "maximum": 1})),
             ["greater than 0 and at most 1"]
@@ -427,7 +456,9 @@ mod tests {
             ["one of: `pending`, `ready`"]
         );
         assert_eq!(
-            words(json!({"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "maxItems": 256})),
+            words(
+                json!({"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "maxItems": 256})
+            ),
             ["1 to 256 items", "each item at least 1 character"]
         );
         assert_eq!(
