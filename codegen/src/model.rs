@@ -766,6 +766,66 @@ mod tests {
     }
 
     #[test]
+    fn inline_variants_of_a_field_are_rows_with_their_fields() {
+        let m = model(
+            vec![(
+                "a.schema.json",
+                json!({
+                    "title": "Doc",
+                    "type": "object",
+                    "properties": {
+                        "source": {
+                            "description": "where from",
+                            "oneOf": [
+                                {"title": "image", "type": "object", "properties": {"ref": {"type": "string", "minLength": 1}}, "required": ["ref"], "additionalProperties": false},
+                                {"title": "volume", "type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"], "additionalProperties": false}
+                            ]
+                        }
+                    },
+                    "additionalProperties": false
+                }),
+            )],
+            None,
+        );
+        let doc = m.type_doc("Doc").unwrap();
+        let rows: Vec<(&str, RowKind, &str)> = doc
+            .rows
+            .iter()
+            .map(|r| (r.anchor.as_str(), r.kind, r.data_path.as_str()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("Doc.source", RowKind::Field, "source"),
+                ("Doc.source.image", RowKind::Variant, "source"),
+                ("Doc.source.image.ref", RowKind::Field, "source.ref"),
+                ("Doc.source.volume", RowKind::Variant, "source"),
+                ("Doc.source.volume.id", RowKind::Field, "source.id"),
+            ]
+        );
+        // Every type typify made for the inline schemas has a place on the page.
+        let space = crate::rust::type_space(&Bundle::from_files(
+            vec![crate::bundle::SchemaFile {
+                name: "a.schema.json".into(),
+                path: "a.schema.json".into(),
+                value: json!({"title": "Doc", "type": "object", "properties": {"source": {"oneOf": [
+                    {"title": "image", "type": "object", "properties": {"ref": {"type": "string", "minLength": 1}}, "required": ["ref"], "additionalProperties": false},
+                    {"title": "volume", "type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"], "additionalProperties": false}
+                ]}}, "additionalProperties": false}),
+            }],
+            None,
+        ).unwrap()).unwrap();
+        let names = crate::rust::generated_type_names(&space);
+        assert!(names.len() > 1, "typify named no inline type: {names:?}");
+        for name in names {
+            assert!(
+                m.rust_types.iter().any(|r| r.name == name),
+                "typify's {name} has no anchor"
+            );
+        }
+    }
+
+    #[test]
     fn named_variants_have_their_own_fields() {
         let m = model(
             vec![(

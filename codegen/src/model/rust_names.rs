@@ -144,18 +144,27 @@ pub fn assign(space: &TypeSpace, bundle: &Bundle, types: &mut [TypeDoc]) -> Vec<
             TypeDetails::Enum(e) => {
                 for (variant, details) in e.variants() {
                     let place = child_anchor(&anchor, variant).unwrap_or_else(|| anchor.clone());
-                    let ids = match details {
+                    // A struct variant's fields sit under the variant's anchor.
+                    let ids: Vec<(TypeId, String)> = match details {
                         TypeEnumVariant::Simple => Vec::new(),
-                        TypeEnumVariant::Tuple(ids) => ids,
-                        TypeEnumVariant::Struct(props) => {
-                            props.into_iter().map(|(_, id)| id).collect()
+                        TypeEnumVariant::Tuple(ids) => {
+                            ids.into_iter().map(|id| (id, place.clone())).collect()
                         }
+                        TypeEnumVariant::Struct(props) => props
+                            .into_iter()
+                            .map(|(prop, id)| {
+                                (
+                                    id,
+                                    child_anchor(&place, prop).unwrap_or_else(|| place.clone()),
+                                )
+                            })
+                            .collect(),
                     };
-                    for id in ids {
+                    for (id, at) in ids {
                         found.extend(
                             named_inside(space, &id)
                                 .into_iter()
-                                .map(|n| (n, place.clone())),
+                                .map(|n| (n, at.clone())),
                         );
                     }
                 }
