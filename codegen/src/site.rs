@@ -164,6 +164,7 @@ pub struct OperationView {
 }
 
 pub struct GroupView {
+    pub anchor: String,
     pub tag: String,
     pub description: Vec<String>,
     pub operations: Vec<OperationView>,
@@ -512,6 +513,7 @@ fn render_api(model: &Model, api: &ApiDoc) -> Result<String> {
         .groups
         .iter()
         .map(|g| GroupView {
+            anchor: format!("tag-{}", g.tag),
             tag: g.tag.clone(),
             description: paragraphs(g.description.as_deref()),
             operations: g
@@ -571,7 +573,7 @@ fn render_api(model: &Model, api: &ApiDoc) -> Result<String> {
     let mut toc: Vec<TocEntry> = Vec::new();
     for g in &groups {
         toc.push(TocEntry {
-            href: format!("#tag-{}", g.tag),
+            href: format!("#{}", g.anchor),
             label: g.tag.clone(),
             kind: "tag",
         });

@@ -563,14 +563,19 @@ fn pages_are_complete_without_javascript() {
 fn docs_command_writes_the_site_as_a_folder() {
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("dist");
-    let status = Command::new(env!("CARGO_BIN_EXE_fleetwire-codegen"))
+    let run = Command::new(env!("CARGO_BIN_EXE_fleetwire-codegen"))
         .args(["--workspace"])
         .arg(workspace())
         .args(["docs", "--out"])
         .arg(&dir)
-        .status()
+        .output()
         .unwrap();
-    assert!(status.success());
+    assert!(
+        run.status.success(),
+        "docs failed: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(String::from_utf8_lossy(&run.stdout).contains("index.html"));
     let mut written = BTreeMap::new();
     collect(&dir, &dir, &mut written);
     assert_eq!(
