@@ -287,8 +287,12 @@ impl Place<'_> {
                 refused: false,
                 ty: self.phrase(ty),
             }),
-            // Open objects are JSON Schema's default; saying so on every type is noise.
-            Some(ExtraFields::Accepted) | None => None,
+            // Whether unknown fields are refused matters to every writer: say it either way.
+            Some(ExtraFields::Accepted) => Some(ExtraView {
+                refused: false,
+                ty: Vec::new(),
+            }),
+            None => None,
         }
     }
 

@@ -305,6 +305,17 @@ fn every_definition_description_and_enum_value_is_shown() {
         if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
             want.push(p.to_string());
         }
+        // Whether a writer may add fields is stated for every object.
+        if schema.get("properties").is_some() {
+            want.push(
+                match schema.get("additionalProperties") {
+                    Some(Value::Bool(false)) => "Closed: a field not listed here is refused.",
+                    Some(Value::Object(_)) => "Any other field is accepted when its value is",
+                    _ => "Open: a field not listed here is accepted",
+                }
+                .to_string(),
+            );
+        }
         for w in want {
             if !shown.contains(&w) {
                 problems.push(format!("{home}#{def}: `{w}` is missing"));

@@ -2,9 +2,10 @@
 //! `chromium-driver`), driven over WebDriver, reading the site exactly as it is compiled into
 //! `fleetwire-types` and served over HTTP under `/docs/` (as the controller serves it).
 //!
-//! It opens the index and a document page, follows a deep link to a field, runs a search,
-//! saves screenshots (light and dark) under `target/test-artifacts/`, and, with JavaScript
-//! disabled, checks that every field of the page is still there and shown.
+//! It opens the index and a document page, follows a deep link to a field, runs a search (over
+//! HTTP and from the folder opened as `file://`), saves screenshots (light, dark, phone) under
+//! `target/test-artifacts/`, and, with JavaScript disabled, checks that every field of the page
+//! is still there and shown.
 //!
 //! There is no silent skip: without Chromium the test fails, saying what to install.
 
@@ -347,6 +348,40 @@ async fn browse_with_javascript(client: &Client, base: &str) {
     );
 }
 
+/// The published folder opened straight from disk: links and search work from `file://`.
+async fn browse_from_disk(client: &Client, folder: &std::path::Path) {
+    for file in fleetwire_types::site::FILES {
+        let path = folder.join(file.path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, file.bytes).unwrap();
+    }
+    client
+        .goto(&format!("file://{}", folder.join("api.html").display()))
+        .await
+        .unwrap();
+    let input = client.find(Locator::Css("#search-input")).await.unwrap();
+    input.send_keys("heartbeat").await.unwrap();
+    let first = client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#search-results li[data-hit] a"))
+        .await
+        .expect("search works from file://");
+    assert!(first
+        .text()
+        .await
+        .unwrap()
+        .to_lowercase()
+        .contains("heartbeat"));
+    first.click().await.unwrap();
+    let url = client.current_url().await.unwrap();
+    assert_eq!(url.scheme(), "file");
+    assert!(
+        url.fragment().is_some(),
+        "the result links an anchor: {url}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn site_in_headless_chromium() {
     tokio::time::timeout(TEST_TIMEOUT, async {
@@ -363,6 +398,17 @@ async fn site_in_headless_chromium() {
             async move { browse_with_javascript(&client, &base).await }
         })
         .await;
+        let outcome = match outcome {
+            Ok(()) => {
+                tokio::spawn({
+                    let client = client.clone();
+                    let folder = profiles.path().join("published");
+                    async move { browse_from_disk(&client, &folder).await }
+                })
+                .await
+            }
+            failed => failed,
+        };
         let _ = client.close().await;
         if let Err(panic) = outcome {
             std::panic::resume_unwind(panic.into_panic());
