@@ -148,6 +148,15 @@ pub fn type_phrase(core: &Value) -> Phrase {
     if let Some(target) = ref_target(&core) {
         return vec![Token::Type(target.to_string())];
     }
+    if let Some(Value::Array(members)) = core.get("allOf") {
+        // Several schemas that must all hold (one alone was unwrapped above).
+        let mut out = Vec::new();
+        for (i, member) in members.iter().enumerate() {
+            out.push(text(if i == 0 { "all of: " } else { " and " }));
+            out.extend(type_phrase(member));
+        }
+        return out;
+    }
     if let Some((_, members)) = variants(&core) {
         let mut out = Vec::new();
         for (i, member) in members.iter().enumerate() {
@@ -493,6 +502,15 @@ mod tests {
         assert_eq!(
             type_phrase(&json!({"type": "integer", "format": "uint64"})),
             vec![text("integer (uint64)")]
+        );
+        assert_eq!(
+            type_phrase(&json!({"allOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}]})),
+            vec![
+                text("all of: "),
+                Token::Type("A".into()),
+                text(" and "),
+                Token::Type("B".into())
+            ]
         );
     }
 }
