@@ -12,6 +12,7 @@
     var existing = document.getElementById("search-index-script");
     var script = existing || document.createElement("script");
     script.addEventListener("load", function () { done(window.FLEETWIRE_SEARCH || []); });
+    script.addEventListener("error", function () { done(null); });
     if (!existing) {
       script.id = "search-index-script";
       // The index is a script assigning a global, so it also loads from file://.
@@ -61,7 +62,7 @@
     var list = document.getElementById("search-results");
     if (!box || !input || !list) return;
     box.hidden = false;
-    var index = null;
+    var index; // undefined until loaded; null when loading failed
     var selected = -1;
 
     function select(i) {
@@ -83,7 +84,9 @@
       if (!hits.length) {
         var none = document.createElement("li");
         none.className = "r-none";
-        none.textContent = "Nothing matches “" + query + "”.";
+        none.textContent = index === null
+          ? "The search index (" + INDEX_SCRIPT + ") could not be loaded."
+          : "Nothing matches “" + query + "”.";
         list.appendChild(none);
       }
       hits.forEach(function (hit) {
@@ -113,7 +116,7 @@
     }
 
     input.addEventListener("input", function () {
-      if (index) { show(); return; }
+      if (index !== undefined) { show(); return; }
       loadIndex(function (loaded) { index = loaded; show(); });
     });
     input.addEventListener("focus", function () {
