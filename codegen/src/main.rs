@@ -27,7 +27,8 @@ enum Command {
     Check,
     /// Write the reference site as a static folder, ready to publish as-is.
     Docs {
-        /// The folder to write (created if missing; files of the site are overwritten).
+        /// The folder to write (created if missing). Files an earlier run wrote there that are
+        /// no longer part of the site are removed; no other file is touched.
         /// Default: `docs-site/dist` in the workspace.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -63,7 +64,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Docs { out } => {
             let out = out.unwrap_or_else(|| cli.workspace.join("docs-site").join("dist"));
-            let written = fleetwire_codegen::site::write(&outputs.model, &out)?;
+            let published = fleetwire_codegen::site::publish(&outputs.model, &out)?;
+            for stale in &published.removed {
+                println!("removed {}", stale.display());
+            }
+            let written = published.written;
             println!(
                 "wrote the reference site ({} files) to {}; open {}",
                 written.len(),

@@ -781,6 +781,65 @@ pub fn write(model: &Model, out: &Path) -> Result<Vec<PathBuf>> {
     Ok(written)
 }
 
+/// The list of files a published folder holds, kept beside them (not part of the site), so a
+/// later `publish` into the same folder removes what the site no longer has and nothing else.
+pub const MANIFEST: &str = ".fleetwire-site";
+
+/// What [`publish`] did.
+#[derive(Debug, Clone, Default)]
+pub struct Published {
+    pub written: Vec<PathBuf>,
+    /// Files an earlier publication wrote that the site no longer has.
+    pub removed: Vec<PathBuf>,
+}
+
+/// Writes the site under `out` as a folder to publish, and removes the files that an earlier
+/// publication into `out` wrote and this one does not (a removed document's page, say). Files
+/// it did not write are never touched.
+pub fn publish(model: &Model, out: &Path) -> Result<Published> {
+    let manifest = out.join(MANIFEST);
+    let earlier: Vec<PathBuf> = std::fs::read_to_string(&manifest)
+        .map(|list| {
+            list.lines()
+                .filter(|l| !l.is_empty())
+                .map(PathBuf::from)
+                .collect()
+        })
+        .unwrap_or_default();
+    let written = write(model, out)?;
+    let keep: BTreeSet<&PathBuf> = written.iter().collect();
+    let mut removed = Vec::new();
+    for stale in earlier.iter().filter(|p| !keep.contains(p)) {
+        // The manifest is ours, but a path in it must still stay inside `out`.
+        if stale.is_absolute()
+            || stale
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
+        {
+            continue;
+        }
+        let path = out.join(stale);
+        if path.is_file() {
+            std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+            removed.push(stale.clone());
+            // Drop the folders this leaves empty, up to `out`.
+            let mut dir = path.parent();
+            while let Some(d) = dir.filter(|d| *d != out) {
+                if std::fs::remove_dir(d).is_err() {
+                    break;
+                }
+                dir = d.parent();
+            }
+        }
+    }
+    let list: String = written
+        .iter()
+        .map(|p| format!("{}\n", p.to_string_lossy().replace('\\', "/")))
+        .collect();
+    std::fs::write(&manifest, list).with_context(|| format!("writing {}", manifest.display()))?;
+    Ok(Published { written, removed })
+}
+
 /// The Rust table that compiles the site into `fleetwire-types` (`include_bytes!` of each file
 /// written under `site_dir`).
 pub fn files_table(site_dir: &Path, paths: &[PathBuf]) -> String {

@@ -589,6 +589,12 @@ fn docs_command_writes_the_site_as_a_folder() {
     assert!(String::from_utf8_lossy(&run.stdout).contains("index.html"));
     let mut written = BTreeMap::new();
     collect(&dir, &dir, &mut written);
+    // Beside the site: the list of what was written, for the next run.
+    let manifest = written.remove(site::MANIFEST).expect("the manifest");
+    assert_eq!(
+        manifest.iter().filter(|b| **b == b'\n').count(),
+        files().len()
+    );
     assert_eq!(
         written.keys().collect::<Vec<_>>(),
         files().keys().collect::<Vec<_>>()
@@ -612,4 +618,50 @@ fn collect(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
             out.insert(rel, std::fs::read(&path).unwrap());
         }
     }
+}
+
+fn run_docs(dir: &Path) -> String {
+    let run = Command::new(env!("CARGO_BIN_EXE_fleetwire-codegen"))
+        .args(["--workspace"])
+        .arg(workspace())
+        .args(["docs", "--out"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "docs failed: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    String::from_utf8_lossy(&run.stdout).into_owned()
+}
+
+#[test]
+fn docs_command_removes_what_it_wrote_before_and_nothing_else() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("published");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    run_docs(&dir);
+    // As if an earlier site had a document that is gone now.
+    let manifest = dir.join(site::MANIFEST);
+    let mut list = std::fs::read_to_string(&manifest).unwrap();
+    assert!(list.lines().any(|l| l == "index.html"));
+    list.push_str("GoneDocument.html\nexamples/GoneDocument/x.json\n../outside.txt\n");
+    std::fs::write(&manifest, list).unwrap();
+    std::fs::write(dir.join("GoneDocument.html"), "old").unwrap();
+    std::fs::create_dir_all(dir.join("examples/GoneDocument")).unwrap();
+    std::fs::write(dir.join("examples/GoneDocument/x.json"), "{}").unwrap();
+    std::fs::write(out.path().join("outside.txt"), "not in the folder").unwrap();
+    let said = run_docs(&dir);
+    assert!(said.contains("removed GoneDocument.html"), "{said}");
+    assert!(!dir.join("GoneDocument.html").exists());
+    assert!(!dir.join("examples/GoneDocument").exists());
+    assert!(dir.join("examples").is_dir());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
+        "mine"
+    );
+    assert!(out.path().join("outside.txt").exists());
+    assert!(dir.join("index.html").exists());
 }
