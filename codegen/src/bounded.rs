@@ -134,6 +134,9 @@ pub struct Prepared {
     pub conversions: Vec<(Value, String)>,
     /// Every distinct number range, by generated type name.
     pub ranges: BTreeMap<String, NumberRange>,
+    /// Where each type made here is documented: (Rust type, the site anchor of the definition
+    /// or field it first came from, e.g. `NodeHeartbeat.cpu_usage`).
+    pub anchors: Vec<(String, String)>,
 }
 
 pub fn prepare(defs: &Map<String, Value>) -> Result<Prepared> {
@@ -141,12 +144,13 @@ pub fn prepare(defs: &Map<String, Value>) -> Result<Prepared> {
         defs: defs.clone(),
         conversions: Vec::new(),
         ranges: BTreeMap::new(),
+        anchors: Vec::new(),
     };
     let names: Vec<String> = defs.keys().cloned().collect();
     for name in names {
         let mut schema = out.defs[&name].clone();
         let mut hoisted = Vec::new();
-        visit(&mut schema, &name, &mut out, &mut hoisted)?;
+        visit(&mut schema, &name, &name, &mut out, &mut hoisted)?;
         out.defs.insert(name, schema);
         for (item_name, item) in hoisted {
             out.defs.insert(item_name, item);
@@ -155,9 +159,12 @@ pub fn prepare(defs: &Map<String, Value>) -> Result<Prepared> {
     Ok(out)
 }
 
+/// `context`: a name for types made here (`NodeHeartbeatCpuUsage`); `anchor`: where the site
+/// documents this schema (`NodeHeartbeat.cpu_usage`).
 fn visit(
     schema: &mut Value,
     context: &str,
+    anchor: &str,
     out: &mut Prepared,
     hoisted: &mut Vec<(String, Value)>,
 ) -> Result<()> {
@@ -168,6 +175,7 @@ fn visit(
         let name = range.type_name();
         out.conversions
             .push((Value::Object(obj.clone()), format!("crate::types::{name}")));
+        out.anchors.push((name.clone(), anchor.to_string()));
         out.ranges.insert(name, range);
         return Ok(());
     }
@@ -186,7 +194,8 @@ fn visit(
                     item_name.push('_');
                 }
                 let mut item = items.take();
-                visit(&mut item, &item_name, out, hoisted)?;
+                visit(&mut item, &item_name, anchor, out, hoisted)?;
+                out.anchors.push((item_name.clone(), anchor.to_string()));
                 hoisted.push((item_name.clone(), item));
                 *items = serde_json::json!({ "$ref": format!("#/$defs/{item_name}") });
                 item_name
@@ -206,15 +215,21 @@ fn visit(
             "properties" => {
                 if let Some(props) = value.as_object_mut() {
                     for (prop, schema) in props.iter_mut() {
-                        visit(schema, &format!("{context}{}", pascal(prop)), out, hoisted)?;
+                        visit(
+                            schema,
+                            &format!("{context}{}", pascal(prop)),
+                            &format!("{anchor}.{prop}"),
+                            out,
+                            hoisted,
+                        )?;
                     }
                 }
             }
-            "items" | "additionalProperties" => visit(value, context, out, hoisted)?,
+            "items" | "additionalProperties" => visit(value, context, anchor, out, hoisted)?,
             "oneOf" | "anyOf" | "allOf" => {
                 if let Some(variants) = value.as_array_mut() {
                     for (i, v) in variants.iter_mut().enumerate() {
-                        visit(v, &format!("{context}Variant{i}"), out, hoisted)?;
+                        visit(v, &format!("{context}Variant{i}"), anchor, out, hoisted)?;
                     }
                 }
             }

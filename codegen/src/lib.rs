@@ -2,6 +2,7 @@
 //!
 //! - [`rust`]: the types (typify) and the root-document table the validators hang off;
 //! - [`openapi`]: the bundled OpenAPI 3.0.3 document;
+//! - [`model`] and [`site`]: the documentation model and the reference site rendered from it;
 //! - the bundle itself, embedded in `fleetwire-types` for the validators.
 //!
 //! `fleetwire-types`' build script calls [`generate`] into `OUT_DIR` on every schema change;
@@ -11,6 +12,7 @@
 pub mod bounded;
 pub mod bundle;
 pub mod exactness;
+pub mod model;
 pub mod openapi;
 pub mod rust;
 pub mod site;
@@ -25,6 +27,8 @@ pub use bundle::Bundle;
 #[derive(Debug, Clone)]
 pub struct Outputs {
     pub bundle: Bundle,
+    /// The documentation model the reference site is rendered from.
+    pub model: model::Model,
     /// `types.rs`: every definition as a Rust type.
     pub types_rs: String,
     /// `documents.rs`: the root-document table and `WireDocument` impls.
@@ -38,7 +42,10 @@ pub struct Outputs {
 /// Reads `schemas_dir` once and generates every output from it.
 pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
     let bundle = Bundle::load(schemas_dir)?;
-    let types_rs = rust::types(&bundle)?;
+    // One type space for both the Rust output and the Rust names the site anchors.
+    let space = rust::type_space(&bundle)?;
+    let types_rs = rust::types(&space)?;
+    let model = model::Model::build(&bundle, &space, &schemas_dir.join(model::EXAMPLES_DIR))?;
     let documents_rs = rust::documents(&bundle)?;
     let bundle_json = pretty(&bundle.to_value())?;
     let openapi_json = openapi::document(&bundle)?
@@ -46,6 +53,7 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
         .transpose()?;
     Ok(Outputs {
         bundle,
+        model,
         types_rs,
         documents_rs,
         bundle_json,
@@ -59,7 +67,7 @@ pub fn write_out_dir(outputs: &Outputs, out_dir: &Path) -> Result<()> {
     write_if_changed(&out_dir.join("documents.rs"), &outputs.documents_rs)?;
     write_if_changed(&out_dir.join("bundle.schema.json"), &outputs.bundle_json)?;
     let site_dir = out_dir.join("site");
-    let pages = site::write(&outputs.bundle, &site_dir)?;
+    let pages = site::write(&outputs.model, &site_dir)?;
     write_if_changed(
         &out_dir.join("site_files.rs"),
         &site::files_table(&site_dir, &pages),

@@ -25,6 +25,14 @@ enum Command {
     Generate,
     /// Exit 1, printing a diff, when a checked-in generated file is stale.
     Check,
+    /// Write the reference site as a static folder, ready to publish as-is.
+    Docs {
+        /// The folder to write (created if missing). Files an earlier run wrote there that are
+        /// no longer part of the site are removed; no other file is touched.
+        /// Default: `docs-site/dist` in the workspace.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 fn default_workspace() -> PathBuf {
@@ -52,6 +60,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
             for path in changed {
                 println!("wrote {}", path.display());
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Docs { out } => {
+            let out = out.unwrap_or_else(|| cli.workspace.join("docs-site").join("dist"));
+            let published = fleetwire_codegen::site::publish(&outputs.model, &out)?;
+            for stale in &published.removed {
+                println!("removed {}", stale.display());
+            }
+            let written = published.written;
+            println!(
+                "wrote the reference site ({} files) to {}; open {}",
+                written.len(),
+                out.display(),
+                out.join("index.html").display()
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Check => {

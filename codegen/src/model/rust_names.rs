@@ -1,0 +1,246 @@
+//! Which anchor documents each Rust type typify generates.
+//!
+//! A definition's type is documented by its section. typify also names types for inline
+//! schemas (`ApiError.message` becomes `ApiErrorMessage`, the items of `Command` become
+//! `CommandItem`); those are found by walking typify's own type graph from each definition's
+//! type, so the site follows whatever typify generates rather than guessing its naming rules.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use typify::{Type, TypeDetails, TypeEnumVariant, TypeId, TypeSpace};
+
+use super::{RustType, TypeDoc};
+use crate::bundle::Bundle;
+use crate::rust::{RustTypes, REPLACEMENTS};
+
+/// The crate the generated types are used from.
+const CRATE: &str = "fleetwire_types";
+
+/// The path a reader uses for a definition's Rust type, if it has one.
+pub fn rust_path(space: &TypeSpace, def: &str) -> Option<String> {
+    if REPLACEMENTS.iter().any(|(name, _)| *name == def) {
+        return Some(format!("{CRATE}::{def}"));
+    }
+    named_types(space)
+        .contains_key(def)
+        .then(|| format!("{CRATE}::{def}"))
+}
+
+/// Every struct, enum and newtype typify generates, by name.
+fn named_types(space: &TypeSpace) -> BTreeMap<String, Type<'_>> {
+    space
+        .iter_types()
+        .filter(|t| {
+            matches!(
+                t.details(),
+                TypeDetails::Struct(_) | TypeDetails::Enum(_) | TypeDetails::Newtype(_)
+            )
+        })
+        .map(|t| (t.name(), t))
+        .collect()
+}
+
+fn children(details: &TypeDetails<'_>) -> Vec<TypeId> {
+    match details {
+        TypeDetails::Struct(s) => s.properties().map(|(_, id)| id).collect(),
+        TypeDetails::Newtype(n) => vec![n.inner()],
+        TypeDetails::Enum(e) => e
+            .variants()
+            .flat_map(|(_, v)| match v {
+                TypeEnumVariant::Simple => Vec::new(),
+                TypeEnumVariant::Tuple(ids) => ids,
+                TypeEnumVariant::Struct(props) => props.into_iter().map(|(_, id)| id).collect(),
+            })
+            .collect(),
+        TypeDetails::Option(id)
+        | TypeDetails::Vec(id)
+        | TypeDetails::Set(id)
+        | TypeDetails::Box(id)
+        | TypeDetails::Array(id, _) => vec![id.clone()],
+        TypeDetails::Map(k, v) => vec![k.clone(), v.clone()],
+        _ => Vec::new(),
+    }
+}
+
+/// The named types inside a type id, looking through `Option`, `Vec`, maps and the like.
+fn named_inside(space: &TypeSpace, id: &TypeId) -> Vec<String> {
+    let Ok(t) = space.get_type(id) else {
+        return Vec::new();
+    };
+    let found = match t.details() {
+        TypeDetails::Struct(_) | TypeDetails::Enum(_) | TypeDetails::Newtype(_) => vec![t.name()],
+        TypeDetails::Tuple(ids) => ids.flat_map(|id| named_inside(space, &id)).collect(),
+        details => children(&details)
+            .iter()
+            .flat_map(|id| named_inside(space, id))
+            .collect(),
+    };
+    found
+}
+
+/// `hostId`, `host_id` and `r#type`/`type_` compare equal.
+fn normalise(name: &str) -> String {
+    name.chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// Finds, for every generated type, the anchor documenting it, records the name on that
+/// section or row (so it is an anchor too), and returns the whole list sorted by name.
+pub fn assign(rust: &RustTypes, bundle: &Bundle, types: &mut [TypeDoc]) -> Vec<RustType> {
+    let space = &rust.space;
+    let named = named_types(space);
+    let mut anchors: BTreeMap<String, String> = BTreeMap::new();
+    let mut queue: VecDeque<(String, String)> = VecDeque::new();
+    for def in bundle.defs.keys() {
+        if named.contains_key(def) {
+            anchors.insert(def.clone(), def.clone());
+            queue.push_back((def.clone(), def.clone()));
+        }
+    }
+    // Types the code generator made outside typify's graph (hoisted array items) start there too.
+    for (name, anchor) in &rust.anchors {
+        if named.contains_key(name) && !anchors.contains_key(name) {
+            anchors.insert(name.clone(), anchor.clone());
+            queue.push_back((name.clone(), anchor.clone()));
+        }
+    }
+    // Every anchor a field or variant has, to match typify's property names against.
+    let known: Vec<String> = types
+        .iter()
+        .flat_map(|t| {
+            t.variants
+                .iter()
+                .map(|v| v.anchor.clone())
+                .chain(t.all_rows().map(|r| r.anchor.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let child_anchor = |parent: &str, rust_name: &str| -> Option<String> {
+        let prefix = format!("{parent}.");
+        known
+            .iter()
+            .find(|a| {
+                a.strip_prefix(&prefix).is_some_and(|rest| {
+                    !rest.contains('.') && normalise(rest) == normalise(rust_name)
+                })
+            })
+            .cloned()
+    };
+    while let Some((name, anchor)) = queue.pop_front() {
+        let Some(t) = named.get(&name) else { continue };
+        let mut found: Vec<(String, String)> = Vec::new();
+        match t.details() {
+            TypeDetails::Struct(s) => {
+                for (prop, id) in s.properties() {
+                    let place = child_anchor(&anchor, prop).unwrap_or_else(|| anchor.clone());
+                    found.extend(
+                        named_inside(space, &id)
+                            .into_iter()
+                            .map(|n| (n, place.clone())),
+                    );
+                }
+            }
+            TypeDetails::Newtype(n) => {
+                found.extend(
+                    named_inside(space, &n.inner())
+                        .into_iter()
+                        .map(|n| (n, anchor.clone())),
+                );
+            }
+            TypeDetails::Enum(e) => {
+                for (variant, details) in e.variants() {
+                    let place = child_anchor(&anchor, variant).unwrap_or_else(|| anchor.clone());
+                    // A struct variant's fields sit under the variant's anchor.
+                    let ids: Vec<(TypeId, String)> = match details {
+                        TypeEnumVariant::Simple => Vec::new(),
+                        TypeEnumVariant::Tuple(ids) => {
+                            ids.into_iter().map(|id| (id, place.clone())).collect()
+                        }
+                        TypeEnumVariant::Struct(props) => props
+                            .into_iter()
+                            .map(|(prop, id)| {
+                                (
+                                    id,
+                                    child_anchor(&place, prop).unwrap_or_else(|| place.clone()),
+                                )
+                            })
+                            .collect(),
+                    };
+                    for (id, at) in ids {
+                        found.extend(
+                            named_inside(space, &id)
+                                .into_iter()
+                                .map(|n| (n, at.clone())),
+                        );
+                    }
+                }
+            }
+            _ => {}
+        }
+        for (inner, place) in found {
+            if !anchors.contains_key(&inner) {
+                anchors.insert(inner.clone(), place.clone());
+                queue.push_back((inner, place));
+            }
+        }
+    }
+    // Types never reached from a definition still need a place; they keep none, which the
+    // site's drift test reports.
+    let mut out = Vec::new();
+    for name in named.keys() {
+        if let Some(anchor) = anchors.get(name) {
+            out.push(RustType {
+                name: name.clone(),
+                anchor: anchor.clone(),
+            });
+            if bundle.defs.contains_key(name) {
+                continue;
+            }
+            record(types, anchor, name);
+        }
+    }
+    // The range types (`F64Min0`) sit on the first field that has them.
+    for (name, anchor) in &rust.anchors {
+        if !named.contains_key(name) && !out.iter().any(|r: &RustType| &r.name == name) {
+            out.push(RustType {
+                name: name.clone(),
+                anchor: anchor.clone(),
+            });
+            record(types, anchor, name);
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Puts `rust_name` on the section, variant or row whose anchor is `anchor`.
+fn record(types: &mut [TypeDoc], anchor: &str, rust_name: &str) {
+    for t in types.iter_mut() {
+        if t.name == anchor {
+            t.aliases.push(rust_name.to_string());
+            return;
+        }
+        for v in &mut t.variants {
+            if v.anchor == anchor {
+                v.aliases.push(rust_name.to_string());
+                return;
+            }
+        }
+        for row in t
+            .rows
+            .iter_mut()
+            .chain(t.variants.iter_mut().flat_map(|v| v.rows.iter_mut()))
+        {
+            if row.anchor == anchor {
+                if row.rust_type.is_none() {
+                    row.rust_type = Some(rust_name.to_string());
+                } else {
+                    row.aliases.push(rust_name.to_string());
+                }
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,667 @@
+//! Drift guards of the reference site, on the real `schemas/`: every property of every schema
+//! is on its page with its description and constraints, every generated Rust type has an
+//! anchor, every internal link and anchor resolves, and `fleetwire-codegen docs` writes the
+//! same site.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use fleetwire_codegen::bundle::{collect_refs, ref_name};
+use fleetwire_codegen::model::{self, API_PAGE};
+use fleetwire_codegen::{rust, site, Outputs};
+use scraper::{ElementRef, Html, Selector};
+use serde_json::Value;
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn outputs() -> &'static Outputs {
+    static OUTPUTS: OnceLock<Outputs> = OnceLock::new();
+    OUTPUTS.get_or_init(|| {
+        fleetwire_codegen::generate(&workspace().join("schemas")).expect("schemas/ generate")
+    })
+}
+
+/// The rendered site: path → bytes.
+fn files() -> &'static BTreeMap<String, Vec<u8>> {
+    static FILES: OnceLock<BTreeMap<String, Vec<u8>>> = OnceLock::new();
+    FILES.get_or_init(|| {
+        site::render(&outputs().model)
+            .expect("the site renders")
+            .into_iter()
+            .map(|(p, b)| (p.to_string_lossy().replace('\\', "/"), b))
+            .collect()
+    })
+}
+
+fn page(path: &str) -> Html {
+    let bytes = files()
+        .get(path)
+        .unwrap_or_else(|| panic!("the site has no {path}"));
+    Html::parse_document(std::str::from_utf8(bytes).expect("pages are UTF-8"))
+}
+
+fn sel(s: &str) -> Selector {
+    Selector::parse(s).expect("selector")
+}
+
+/// Text of an element with runs of whitespace folded, as a reader sees it.
+fn text(el: ElementRef<'_>) -> String {
+    fold(&el.text().collect::<String>())
+}
+
+fn fold(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn by_id<'a>(html: &'a Html, id: &str) -> Option<ElementRef<'a>> {
+    html.select(&sel("[id]"))
+        .find(|e| e.value().attr("id") == Some(id))
+}
+
+/// The schema without its "or null" member(s), like the site shows it.
+fn non_null(schema: &Value) -> Value {
+    let mut s = schema.clone();
+    for key in ["oneOf", "anyOf"] {
+        if let Some(Value::Array(members)) = schema.get(key) {
+            let kept: Vec<Value> = members
+                .iter()
+                .filter(|m| m.get("type").and_then(Value::as_str) != Some("null"))
+                .cloned()
+                .collect();
+            if kept.len() < members.len() {
+                let obj = s.as_object_mut().unwrap();
+                obj.remove(key);
+                if let [one] = kept.as_slice() {
+                    for (k, v) in one.as_object().unwrap() {
+                        obj.entry(k.clone()).or_insert_with(|| v.clone());
+                    }
+                } else {
+                    obj.insert(key.into(), Value::Array(kept));
+                }
+            }
+        }
+    }
+    s
+}
+
+/// One property of a schema as the raw JSON says it: its anchor, schema, and whether required.
+struct Property {
+    anchor: String,
+    schema: Value,
+    required: bool,
+}
+
+/// Every property of `schema` (anchored under `base`), read straight from the JSON: fields of
+/// inline objects, of array items and of titled `oneOf` variants too.
+fn properties(base: &str, schema: &Value, out: &mut Vec<Property>) {
+    let schema = non_null(schema);
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        let required: BTreeSet<&str> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        for (name, prop) in props {
+            let anchor = format!("{base}.{name}");
+            out.push(Property {
+                anchor: anchor.clone(),
+                schema: prop.clone(),
+                required: required.contains(name.as_str()),
+            });
+            let inner = non_null(prop);
+            let inner = match inner.get("items") {
+                Some(items) if inner.get("type") == Some(&Value::from("array")) => items.clone(),
+                _ => inner,
+            };
+            if inner.get("$ref").is_none() {
+                properties(&anchor, &inner, out);
+            }
+        }
+    }
+    for key in ["oneOf", "anyOf"] {
+        for member in schema
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(title) = member.get("title").and_then(Value::as_str) {
+                properties(&format!("{base}.{title}"), member, out);
+            }
+        }
+    }
+}
+
+/// What a reader must find about a property, from its raw schema: the description verbatim
+/// and every constraint's literal (pattern, bounds, lengths, enum values, default, format).
+fn expected_texts(prop: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(d) = prop.get("description").and_then(Value::as_str) {
+        out.push(fold(d));
+    }
+    let core = non_null(prop);
+    if core.get("$ref").is_some() {
+        out.push(ref_name(core["$ref"].as_str().unwrap()).to_string());
+    }
+    for key in [
+        "pattern",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "multipleOf",
+    ] {
+        match core.get(key) {
+            Some(Value::String(s)) => out.push(s.clone()),
+            Some(v @ Value::Number(_)) => out.push(v.to_string()),
+            _ => {}
+        }
+    }
+    if let Some(Value::Array(values)) = core.get("enum") {
+        for v in values.iter().filter(|v| !v.is_null()) {
+            out.push(match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            });
+        }
+    }
+    if let Some(d) = prop.get("default") {
+        out.push(d.to_string());
+    }
+    if let Some(f) = core.get("format").and_then(Value::as_str) {
+        out.push(f.to_string());
+    }
+    if core
+        .get("type")
+        .and_then(Value::as_array)
+        .is_some_and(|t| t.contains(&Value::from("null")))
+        || prop
+            .get("oneOf")
+            .is_some_and(|o| o.to_string().contains(r#""type":"null""#))
+    {
+        out.push("nullable".into());
+    }
+    out
+}
+
+/// The definitions a root document reaches, read from the raw bundle.
+fn reachable(root: &str) -> BTreeSet<String> {
+    let defs = &outputs().bundle.defs;
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![root.to_string()];
+    while let Some(name) = todo.pop() {
+        if seen.insert(name.clone()) {
+            for r in collect_refs(&defs[&name]) {
+                todo.push(ref_name(&r).to_string());
+            }
+        }
+    }
+    seen
+}
+
+fn check_properties_on(page_path: &str, defs: &BTreeSet<String>, problems: &mut Vec<String>) {
+    let html = page(page_path);
+    let by_id: BTreeMap<&str, ElementRef<'_>> = html
+        .select(&sel("[id]"))
+        .filter_map(|e| Some((e.value().attr("id")?, e)))
+        .collect();
+    let by_id = |_: &Html, id: &str| by_id.get(id).copied();
+    let bundle = &outputs().bundle;
+    for def in defs {
+        if by_id(&html, def).is_none() {
+            problems.push(format!("{page_path}: no section #{def}"));
+        }
+        let mut props = Vec::new();
+        properties(def, &bundle.defs[def], &mut props);
+        for prop in props {
+            let Some(row) = by_id(&html, &prop.anchor) else {
+                problems.push(format!("{page_path}: no row #{}", prop.anchor));
+                continue;
+            };
+            let shown = text(row);
+            for want in expected_texts(&prop.schema) {
+                if !shown.contains(&want) {
+                    problems.push(format!(
+                        "{page_path}#{}: `{want}` is missing from the row",
+                        prop.anchor
+                    ));
+                }
+            }
+            let badge = if prop.required {
+                "required"
+            } else {
+                "optional"
+            };
+            if !row.select(&sel(&format!(".badge.{badge}"))).any(|_| true) {
+                problems.push(format!("{page_path}#{}: not marked {badge}", prop.anchor));
+            }
+        }
+    }
+}
+
+#[test]
+fn every_property_is_on_every_page_that_reaches_it() {
+    let mut problems = Vec::new();
+    for root in &outputs().bundle.roots {
+        let defs = reachable(&root.name);
+        check_properties_on(&model::document_page(&root.name), &defs, &mut problems);
+    }
+    // Definitions no document reaches live on the API page or the index.
+    let m = &outputs().model;
+    let elsewhere: BTreeMap<&str, BTreeSet<String>> =
+        m.home.iter().fold(BTreeMap::new(), |mut acc, (def, page)| {
+            if page == API_PAGE || page == model::INDEX_PAGE {
+                acc.entry(page.as_str()).or_default().insert(def.clone());
+            }
+            acc
+        });
+    for (page_path, defs) in &elsewhere {
+        check_properties_on(page_path, defs, &mut problems);
+    }
+    assert!(
+        m.home.len() == outputs().bundle.defs.len(),
+        "some definition has no page"
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn every_definition_description_and_enum_value_is_shown() {
+    let mut problems = Vec::new();
+    for (def, schema) in &outputs().bundle.defs {
+        let home = &outputs().model.home[def];
+        let html = page(home);
+        let Some(section) = by_id(&html, def) else {
+            problems.push(format!("{home}: no section #{def}"));
+            continue;
+        };
+        let shown = text(section);
+        let mut want: Vec<String> = schema
+            .get("description")
+            .and_then(Value::as_str)
+            .map(fold)
+            .into_iter()
+            .collect();
+        for v in schema
+            .get("enum")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            want.push(
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string()),
+            );
+        }
+        if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
+            want.push(p.to_string());
+        }
+        // Whether a writer may add fields is stated for every object.
+        if schema.get("properties").is_some() {
+            want.push(
+                match schema.get("additionalProperties") {
+                    Some(Value::Bool(false)) => "Closed: a field not listed here is refused.",
+                    Some(Value::Object(_)) => "Any other field is accepted when its value is",
+                    _ => "Open: a field not listed here is accepted",
+                }
+                .to_string(),
+            );
+        }
+        for w in want {
+            if !shown.contains(&w) {
+                problems.push(format!("{home}#{def}: `{w}` is missing"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn every_generated_rust_type_has_an_anchor() {
+    let space = rust::type_space(&outputs().bundle).unwrap();
+    let names = rust::generated_type_names(&space);
+    assert!(
+        names.len() > 50,
+        "typify generated only {} types",
+        names.len()
+    );
+    let all_ids: BTreeSet<String> = files()
+        .keys()
+        .filter(|p| p.ends_with(".html"))
+        .flat_map(|p| ids(&page(p)))
+        .collect();
+    let missing: Vec<&String> = names.iter().filter(|n| !all_ids.contains(*n)).collect();
+    assert!(
+        missing.is_empty(),
+        "Rust types without an anchor: {missing:?}"
+    );
+    // The inline ones sit on the field they came from.
+    let html = page("ApiError.html");
+    let row = by_id(&html, "ApiError.message").expect("row ApiError.message");
+    assert!(row.select(&sel("#ApiErrorMessage")).next().is_some());
+}
+
+fn ids(html: &Html) -> Vec<String> {
+    html.select(&sel("[id]"))
+        .filter_map(|e| e.value().attr("id").map(str::to_string))
+        .collect()
+}
+
+/// Resolves `href` found on `from` (a site path) to (site path, fragment); `None` for links
+/// that leave the site.
+fn resolve(from: &str, href: &str) -> Option<(String, String)> {
+    if href.contains("://") || href.starts_with("mailto:") || href.starts_with("//") {
+        return None;
+    }
+    let (path, fragment) = href.split_once('#').unwrap_or((href, ""));
+    let target = if path.is_empty() {
+        from.to_string()
+    } else {
+        let mut parts: Vec<&str> = from.split('/').collect();
+        parts.pop();
+        for seg in path.split('/') {
+            match seg {
+                ".." => {
+                    parts.pop();
+                }
+                "." | "" => {}
+                s => parts.push(s),
+            }
+        }
+        parts.join("/")
+    };
+    Some((target, fragment.to_string()))
+}
+
+#[test]
+fn no_broken_link_or_anchor_anywhere() {
+    let pages: BTreeMap<&String, Html> = files()
+        .keys()
+        .filter(|p| p.ends_with(".html"))
+        .map(|p| (p, page(p)))
+        .collect();
+    let mut ids_of: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut problems = Vec::new();
+    for (path, html) in &pages {
+        let mut seen = BTreeSet::new();
+        for id in ids(html) {
+            if !seen.insert(id.clone()) {
+                problems.push(format!("{path}: id `{id}` is used twice"));
+            }
+        }
+        ids_of.insert(path.to_string(), seen);
+    }
+    let mut links = 0;
+    for (path, html) in &pages {
+        for (selector, attr) in [
+            ("a[href]", "href"),
+            ("link[href]", "href"),
+            ("script[src]", "src"),
+        ] {
+            for el in html.select(&sel(selector)) {
+                let href = el.value().attr(attr).unwrap();
+                let Some((target, fragment)) = resolve(path, href) else {
+                    continue;
+                };
+                links += 1;
+                if !files().contains_key(&target) {
+                    problems.push(format!("{path}: `{href}` → no file {target}"));
+                } else if !fragment.is_empty()
+                    && !ids_of
+                        .get(&target)
+                        .is_some_and(|ids| ids.contains(&fragment))
+                {
+                    problems.push(format!(
+                        "{path}: `{href}` → no anchor #{fragment} in {target}"
+                    ));
+                }
+            }
+        }
+    }
+    // The search index points into the pages too.
+    let index = std::str::from_utf8(&files()[site::SEARCH_INDEX]).unwrap();
+    let json = index
+        .split_once("window.FLEETWIRE_SEARCH = ")
+        .and_then(|(_, rest)| rest.trim_end().strip_suffix(';'))
+        .expect("the search index assigns window.FLEETWIRE_SEARCH");
+    let entries: Vec<Value> = serde_json::from_str(json).expect("the index is JSON");
+    for e in &entries {
+        let u = e["u"].as_str().unwrap();
+        let (target, fragment) = resolve("index.html", u).unwrap();
+        if !ids_of
+            .get(&target)
+            .is_some_and(|ids| ids.contains(&fragment))
+        {
+            problems.push(format!("search index: `{u}` does not resolve"));
+        }
+    }
+    assert!(links > 1000, "only {links} internal links checked");
+    assert!(entries.len() > 300, "only {} search entries", entries.len());
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn deep_links_by_dotted_path_resolve() {
+    let html = page("HostReportedState.html");
+    for id in [
+        "HostReportedState",
+        "HostReportedState.instances",
+        "UsageMeters.cpuMs",
+        "ReportedInstance.meters.cpuMs",
+        "HostReportedState.instances.meters.cpuMs",
+        "TenantExit.signal",
+        "TenantExit.signal.signal",
+        "ReportedRestart.exit.signal",
+    ] {
+        assert!(
+            by_id(&html, id).is_some(),
+            "HostReportedState.html#{id} does not resolve"
+        );
+    }
+    // A path alias lands on the canonical row.
+    let alias = by_id(&html, "ReportedInstance.meters.cpuMs").unwrap();
+    let row = alias
+        .ancestors()
+        .filter_map(ElementRef::wrap)
+        .find(|e| e.value().name() == "tr")
+        .expect("the alias sits in a row");
+    assert_eq!(row.value().attr("id"), Some("UsageMeters.cpuMs"));
+}
+
+#[test]
+fn every_operation_is_on_the_api_page() {
+    let api = outputs().bundle.api.as_ref().expect("schemas/ has an API");
+    let html = page(API_PAGE);
+    let mut problems = Vec::new();
+    for (path, item) in api["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let Some(id) = op.get("operationId").and_then(Value::as_str) else {
+                continue;
+            };
+            let Some(el) = by_id(&html, id) else {
+                problems.push(format!("no operation #{id}"));
+                continue;
+            };
+            let shown = text(el);
+            let mut want = vec![method.to_uppercase(), path.clone()];
+            want.extend(op.get("description").and_then(Value::as_str).map(fold));
+            for p in op
+                .get("parameters")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                want.push(p["name"].as_str().unwrap().to_string());
+                want.extend(p.get("description").and_then(Value::as_str).map(fold));
+            }
+            for (status, r) in op["responses"].as_object().unwrap() {
+                want.push(status.clone());
+                want.push(fold(r["description"].as_str().unwrap()));
+                if by_id(&html, &format!("{id}.{status}")).is_none() {
+                    problems.push(format!("no response anchor #{id}.{status}"));
+                }
+            }
+            for w in want {
+                if !shown.contains(&w) {
+                    problems.push(format!("#{id}: `{w}` is missing"));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn every_root_document_has_an_example_from_the_fixtures() {
+    for doc in &outputs().model.documents {
+        assert!(!doc.examples.is_empty(), "{} has no example", doc.name);
+        let html = page(&model::document_page(&doc.name));
+        let shown: Vec<String> = html
+            .select(&sel("pre.example-json"))
+            .map(|e| e.text().collect())
+            .collect();
+        for e in &doc.examples {
+            let fixture = std::fs::read_to_string(
+                workspace()
+                    .join("schemas/examples")
+                    .join(&doc.name)
+                    .join("valid")
+                    .join(&e.file),
+            )
+            .unwrap();
+            assert!(
+                shown.iter().any(|s| s == fixture.trim_end()),
+                "{}: example {} is not the fixture verbatim",
+                doc.name,
+                e.file
+            );
+            assert_eq!(files()[&e.site_path()], fixture.as_bytes());
+        }
+    }
+}
+
+#[test]
+fn pages_are_complete_without_javascript() {
+    // The search box is the only thing that needs the script, and it starts hidden.
+    for (path, _) in files().iter().filter(|(p, _)| p.ends_with(".html")) {
+        let html = page(path);
+        let search = html.select(&sel("#search")).next().expect("search box");
+        assert!(
+            search.value().attr("hidden").is_some(),
+            "{path}: search box shown without script"
+        );
+        assert!(
+            html.select(&sel("script:not([src])")).next().is_none(),
+            "{path}: inline script"
+        );
+        assert!(html.select(&sel("meta[name=viewport]")).next().is_some());
+    }
+    let css = std::str::from_utf8(&files()["site.css"]).unwrap();
+    assert!(css.contains("prefers-color-scheme: dark"));
+    assert!(css.contains("@media print"));
+}
+
+#[test]
+fn docs_command_writes_the_site_as_a_folder() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("dist");
+    let run = Command::new(env!("CARGO_BIN_EXE_fleetwire-codegen"))
+        .args(["--workspace"])
+        .arg(workspace())
+        .args(["docs", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "docs failed: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(String::from_utf8_lossy(&run.stdout).contains("index.html"));
+    let mut written = BTreeMap::new();
+    collect(&dir, &dir, &mut written);
+    // Beside the site: the list of what was written, for the next run.
+    let manifest = written.remove(site::MANIFEST).expect("the manifest");
+    assert_eq!(
+        manifest.iter().filter(|b| **b == b'\n').count(),
+        files().len()
+    );
+    assert_eq!(
+        written.keys().collect::<Vec<_>>(),
+        files().keys().collect::<Vec<_>>()
+    );
+    for (path, bytes) in files() {
+        assert!(&written[path] == bytes, "{path} differs");
+    }
+}
+
+fn collect(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            collect(root, &path, out);
+        } else {
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            out.insert(rel, std::fs::read(&path).unwrap());
+        }
+    }
+}
+
+fn run_docs(dir: &Path) -> String {
+    let run = Command::new(env!("CARGO_BIN_EXE_fleetwire-codegen"))
+        .args(["--workspace"])
+        .arg(workspace())
+        .args(["docs", "--out"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "docs failed: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    String::from_utf8_lossy(&run.stdout).into_owned()
+}
+
+#[test]
+fn docs_command_removes_what_it_wrote_before_and_nothing_else() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("published");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    run_docs(&dir);
+    // As if an earlier site had a document that is gone now.
+    let manifest = dir.join(site::MANIFEST);
+    let mut list = std::fs::read_to_string(&manifest).unwrap();
+    assert!(list.lines().any(|l| l == "index.html"));
+    list.push_str("GoneDocument.html\nexamples/GoneDocument/x.json\n../outside.txt\n");
+    std::fs::write(&manifest, list).unwrap();
+    std::fs::write(dir.join("GoneDocument.html"), "old").unwrap();
+    std::fs::create_dir_all(dir.join("examples/GoneDocument")).unwrap();
+    std::fs::write(dir.join("examples/GoneDocument/x.json"), "{}").unwrap();
+    std::fs::write(out.path().join("outside.txt"), "not in the folder").unwrap();
+    let said = run_docs(&dir);
+    assert!(said.contains("removed GoneDocument.html"), "{said}");
+    assert!(!dir.join("GoneDocument.html").exists());
+    assert!(!dir.join("examples/GoneDocument").exists());
+    assert!(dir.join("examples").is_dir());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
+        "mine"
+    );
+    assert!(out.path().join("outside.txt").exists());
+    assert!(dir.join("index.html").exists());
+}

@@ -1,0 +1,174 @@
+// fleetwire reference: progressive enhancement only. Every page is complete without this
+// script; it adds search over the generated index, copy-on-click permalinks, and opens the
+// examples for printing.
+(function () {
+  "use strict";
+
+  var INDEX_SCRIPT = "search-index.js";
+  var MAX_RESULTS = 25;
+
+  function loadIndex(done) {
+    if (window.FLEETWIRE_SEARCH) { done(window.FLEETWIRE_SEARCH); return; }
+    var existing = document.getElementById("search-index-script");
+    var script = existing || document.createElement("script");
+    script.addEventListener("load", function () { done(window.FLEETWIRE_SEARCH || []); });
+    script.addEventListener("error", function () { done(null); });
+    if (!existing) {
+      script.id = "search-index-script";
+      // The index is a script assigning a global, so it also loads from file://.
+      script.src = INDEX_SCRIPT;
+      document.head.appendChild(script);
+    }
+  }
+
+  // Lower score is better: exact name, name prefix, last dotted segment prefix, name
+  // substring, then description matches.
+  function score(entry, terms) {
+    var name = entry.n.toLowerCase();
+    var last = name.slice(name.lastIndexOf(".") + 1);
+    var desc = entry.d.toLowerCase();
+    var total = 0;
+    for (var i = 0; i < terms.length; i++) {
+      var t = terms[i];
+      if (name === t || last === t) total += 0;
+      else if (last.indexOf(t) === 0 || name.indexOf(t) === 0) total += 1;
+      else if (name.indexOf(t) >= 0) total += 2;
+      else if (desc.indexOf(t) >= 0) total += 5;
+      else return -1;
+    }
+    var kindBias = { document: 0, type: 0.2, operation: 0.3, variant: 0.4, field: 0.5 };
+    return total + (kindBias[entry.k] || 1) + name.length / 1000;
+  }
+
+  function search(index, query) {
+    var terms = query.toLowerCase().split(/\s+/).filter(Boolean);
+    if (!terms.length) return [];
+    var hits = [];
+    for (var i = 0; i < index.length; i++) {
+      var s = score(index[i], terms);
+      if (s >= 0) hits.push([s, index[i]]);
+    }
+    hits.sort(function (a, b) { return a[0] - b[0]; });
+    return hits.slice(0, MAX_RESULTS).map(function (h) { return h[1]; });
+  }
+
+  function shorten(text, length) {
+    return text.length > length ? text.slice(0, length - 1).replace(/\s+\S*$/, "") + "…" : text;
+  }
+
+  function setUpSearch() {
+    var box = document.getElementById("search");
+    var input = document.getElementById("search-input");
+    var list = document.getElementById("search-results");
+    if (!box || !input || !list) return;
+    box.hidden = false;
+    var index; // undefined until loaded; null when loading failed
+    var selected = -1;
+
+    function select(i) {
+      var items = list.querySelectorAll("li[data-hit]");
+      if (!items.length) return;
+      selected = (i + items.length) % items.length;
+      for (var k = 0; k < items.length; k++) {
+        items[k].setAttribute("aria-selected", k === selected ? "true" : "false");
+      }
+      items[selected].scrollIntoView({ block: "nearest" });
+    }
+
+    function show() {
+      var query = input.value.trim();
+      while (list.firstChild) list.removeChild(list.firstChild);
+      selected = -1;
+      if (!query) { list.hidden = true; return; }
+      var hits = search(index || [], query);
+      if (!hits.length) {
+        var none = document.createElement("li");
+        none.className = "r-none";
+        none.textContent = index === null
+          ? "The search index (" + INDEX_SCRIPT + ") could not be loaded."
+          : "Nothing matches “" + query + "”.";
+        list.appendChild(none);
+      }
+      hits.forEach(function (hit) {
+        var li = document.createElement("li");
+        li.setAttribute("data-hit", "");
+        var a = document.createElement("a");
+        a.href = hit.u;
+        var kind = document.createElement("span");
+        kind.className = "r-kind";
+        kind.textContent = hit.k;
+        var name = document.createElement("span");
+        name.className = "r-name";
+        name.textContent = hit.n;
+        a.appendChild(kind);
+        a.appendChild(name);
+        if (hit.d) {
+          var desc = document.createElement("span");
+          desc.className = "r-desc";
+          desc.textContent = shorten(hit.d, 140);
+          a.appendChild(desc);
+        }
+        a.addEventListener("click", function () { list.hidden = true; });
+        li.appendChild(a);
+        list.appendChild(li);
+      });
+      list.hidden = false;
+    }
+
+    input.addEventListener("input", function () {
+      if (index !== undefined) { show(); return; }
+      loadIndex(function (loaded) { index = loaded; show(); });
+    });
+    input.addEventListener("focus", function () {
+      loadIndex(function (loaded) { index = loaded; if (input.value) show(); });
+    });
+    input.addEventListener("keydown", function (e) {
+      if (e.key === "ArrowDown") { e.preventDefault(); select(selected + 1); }
+      else if (e.key === "ArrowUp") { e.preventDefault(); select(selected - 1); }
+      else if (e.key === "Escape") { list.hidden = true; input.blur(); }
+      else if (e.key === "Enter") {
+        var items = list.querySelectorAll("li[data-hit] a");
+        var target = items[selected >= 0 ? selected : 0];
+        if (target) { e.preventDefault(); list.hidden = true; window.location.href = target.href; }
+      }
+    });
+    document.addEventListener("keydown", function (e) {
+      var typing = /^(INPUT|TEXTAREA|SELECT)$/.test(document.activeElement && document.activeElement.tagName);
+      if (e.key === "/" && !typing) { e.preventDefault(); input.focus(); input.select(); }
+    });
+    document.addEventListener("click", function (e) {
+      if (!box.contains(e.target)) list.hidden = true;
+    });
+  }
+
+  // A permalink still navigates (so the address bar holds the link); it also copies it.
+  function setUpPermalinks() {
+    document.addEventListener("click", function (e) {
+      var link = e.target.closest && e.target.closest("a.permalink");
+      if (!link || !navigator.clipboard || !window.isSecureContext) return;
+      navigator.clipboard.writeText(link.href).then(function () {
+        link.classList.add("copied");
+        setTimeout(function () { link.classList.remove("copied"); }, 1200);
+      }, function () { /* copying is a convenience; the link itself still works */ });
+    });
+  }
+
+  // Closed examples would print as their summaries only.
+  function setUpPrinting() {
+    window.addEventListener("beforeprint", function () {
+      document.querySelectorAll("details").forEach(function (d) {
+        if (!d.open) { d.setAttribute("data-print-opened", ""); d.open = true; }
+      });
+    });
+    window.addEventListener("afterprint", function () {
+      document.querySelectorAll("details[data-print-opened]").forEach(function (d) {
+        d.removeAttribute("data-print-opened");
+        d.open = false;
+      });
+    });
+  }
+
+  setUpSearch();
+  setUpPermalinks();
+  setUpPrinting();
+})();
