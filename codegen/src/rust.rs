@@ -146,6 +146,7 @@ pub fn documents(bundle: &Bundle) -> Result<String> {
         "/// The `pattern` of the `Timestamp` definition, enforced by [`crate::Timestamp`].\npub const TIMESTAMP_PATTERN: &str = {:?};\n\n",
         timestamp_pattern.context("schemas/ must define `Timestamp` with a `pattern`")?
     ));
+    out.push_str(&schema_files(bundle));
     out.push_str(&non_nullable_table(bundle)?);
     out.push_str(&string_enums(bundle));
     out.push_str(&impls);
@@ -231,4 +232,25 @@ fn string_enums(bundle: &Bundle) -> String {
         "/// Generated enums whose every value is a string (a schema `enum` of strings).\npub(crate) fn is_string_enum(enum_name: &str) -> bool {{\n    matches!(enum_name, {})\n}}\n\n",
         if names.is_empty() { "\"\"".to_string() } else { names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(" | ") }
     )
+}
+
+/// Every schema file as written, compiled in (`include_str!` of the file the bundle was read from,
+/// so a schema change rebuilds the crate with the new text).
+fn schema_files(bundle: &Bundle) -> String {
+    let mut out = String::from(
+        "/// Every file of `schemas/` as written: (file name, JSON text).\npub const SCHEMA_FILES: &[(&str, &str)] = &[\n",
+    );
+    for file in &bundle.files {
+        let path = file
+            .path
+            .canonicalize()
+            .unwrap_or_else(|_| file.path.clone());
+        out.push_str(&format!(
+            "    ({:?}, include_str!({:?})),\n",
+            file.name,
+            path.display().to_string()
+        ));
+    }
+    out.push_str("];\n\n");
+    out
 }

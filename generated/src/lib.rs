@@ -54,7 +54,7 @@ mod documents {
     use super::{compile_validator, read, types, DocumentInfo, Rejection, WireDocument};
     include!(concat!(env!("OUT_DIR"), "/documents.rs"));
 }
-pub use documents::{read_named, reserialize_named, DOCUMENTS, TIMESTAMP_PATTERN};
+pub use documents::{read_named, reserialize_named, DOCUMENTS, SCHEMA_FILES, TIMESTAMP_PATTERN};
 
 /// All definitions of all schema files in one document (local `$ref`s only).
 pub const BUNDLE_SCHEMA: &str = include_str!(concat!(env!("OUT_DIR"), "/bundle.schema.json"));

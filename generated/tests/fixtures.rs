@@ -99,3 +99,24 @@ fn invalid_fixtures_are_refused_where_they_say() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+#[test]
+fn the_schema_files_are_embedded_as_written() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../schemas");
+    assert!(fleetwire_types::SCHEMA_FILES.len() >= 3);
+    for (name, text) in fleetwire_types::SCHEMA_FILES {
+        assert_eq!(
+            *text,
+            std::fs::read_to_string(dir.join(name)).unwrap(),
+            "{name}"
+        );
+    }
+    let bundle: Value = serde_json::from_str(fleetwire_types::BUNDLE_SCHEMA).unwrap();
+    for doc in fleetwire_types::DOCUMENTS {
+        assert!(
+            bundle["$defs"][doc.name].is_object(),
+            "{} is in the embedded bundle",
+            doc.name
+        );
+    }
+}
