@@ -25,7 +25,11 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 #[derive(Debug, Clone, clap::Args)]
 pub struct LoadgenArgs {
     /// The controller's base URL (plain HTTP).
-    #[arg(long, env = "FLEETWIRE_LOADGEN_URL", default_value = "http://127.0.0.1:9203")]
+    #[arg(
+        long,
+        env = "FLEETWIRE_LOADGEN_URL",
+        default_value = "http://127.0.0.1:9203"
+    )]
     pub url: String,
     /// Simulated nodes; each gets its own node id, and all are enrolled before measuring.
     #[arg(long, default_value_t = 10_000)]
@@ -91,7 +95,10 @@ impl Report {
             ms(l.value_at_quantile(0.999)),
             ms(l.max()),
         );
-        for (label, h) in [("idle", &self.fleet_idle), ("under load", &self.fleet_under_load)] {
+        for (label, h) in [
+            ("idle", &self.fleet_idle),
+            ("under load", &self.fleet_under_load),
+        ] {
             if h.is_empty() {
                 continue;
             }
@@ -143,7 +150,9 @@ struct Target {
 }
 
 fn target(url: &str) -> anyhow::Result<Target> {
-    let uri: hyper::Uri = url.parse().with_context(|| format!("{url:?} is not a URL"))?;
+    let uri: hyper::Uri = url
+        .parse()
+        .with_context(|| format!("{url:?} is not a URL"))?;
     if uri.scheme_str() != Some("http") {
         bail!("only http:// URLs are supported, not {url:?}");
     }
@@ -198,8 +207,11 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
         bail!("--nodes and --connections must be above 0");
     }
     let target = Arc::new(target(&args.url)?);
-    let bodies: Arc<Vec<Bytes>> =
-        Arc::new((0..args.nodes).map(|i| heartbeat_body(i, args.vms_per_node)).collect());
+    let bodies: Arc<Vec<Bytes>> = Arc::new(
+        (0..args.nodes)
+            .map(|i| heartbeat_body(i, args.vms_per_node))
+            .collect(),
+    );
 
     // Enroll every node first, so the measured phase is the steady state of a full fleet.
     let next = Arc::new(AtomicUsize::new(0));
@@ -210,11 +222,22 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
             let mut sender = connect(&target).await?;
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(body) = bodies.get(i) else { return anyhow::Ok(()) };
-                let (status, answer) =
-                    send(&mut sender, &target, Method::POST, "/v1/nodes/heartbeat", Some(body.clone())).await?;
+                let Some(body) = bodies.get(i) else {
+                    return anyhow::Ok(());
+                };
+                let (status, answer) = send(
+                    &mut sender,
+                    &target,
+                    Method::POST,
+                    "/v1/nodes/heartbeat",
+                    Some(body.clone()),
+                )
+                .await?;
                 if status != StatusCode::OK {
-                    bail!("enrolling a node: {status}: {}", String::from_utf8_lossy(&answer));
+                    bail!(
+                        "enrolling a node: {status}: {}",
+                        String::from_utf8_lossy(&answer)
+                    );
                 }
             }
         });
@@ -233,8 +256,13 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
     let started = Instant::now();
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..args.connections {
-        let (target, bodies, stop, failed, cursor) =
-            (target.clone(), bodies.clone(), stop.clone(), failed.clone(), cursor.clone());
+        let (target, bodies, stop, failed, cursor) = (
+            target.clone(),
+            bodies.clone(),
+            stop.clone(),
+            failed.clone(),
+            cursor.clone(),
+        );
         workers.spawn(async move {
             let mut sender = connect(&target).await?;
             let mut latency = micros_histogram();
@@ -246,8 +274,14 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
                 }
                 let i = cursor.fetch_add(1, Ordering::Relaxed) % bodies.len();
                 let sent = Instant::now();
-                let (status, _) =
-                    send(&mut sender, &target, Method::POST, "/v1/nodes/heartbeat", Some(bodies[i].clone())).await?;
+                let (status, _) = send(
+                    &mut sender,
+                    &target,
+                    Method::POST,
+                    "/v1/nodes/heartbeat",
+                    Some(bodies[i].clone()),
+                )
+                .await?;
                 let us = sent.elapsed().as_micros().max(1) as u64;
                 if status == StatusCode::OK {
                     latency.record(us.min(600_000_000)).expect("within bounds");
@@ -267,7 +301,8 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
             while !stop.load(Ordering::Relaxed) {
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 let sent = Instant::now();
-                let (status, _) = send(&mut sender, &target, Method::GET, "/v1/fleet", None).await?;
+                let (status, _) =
+                    send(&mut sender, &target, Method::GET, "/v1/fleet", None).await?;
                 if status == StatusCode::OK && !stop.load(Ordering::Relaxed) {
                     fleet.record(sent.elapsed().as_micros().max(1) as u64)?;
                 }
@@ -302,7 +337,10 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
         fleet_nodes = fleet.nodes.len();
     }
     if args.fleet_samples > 0 && fleet_nodes < args.nodes {
-        bail!("the fleet lists {fleet_nodes} nodes, fewer than the {} enrolled", args.nodes);
+        bail!(
+            "the fleet lists {fleet_nodes} nodes, fewer than the {} enrolled",
+            args.nodes
+        );
     }
     Ok(Report {
         heartbeats_ok: latency.len(),
@@ -318,7 +356,10 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
 
 /// `fleetwire loadgen`.
 pub fn run(args: LoadgenArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("fleetwire loadgen: {error}");

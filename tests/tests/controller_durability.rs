@@ -17,9 +17,19 @@ async fn everything_survives_kill_9() {
     let mut controller = ControllerProcess::start_in(dir.path(), &[]);
 
     // A registered node, heartbeating, with two placed VMs and a cordon.
-    let (status, _) = post_json(&client, &controller.url("/v1/nodes/register"), &registration("reg-1", agent.port, 500)).await;
+    let (status, _) = post_json(
+        &client,
+        &controller.url("/v1/nodes/register"),
+        &registration("reg-1", agent.port, 500),
+    )
+    .await;
     assert_eq!(status, 200);
-    let (status, _) = post_json(&client, &controller.url("/v1/nodes/heartbeat"), &ppn_heartbeat("reg-1", "127.0.0.1", agent.port)).await;
+    let (status, _) = post_json(
+        &client,
+        &controller.url("/v1/nodes/heartbeat"),
+        &ppn_heartbeat("reg-1", "127.0.0.1", agent.port),
+    )
+    .await;
     assert_eq!(status, 200);
     let mut placed = Vec::new();
     for tenant in ["t-a", "t-b"] {
@@ -34,10 +44,20 @@ async fn everything_survives_kill_9() {
     }
     // Two PPN nodes known by heartbeat only (written behind).
     for id in ["ppn-1", "ppn-2"] {
-        let (status, _) = post_json(&client, &controller.url("/v1/nodes/heartbeat"), &ppn_heartbeat(id, "127.0.0.1", 9204)).await;
+        let (status, _) = post_json(
+            &client,
+            &controller.url("/v1/nodes/heartbeat"),
+            &ppn_heartbeat(id, "127.0.0.1", 9204),
+        )
+        .await;
         assert_eq!(status, 200);
     }
-    let (status, _) = post_json(&client, &controller.url("/v1/nodes/ppn-2/cordon?reason=maintenance"), &json!({})).await;
+    let (status, _) = post_json(
+        &client,
+        &controller.url("/v1/nodes/ppn-2/cordon?reason=maintenance"),
+        &json!({}),
+    )
+    .await;
     assert_eq!(status, 200);
     // Heartbeat-derived fields reach the store within one second.
     tokio::time::sleep(Duration::from_millis(1200)).await;
@@ -50,11 +70,20 @@ async fn everything_survives_kill_9() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|n| (n["node_id"].as_str().unwrap(), n["status"].as_str().unwrap()))
+        .map(|n| {
+            (
+                n["node_id"].as_str().unwrap(),
+                n["status"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         listed,
-        vec![("ppn-1", "unreachable"), ("ppn-2", "unreachable"), ("reg-1", "unreachable")]
+        vec![
+            ("ppn-1", "unreachable"),
+            ("ppn-2", "unreachable"),
+            ("reg-1", "unreachable")
+        ]
     );
     let (_, ready) = get_json(&client, &controller.url("/v1/nodes")).await;
     assert_eq!(ready, json!([]));
@@ -66,7 +95,12 @@ async fn everything_survives_kill_9() {
     assert_eq!(cordoned["cordon_reason"], "maintenance");
     assert!(cordoned["cordoned_at"].is_string());
     let (_, vms) = get_json(&client, &controller.url("/v1/vms")).await;
-    let mut vm_ids: Vec<String> = vms.as_array().unwrap().iter().map(|v| v["vm_id"].as_str().unwrap().to_string()).collect();
+    let mut vm_ids: Vec<String> = vms
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["vm_id"].as_str().unwrap().to_string())
+        .collect();
     placed.sort();
     vm_ids.sort();
     assert_eq!(vm_ids, placed);
@@ -77,7 +111,12 @@ async fn everything_survives_kill_9() {
     assert_eq!(tenant_b.as_array().unwrap().len(), 1);
 
     // A heartbeat brings a node back; its placed VMs (young, not yet reported) are kept.
-    let (status, _) = post_json(&client, &controller.url("/v1/nodes/heartbeat"), &ppn_heartbeat("reg-1", "127.0.0.1", agent.port)).await;
+    let (status, _) = post_json(
+        &client,
+        &controller.url("/v1/nodes/heartbeat"),
+        &ppn_heartbeat("reg-1", "127.0.0.1", agent.port),
+    )
+    .await;
     assert_eq!(status, 200);
     let (_, node) = get_json(&client, &controller.url("/v1/nodes/reg-1")).await;
     assert_eq!(node["status"], "ready");

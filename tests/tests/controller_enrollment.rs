@@ -21,18 +21,26 @@ fn ids(list: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ppn_agent_enrolls_by_heartbeat_goes_unreachable_and_comes_back() {
-    let controller = ControllerProcess::start(&["--stale-after", "2s", "--sweep-interval", "200ms"]);
+    let controller =
+        ControllerProcess::start(&["--stale-after", "2s", "--sweep-interval", "200ms"]);
     let client = client();
     let body = ppn_heartbeat("ppn-node-1", "127.0.0.1", 9204);
 
     // The agent: a heartbeat every second, as `VM_HEARTBEAT_INTERVAL_S=1` would.
     let agent = {
-        let (client, url, body) = (client.clone(), controller.url("/v1/nodes/heartbeat"), body.clone());
+        let (client, url, body) = (
+            client.clone(),
+            controller.url("/v1/nodes/heartbeat"),
+            body.clone(),
+        );
         tokio::spawn(async move {
             loop {
                 let response = client.post(&url).json(&body).send().await.unwrap();
                 assert_eq!(response.status().as_u16(), 200);
-                assert!(response.text().await.unwrap().is_empty(), "a PPN controller answers an empty body");
+                assert!(
+                    response.text().await.unwrap().is_empty(),
+                    "a PPN controller answers an empty body"
+                );
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         })
@@ -44,7 +52,16 @@ async fn a_ppn_agent_enrolls_by_heartbeat_goes_unreachable_and_comes_back() {
         (status == 200).then_some(node)
     })
     .await;
-    for field in ["node_id", "hostname", "wg_ip", "ram_available_mb", "vm_count", "kvm_available", "reserved", "last_heartbeat"] {
+    for field in [
+        "node_id",
+        "hostname",
+        "wg_ip",
+        "ram_available_mb",
+        "vm_count",
+        "kvm_available",
+        "reserved",
+        "last_heartbeat",
+    ] {
         assert!(node.get(field).is_some(), "{field} missing from {node}");
     }
     assert_eq!(node["ram_available_mb"], 12288);
@@ -58,12 +75,19 @@ async fn a_ppn_agent_enrolls_by_heartbeat_goes_unreachable_and_comes_back() {
     // Stop the agent. Past the staleness limit the node leaves the default listing...
     agent.abort();
     let silent_since = std::time::Instant::now();
-    eventually("the node to leave GET /v1/nodes", Duration::from_secs(6), || async {
-        let (_, listed) = get_json(&client, &controller.url("/v1/nodes")).await;
-        ids(&listed).is_empty().then_some(())
-    })
+    eventually(
+        "the node to leave GET /v1/nodes",
+        Duration::from_secs(6),
+        || async {
+            let (_, listed) = get_json(&client, &controller.url("/v1/nodes")).await;
+            ids(&listed).is_empty().then_some(())
+        },
+    )
     .await;
-    assert!(silent_since.elapsed() >= Duration::from_secs(1), "not before the limit");
+    assert!(
+        silent_since.elapsed() >= Duration::from_secs(1),
+        "not before the limit"
+    );
     // ...but it is not forgotten: it answers as unreachable, with its last heartbeat.
     let (status, node) = get_json(&client, &controller.url("/v1/nodes/ppn-node-1")).await;
     assert_eq!(status, 200);
@@ -89,7 +113,8 @@ async fn a_ppn_agent_enrolls_by_heartbeat_goes_unreachable_and_comes_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn liveness_is_the_receive_time_not_the_nodes_clock() {
-    let controller = ControllerProcess::start(&["--stale-after", "2s", "--sweep-interval", "200ms"]);
+    let controller =
+        ControllerProcess::start(&["--stale-after", "2s", "--sweep-interval", "200ms"]);
     let client = client();
     // A node whose clock is a year behind is still alive.
     let mut body = ppn_heartbeat("skewed", "127.0.0.1", 9204);
@@ -107,11 +132,21 @@ async fn liveness_is_the_receive_time_not_the_nodes_clock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unenrolled_and_long_silent_nodes_are_forgotten() {
     let controller = ControllerProcess::start(&[
-        "--stale-after", "1s", "--forget-after", "2s", "--sweep-interval", "200ms",
+        "--stale-after",
+        "1s",
+        "--forget-after",
+        "2s",
+        "--sweep-interval",
+        "200ms",
     ]);
     let client = client();
     for id in ["gone-1", "gone-2"] {
-        let (status, _) = post_json(&client, &controller.url("/v1/nodes/heartbeat"), &ppn_heartbeat(id, "127.0.0.1", 9204)).await;
+        let (status, _) = post_json(
+            &client,
+            &controller.url("/v1/nodes/heartbeat"),
+            &ppn_heartbeat(id, "127.0.0.1", 9204),
+        )
+        .await;
         assert_eq!(status, 200);
     }
     let (status, _) = delete_url(&client, &controller.url("/v1/nodes/gone-1")).await;
@@ -121,9 +156,13 @@ async fn unenrolled_and_long_silent_nodes_are_forgotten() {
     let (status, body) = delete_url(&client, &controller.url("/v1/nodes/gone-1")).await;
     assert_eq!(status, 404);
     assert_eq!(body["code"], "not_found");
-    eventually("the silent node to be forgotten", Duration::from_secs(8), || async {
-        let (status, _) = get_json(&client, &controller.url("/v1/nodes/gone-2")).await;
-        (status == 404).then_some(())
-    })
+    eventually(
+        "the silent node to be forgotten",
+        Duration::from_secs(8),
+        || async {
+            let (status, _) = get_json(&client, &controller.url("/v1/nodes/gone-2")).await;
+            (status == 404).then_some(())
+        },
+    )
     .await;
 }

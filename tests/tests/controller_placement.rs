@@ -15,10 +15,26 @@ async fn node(client: &reqwest::Client, controller: &ControllerProcess, id: &str
     node
 }
 
-async fn enroll(client: &reqwest::Client, controller: &ControllerProcess, id: &str, agent_port: u16, disk_gb: u64) {
-    let (status, body) = post_json(client, &controller.url("/v1/nodes/register"), &registration(id, agent_port, disk_gb)).await;
+async fn enroll(
+    client: &reqwest::Client,
+    controller: &ControllerProcess,
+    id: &str,
+    agent_port: u16,
+    disk_gb: u64,
+) {
+    let (status, body) = post_json(
+        client,
+        &controller.url("/v1/nodes/register"),
+        &registration(id, agent_port, disk_gb),
+    )
+    .await;
     assert_eq!(status, 200, "{body}");
-    let (status, _) = post_json(client, &controller.url("/v1/nodes/heartbeat"), &ppn_heartbeat(id, "127.0.0.1", agent_port)).await;
+    let (status, _) = post_json(
+        client,
+        &controller.url("/v1/nodes/heartbeat"),
+        &ppn_heartbeat(id, "127.0.0.1", agent_port),
+    )
+    .await;
     assert_eq!(status, 200);
 }
 
@@ -68,7 +84,10 @@ async fn concurrent_placements_never_overbook_the_disk_ledger() {
     let owner = vms[0]["node_id"].as_str().unwrap().to_string();
     let (status, _) = delete_url(&client, &controller.url(&format!("/v1/vms/{first}"))).await;
     assert_eq!(status, 204);
-    assert_eq!(node(&client, &controller, &owner).await["reserved_disk_gb"], 140);
+    assert_eq!(
+        node(&client, &controller, &owner).await["reserved_disk_gb"],
+        140
+    );
     let (status, placed) = post_json(&client, &controller.url("/v1/vms"), &vm(256, 10)).await;
     assert_eq!(status, 200, "{placed}");
     assert_eq!(placed["node_id"], owner.as_str());
@@ -103,7 +122,11 @@ async fn ppn_placement_rules_and_error_answers() {
     assert_eq!(placed["tenant_id"], "acme");
     assert_eq!(placed["disk_gb"], 30, "the default footprint");
     assert!(placed["created_at"].is_string());
-    assert_eq!(agent.spawned()[0]["vm_id"], "web-1", "the agent gets the id");
+    assert_eq!(
+        agent.spawned()[0]["vm_id"],
+        "web-1",
+        "the agent gets the id"
+    );
     let (status, got) = get_json(&client, &controller.url("/v1/vms/web-1")).await;
     assert_eq!((status, &got), (200, &placed));
     let (_, acme) = get_json(&client, &controller.url("/v1/vms?tenant_id=acme")).await;
@@ -112,7 +135,12 @@ async fn ppn_placement_rules_and_error_answers() {
     assert_eq!(other, json!([]));
 
     // The same id again: 409.
-    let (status, body) = post_json(&client, &controller.url("/v1/vms"), &json!({"vm_type": "web", "ram_mb": 1, "vcpu_count": 1, "vm_id": "web-1"})).await;
+    let (status, body) = post_json(
+        &client,
+        &controller.url("/v1/vms"),
+        &json!({"vm_type": "web", "ram_mb": 1, "vcpu_count": 1, "vm_id": "web-1"}),
+    )
+    .await;
     assert_eq!((status, body["code"].as_str()), (409, Some("conflict")));
 
     // Too big for every unreserved node: the reserved node is the last resort.
@@ -124,43 +152,94 @@ async fn ppn_placement_rules_and_error_answers() {
     let mut request = vm(4096, 10);
     request["preferred_node"] = "nowhere".into();
     let (status, body) = post_json(&client, &controller.url("/v1/vms"), &request).await;
-    assert_eq!((status, body["code"].as_str()), (422, Some("preferred_node_unsuitable")));
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (422, Some("preferred_node_unsuitable"))
+    );
     request["preferred_node"] = "small".into();
     let (status, body) = post_json(&client, &controller.url("/v1/vms"), &request).await;
-    assert_eq!((status, body["code"].as_str()), (422, Some("preferred_node_unsuitable")));
-    assert!(body["message"].as_str().unwrap().contains("memory"), "{body}");
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (422, Some("preferred_node_unsuitable"))
+    );
+    assert!(
+        body["message"].as_str().unwrap().contains("memory"),
+        "{body}"
+    );
 
     // Cordoned nodes take nothing; uncordon reopens them.
     for id in ["big", "spare", "small"] {
-        let (status, record) = post_json(&client, &controller.url(&format!("/v1/nodes/{id}/cordon")), &json!({})).await;
+        let (status, record) = post_json(
+            &client,
+            &controller.url(&format!("/v1/nodes/{id}/cordon")),
+            &json!({}),
+        )
+        .await;
         assert_eq!(status, 200);
         assert!(record["cordoned_at"].is_string());
     }
     let (status, body) = post_json(&client, &controller.url("/v1/vms"), &vm(128, 1)).await;
     assert_eq!((status, body["code"].as_str()), (503, Some("no_capacity")));
-    let (status, _) = post_json(&client, &controller.url("/v1/nodes/small/uncordon"), &json!({})).await;
+    let (status, _) = post_json(
+        &client,
+        &controller.url("/v1/nodes/small/uncordon"),
+        &json!({}),
+    )
+    .await;
     assert_eq!(status, 200);
-    let (status, placed) = post_json(&client, &controller.url("/v1/vms"), &json!({"vm_type": "t", "ram_mb": 128, "vcpu_count": 1, "prefer_kvm": true})).await;
+    let (status, placed) = post_json(
+        &client,
+        &controller.url("/v1/vms"),
+        &json!({"vm_type": "t", "ram_mb": 128, "vcpu_count": 1, "prefer_kvm": true}),
+    )
+    .await;
     assert_eq!(status, 200);
     assert_eq!(placed["node_id"], "small");
 
     // Draining: status draining, no placements.
-    let (status, record) = post_json(&client, &controller.url("/v1/nodes/small/drain"), &json!({})).await;
+    let (status, record) = post_json(
+        &client,
+        &controller.url("/v1/nodes/small/drain"),
+        &json!({}),
+    )
+    .await;
     assert_eq!((status, record["status"].as_str()), (200, Some("draining")));
     let (status, _) = post_json(&client, &controller.url("/v1/vms"), &vm(128, 1)).await;
     assert_eq!(status, 503);
-    post_json(&client, &controller.url("/v1/nodes/small/uncordon"), &json!({})).await;
+    post_json(
+        &client,
+        &controller.url("/v1/nodes/small/uncordon"),
+        &json!({}),
+    )
+    .await;
 
     // The agent fails: 502, and nothing stays reserved.
     let before = node(&client, &controller, "small").await["reserved_disk_gb"].clone();
     agent.set_mode(SpawnMode::Fail);
-    let (status, body) = post_json(&client, &controller.url("/v1/vms"), &json!({"vm_type": "t", "ram_mb": 128, "vcpu_count": 1, "vm_id": "doomed"})).await;
-    assert_eq!((status, body["code"].as_str()), (502, Some("agent_failed")), "{body}");
-    assert_eq!(node(&client, &controller, "small").await["reserved_disk_gb"], before);
+    let (status, body) = post_json(
+        &client,
+        &controller.url("/v1/vms"),
+        &json!({"vm_type": "t", "ram_mb": 128, "vcpu_count": 1, "vm_id": "doomed"}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (502, Some("agent_failed")),
+        "{body}"
+    );
+    assert_eq!(
+        node(&client, &controller, "small").await["reserved_disk_gb"],
+        before
+    );
     let (status, _) = get_json(&client, &controller.url("/v1/vms/doomed")).await;
     assert_eq!(status, 404);
     agent.set_mode(SpawnMode::Succeed);
-    let (status, _) = post_json(&client, &controller.url("/v1/vms"), &json!({"vm_type": "t", "ram_mb": 128, "vcpu_count": 1, "vm_id": "doomed"})).await;
+    let (status, _) = post_json(
+        &client,
+        &controller.url("/v1/vms"),
+        &json!({"vm_type": "t", "ram_mb": 128, "vcpu_count": 1, "vm_id": "doomed"}),
+    )
+    .await;
     assert_eq!(status, 200, "a failed id is free again");
 
     // Deleting an unknown VM: 404.
@@ -170,7 +249,8 @@ async fn ppn_placement_rules_and_error_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disk_cordon_sets_below_and_clears_only_above_the_higher_threshold() {
-    let controller = ControllerProcess::start(&["--disk-cordon-below", "50", "--disk-uncordon-above", "80"]);
+    let controller =
+        ControllerProcess::start(&["--disk-cordon-below", "50", "--disk-uncordon-above", "80"]);
     let client = client();
     let agent = AgentStandIn::start().await;
     enroll(&client, &controller, "d1", agent.port, 1000).await;
@@ -182,20 +262,32 @@ async fn disk_cordon_sets_below_and_clears_only_above_the_higher_threshold() {
     };
     let url = controller.url("/v1/nodes/heartbeat");
     post_json(&client, &url, &beat(60)).await;
-    assert!(node(&client, &controller, "d1").await.get("disk_cordoned_at").is_none());
+    assert!(node(&client, &controller, "d1")
+        .await
+        .get("disk_cordoned_at")
+        .is_none());
     post_json(&client, &url, &beat(49)).await;
     let cordoned = node(&client, &controller, "d1").await;
     assert!(cordoned["disk_cordoned_at"].is_string(), "{cordoned}");
-    assert_eq!(cordoned["status"], "ready", "a disk cordon leaves the node ready");
+    assert_eq!(
+        cordoned["status"], "ready",
+        "a disk cordon leaves the node ready"
+    );
     assert_eq!(cordoned["available_disk_gb"], 49);
     let (status, body) = post_json(&client, &controller.url("/v1/vms"), &vm(128, 1)).await;
     assert_eq!((status, body["code"].as_str()), (503, Some("no_capacity")));
     // Between the thresholds: still cordoned (no flapping).
     post_json(&client, &url, &beat(79)).await;
-    assert_eq!(node(&client, &controller, "d1").await["disk_cordoned_at"], cordoned["disk_cordoned_at"]);
+    assert_eq!(
+        node(&client, &controller, "d1").await["disk_cordoned_at"],
+        cordoned["disk_cordoned_at"]
+    );
     // Past the higher threshold: cleared, placements resume.
     post_json(&client, &url, &beat(80)).await;
-    assert!(node(&client, &controller, "d1").await.get("disk_cordoned_at").is_none());
+    assert!(node(&client, &controller, "d1")
+        .await
+        .get("disk_cordoned_at")
+        .is_none());
     let (status, _) = post_json(&client, &controller.url("/v1/vms"), &vm(128, 1)).await;
     assert_eq!(status, 200);
 }
@@ -216,9 +308,17 @@ async fn a_new_runtime_boot_id_prunes_what_the_node_no_longer_reports() {
     post_json(&client, &url, &beat("boot-1", json!([]))).await;
     let (status, kept) = post_json(&client, &controller.url("/v1/vms"), &json!({"vm_type": "t", "ram_mb": 128, "vcpu_count": 1, "vm_id": "kept", "tenant_id": "t1", "disk_gb": 20})).await;
     assert_eq!(status, 200, "{kept}");
-    let (status, _) = post_json(&client, &controller.url("/v1/vms"), &json!({"vm_type": "t", "ram_mb": 128, "vcpu_count": 1, "vm_id": "lost", "disk_gb": 30})).await;
+    let (status, _) = post_json(
+        &client,
+        &controller.url("/v1/vms"),
+        &json!({"vm_type": "t", "ram_mb": 128, "vcpu_count": 1, "vm_id": "lost", "disk_gb": 30}),
+    )
+    .await;
     assert_eq!(status, 200);
-    assert_eq!(node(&client, &controller, "b1").await["reserved_disk_gb"], 50);
+    assert_eq!(
+        node(&client, &controller, "b1").await["reserved_disk_gb"],
+        50
+    );
 
     // Same boot id, VMs not reported yet: both kept (the spawn may postdate the heartbeat).
     post_json(&client, &url, &beat("boot-1", json!([]))).await;
@@ -233,11 +333,18 @@ async fn a_new_runtime_boot_id_prunes_what_the_node_no_longer_reports() {
     let (status, _) = get_json(&client, &controller.url("/v1/vms/lost")).await;
     assert_eq!(status, 404);
     let (_, kept) = get_json(&client, &controller.url("/v1/vms/kept")).await;
-    assert_eq!(kept["tenant_id"], "t1", "what the controller knows survives the report");
+    assert_eq!(
+        kept["tenant_id"], "t1",
+        "what the controller knows survives the report"
+    );
     // The ledger self-heal releases the pruned VM's 30 GB.
-    eventually("the self-heal to correct the ledger", Duration::from_secs(5), || async {
-        (node(&client, &controller, "b1").await["reserved_disk_gb"] == 20).then_some(())
-    })
+    eventually(
+        "the self-heal to correct the ledger",
+        Duration::from_secs(5),
+        || async {
+            (node(&client, &controller, "b1").await["reserved_disk_gb"] == 20).then_some(())
+        },
+    )
     .await;
 }
 
@@ -251,7 +358,8 @@ async fn checkpoints_are_restored_only_on_the_capturing_engine_version_or_newer(
     for (id, engine, used) in [("old", &old_engine, 0), ("new", &new_engine, 8192)] {
         let mut body = registration(id, agent.port, 1000);
         body["smolvm_address"] = engine.address().into();
-        let (status, answer) = post_json(&client, &controller.url("/v1/nodes/register"), &body).await;
+        let (status, answer) =
+            post_json(&client, &controller.url("/v1/nodes/register"), &body).await;
         assert_eq!(status, 200, "{answer}");
         let mut beat = ppn_heartbeat(id, "127.0.0.1", agent.port);
         beat["ram_used_mb"] = used.into();
@@ -259,9 +367,13 @@ async fn checkpoints_are_restored_only_on_the_capturing_engine_version_or_newer(
     }
     // The controller probes each runtime's /health and records its version.
     for (id, version) in [("old", "0.5.2"), ("new", "0.6.0")] {
-        eventually("the engine version to be probed", Duration::from_secs(5), || async {
-            (node(&client, &controller, id).await["engine_version"] == version).then_some(())
-        })
+        eventually(
+            "the engine version to be probed",
+            Duration::from_secs(5),
+            || async {
+                (node(&client, &controller, id).await["engine_version"] == version).then_some(())
+            },
+        )
         .await;
     }
     let restore = |engine: &str| {

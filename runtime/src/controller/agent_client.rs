@@ -107,7 +107,8 @@ impl AgentClient {
         if !status.is_success() {
             return Err(format!("GET {url} answered {status}: {}", quote(&body)));
         }
-        fleetwire_types::read::<RuntimeHealth>(&body)
-            .map_err(|rejection| format!("GET {url} answered an invalid RuntimeHealth: {rejection}"))
+        fleetwire_types::read::<RuntimeHealth>(&body).map_err(|rejection| {
+            format!("GET {url} answered an invalid RuntimeHealth: {rejection}")
+        })
     }
 }

@@ -103,13 +103,18 @@ pub async fn register_node(
     let probe = request.smolvm_address.is_some();
     let now = Instant::now();
     let received = Timestamp::now();
-    let (slot, new) = controller
-        .table
-        .get_or_insert(&node_id, || nodes::enroll_by_registration(&request, received));
+    let (slot, new) = controller.table.get_or_insert(&node_id, || {
+        nodes::enroll_by_registration(&request, received)
+    });
     let (record, outcome) = {
         let mut state = slot.lock();
-        let outcome =
-            nodes::apply_registration(&mut state, request, now, received, controller.settings.stale_after);
+        let outcome = nodes::apply_registration(
+            &mut state,
+            request,
+            now,
+            received,
+            controller.settings.stale_after,
+        );
         if let Some(issued) = &issued {
             state.record.cert_serial =
                 Some(CertSerial::try_from(issued.serial_hex.as_str()).expect("a hex serial"));
@@ -150,12 +155,13 @@ pub async fn post_heartbeat(
     let now = Instant::now();
     let received = Timestamp::now();
     let node_id = heartbeat.node_id.to_string();
-    let (slot, new) = controller
-        .table
-        .get_or_insert(&node_id, || nodes::enroll_by_heartbeat(&heartbeat, received));
+    let (slot, new) = controller.table.get_or_insert(&node_id, || {
+        nodes::enroll_by_heartbeat(&heartbeat, received)
+    });
     let mut outcome = {
         let mut state = slot.lock();
-        let outcome = nodes::apply_heartbeat(&mut state, heartbeat, now, received, &controller.settings);
+        let outcome =
+            nodes::apply_heartbeat(&mut state, heartbeat, now, received, &controller.settings);
         if let Some((removed, added)) = &outcome.vm_ids {
             controller.table.index_vms(
                 &node_id,
@@ -181,7 +187,10 @@ pub async fn post_heartbeat(
 }
 
 /// `GET /v1/nodes[?status=...]`
-pub async fn list_nodes(State(controller): Shared, RawQuery(query): RawQuery) -> Result<Response, ApiFailure> {
+pub async fn list_nodes(
+    State(controller): Shared,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiFailure> {
     let filter = match query_param(&query, "status") {
         None => NodeStatusFilter::default(),
         Some(value) => value.parse().map_err(|_| {
@@ -260,8 +269,7 @@ pub async fn cordon_node(
     let node_id = path_id(path, "node")?;
     let reason = query_param(&query, "reason")
         .map(|text| {
-            StateMessage::try_from(text.as_str())
-                .map_err(|e| invalid_query(format!("reason: {e}")))
+            StateMessage::try_from(text.as_str()).map_err(|e| invalid_query(format!("reason: {e}")))
         })
         .transpose()?;
     operate(
@@ -373,7 +381,8 @@ pub async fn get_healthz() -> Json<Health> {
 
 /// `GET /readyz`: ready when the store answers through its writer within two seconds.
 pub async fn get_readyz(State(controller): Shared) -> (StatusCode, Json<Health>) {
-    let check = tokio::time::timeout(std::time::Duration::from_secs(2), controller.writer.check()).await;
+    let check =
+        tokio::time::timeout(std::time::Duration::from_secs(2), controller.writer.check()).await;
     let problem = match check {
         Ok(Ok(())) => None,
         Ok(Err(error)) => Some(error.to_string()),

@@ -11,8 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use rcgen::{
     BasicConstraints, CertificateParams, CertificateSigningRequestParams, DistinguishedName,
-    DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
-    SerialNumber,
+    DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber,
 };
 use time::OffsetDateTime;
 
@@ -119,12 +118,10 @@ impl NodeCa {
         let mut name = DistinguishedName::new();
         name.push(DnType::CommonName, node_id);
         params.distinguished_name = name;
-        let mut sans = vec![SanType::DnsName(
-            node_id
-                .to_string()
-                .try_into()
-                .map_err(|e| CsrRejected(format!("node id as a DNS name: {e}")))?,
-        )];
+        let mut sans =
+            vec![SanType::DnsName(node_id.to_string().try_into().map_err(
+                |e| CsrRejected(format!("node id as a DNS name: {e}")),
+            )?)];
         let mut ips = vec![wg_ip];
         for ip in addresses {
             if !ips.contains(ip) {
@@ -152,8 +149,9 @@ impl NodeCa {
         let cert = signing
             .signed_by(&self.issuer)
             .map_err(|e| CsrRejected(format!("cannot sign the request: {e}")))?;
-        let not_after = chrono::DateTime::from_timestamp(signing.params.not_after.unix_timestamp(), 0)
-            .expect("a representable time");
+        let not_after =
+            chrono::DateTime::from_timestamp(signing.params.not_after.unix_timestamp(), 0)
+                .expect("a representable time");
         Ok(IssuedCert {
             cert_pem: cert.pem(),
             ca_pem: self.ca_pem.clone(),
@@ -197,7 +195,9 @@ mod tests {
     fn csr_asking_for_too_much() -> (String, KeyPair) {
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::new(vec!["evil.example".to_string()]).unwrap();
-        params.subject_alt_names.push(SanType::IpAddress("1.2.3.4".parse().unwrap()));
+        params
+            .subject_alt_names
+            .push(SanType::IpAddress("1.2.3.4".parse().unwrap()));
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.distinguished_name.push(DnType::CommonName, "root");
         let csr = params.serialize_request(&key).unwrap();
@@ -207,7 +207,8 @@ mod tests {
     #[test]
     fn signs_only_the_key_with_our_subject_sans_and_bounds() {
         let dir = tempfile::tempdir().unwrap();
-        let ca = NodeCa::open_or_create(&dir.path().join("ca"), Duration::from_secs(86400 * 30)).unwrap();
+        let ca = NodeCa::open_or_create(&dir.path().join("ca"), Duration::from_secs(86400 * 30))
+            .unwrap();
         let (csr, key) = csr_asking_for_too_much();
         let wg: Ipv4Addr = "10.0.0.7".parse().unwrap();
         let extra: Ipv4Addr = "192.168.1.7".parse().unwrap();
@@ -217,9 +218,21 @@ mod tests {
 
         let (_, pem) = x509_parser::pem::parse_x509_pem(issued.cert_pem.as_bytes()).unwrap();
         let cert = pem.parse_x509().unwrap();
-        let cn: Vec<_> = cert.subject().iter_common_name().map(|c| c.as_str().unwrap().to_string()).collect();
+        let cn: Vec<_> = cert
+            .subject()
+            .iter_common_name()
+            .map(|c| c.as_str().unwrap().to_string())
+            .collect();
         assert_eq!(cn, vec!["node-7"]);
-        assert_eq!(cert.issuer().iter_common_name().next().unwrap().as_str().unwrap(), "fleetwire node CA");
+        assert_eq!(
+            cert.issuer()
+                .iter_common_name()
+                .next()
+                .unwrap()
+                .as_str()
+                .unwrap(),
+            "fleetwire node CA"
+        );
         let bc = cert.basic_constraints().unwrap().map(|b| b.value.ca);
         assert_ne!(bc, Some(true), "never a CA");
         let sans = cert.subject_alternative_name().unwrap().unwrap();
@@ -239,22 +252,35 @@ mod tests {
         assert!(names.iter().any(|n| n.contains("node-7")));
         assert!(names.iter().any(|n| n.contains("10.0.0.7")));
         assert!(names.iter().any(|n| n.contains("192.168.1.7")));
-        assert!(!names.iter().any(|n| n.contains("evil") || n.contains("1.2.3.4")));
-        let lifetime = cert.validity().not_after.timestamp() - cert.validity().not_before.timestamp();
+        assert!(!names
+            .iter()
+            .any(|n| n.contains("evil") || n.contains("1.2.3.4")));
+        let lifetime =
+            cert.validity().not_after.timestamp() - cert.validity().not_before.timestamp();
         assert!(lifetime <= 86400 * 30 + 600, "{lifetime}");
-        assert_eq!(format!("{:x}", cert.serial), issued.serial_hex.trim_start_matches('0'));
+        assert_eq!(
+            format!("{:x}", cert.serial),
+            issued.serial_hex.trim_start_matches('0')
+        );
         // The certificate carries the CSR's public key.
-        assert_eq!(cert.public_key().subject_public_key.data.as_ref(), key.public_key_raw());
+        assert_eq!(
+            cert.public_key().subject_public_key.data.as_ref(),
+            key.public_key_raw()
+        );
 
         // Re-opening uses the same CA; serials differ.
-        let again = NodeCa::open_or_create(&dir.path().join("ca"), Duration::from_secs(3600)).unwrap();
+        let again =
+            NodeCa::open_or_create(&dir.path().join("ca"), Duration::from_secs(3600)).unwrap();
         assert_eq!(again.ca_pem(), ca.ca_pem());
         let second = again.sign(&csr, "node-7", wg, &[]).unwrap();
         assert_ne!(second.serial_hex, issued.serial_hex);
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(dir.path().join("ca/ca.key")).unwrap().permissions().mode();
+            let mode = std::fs::metadata(dir.path().join("ca/ca.key"))
+                .unwrap()
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o077, 0, "the CA key is private");
         }
     }
@@ -263,7 +289,10 @@ mod tests {
     fn refuses_what_is_not_a_csr() {
         let dir = tempfile::tempdir().unwrap();
         let ca = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
-        let bogus = "-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n";
-        assert!(ca.sign(bogus, "n", "10.0.0.1".parse().unwrap(), &[]).is_err());
+        let bogus =
+            "-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n";
+        assert!(ca
+            .sign(bogus, "n", "10.0.0.1".parse().unwrap(), &[])
+            .is_err());
     }
 }

@@ -16,7 +16,10 @@ pub fn routes<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router<S> 
     router
         .route(ROUTES[0], get(|| async { Redirect::permanent("/docs/") }))
         .route(ROUTES[1], get(|| async { file(String::new()) }))
-        .route(ROUTES[2], get(|Path(path): Path<String>| async move { file(path) }))
+        .route(
+            ROUTES[2],
+            get(|Path(path): Path<String>| async move { file(path) }),
+        )
 }
 
 fn file(path: String) -> Response {

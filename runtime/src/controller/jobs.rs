@@ -14,7 +14,10 @@ use super::{ledger, nodes, state, Controller};
 /// Most probes in flight at once.
 const PROBE_CONCURRENCY: usize = 32;
 
-pub fn spawn(controller: Arc<Controller>, probe_requests: UnboundedReceiver<String>) -> Vec<JoinHandle<()>> {
+pub fn spawn(
+    controller: Arc<Controller>,
+    probe_requests: UnboundedReceiver<String>,
+) -> Vec<JoinHandle<()>> {
     vec![
         tokio::spawn(sweep_loop(controller.clone())),
         tokio::spawn(self_heal_loop(controller.clone())),
@@ -37,7 +40,8 @@ pub async fn sweep(controller: &Controller) {
     let now = Instant::now();
     let wall = Timestamp::now().utc();
     let settings = &controller.settings;
-    let forget_after = chrono::Duration::from_std(settings.forget_after).unwrap_or(chrono::Duration::MAX);
+    let forget_after =
+        chrono::Duration::from_std(settings.forget_after).unwrap_or(chrono::Duration::MAX);
     let mut counts = state::zero_counts();
     let mut went_silent = Vec::new();
     let mut forget = Vec::new();
@@ -62,7 +66,10 @@ pub async fn sweep(controller: &Controller) {
     if !forget.is_empty() {
         for node_id in &forget {
             controller.table.remove(node_id);
-            tracing::warn!(node_id, "node forgotten: unreachable for longer than --forget-after");
+            tracing::warn!(
+                node_id,
+                "node forgotten: unreachable for longer than --forget-after"
+            );
         }
         if let Err(error) = controller.writer.commit(forget).await {
             tracing::error!(%error, "could not delete forgotten nodes from the store");
@@ -93,7 +100,12 @@ pub async fn self_heal(controller: &Controller) {
         return;
     }
     for (node_id, was, now) in &healed {
-        tracing::warn!(node_id, was_gb = was, now_gb = now, "disk ledger drifted from the VM records; corrected");
+        tracing::warn!(
+            node_id,
+            was_gb = was,
+            now_gb = now,
+            "disk ledger drifted from the VM records; corrected"
+        );
     }
     let ids = healed.into_iter().map(|(id, _, _)| id).collect();
     if let Err(error) = controller.writer.commit(ids).await {
@@ -127,7 +139,11 @@ async fn probe_loop(controller: Arc<Controller>, mut requests: UnboundedReceiver
             }
         };
         for (node_id, address) in targets {
-            let permit = limit.clone().acquire_owned().await.expect("the semaphore stays open");
+            let permit = limit
+                .clone()
+                .acquire_owned()
+                .await
+                .expect("the semaphore stays open");
             let controller = controller.clone();
             tokio::spawn(async move {
                 probe(&controller, &node_id, &address).await;

@@ -109,7 +109,10 @@ mod tests {
             }))
             .unwrap();
             record.disk_gb = disk;
-            VmEntry { record, placed: true }
+            VmEntry {
+                record,
+                placed: true,
+            }
         };
         state.vms = vec![vm("a", Some(30)), vm("b", None), vm("c", Some(10))];
         assert_eq!(heal(&mut state), Some((70, 40)));

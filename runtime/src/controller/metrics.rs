@@ -58,8 +58,9 @@ impl Metrics {
             "HTTP requests answered, by route and status",
             requests.clone(),
         );
-        let latency =
-            Family::<RouteLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
+        let latency = Family::<RouteLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            latency_histogram,
+        );
         registry.register_with_unit(
             "http_request_duration",
             "Time to answer an HTTP request, by route",
@@ -160,9 +161,19 @@ mod tests {
     #[test]
     fn renders_every_family_as_openmetrics() {
         let metrics = Metrics::new();
-        metrics.observe_request("POST", "/v1/nodes/heartbeat", 200, Duration::from_micros(80));
+        metrics.observe_request(
+            "POST",
+            "/v1/nodes/heartbeat",
+            200,
+            Duration::from_micros(80),
+        );
         metrics.heartbeat();
-        metrics.set_node_counts(&NodeCounts { registering: 1, ready: 2, draining: 0, unreachable: 3 });
+        metrics.set_node_counts(&NodeCounts {
+            registering: 1,
+            ready: 2,
+            draining: 0,
+            unreachable: 3,
+        });
         (metrics.flush_observer())(Duration::from_millis(2), 10);
         let text = metrics.render();
         for expected in [

@@ -32,7 +32,8 @@ use crate::store::{Store, StoreError, StoredNode};
 use state::{NodeFlags, NodeState, NodeTable, VmEntry};
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text).map_err(|e| format!("{text:?} is not a duration like 30s, 500ms or 24h: {e}"))
+    humantime::parse_duration(text)
+        .map_err(|e| format!("{text:?} is not a duration like 30s, 500ms or 24h: {e}"))
 }
 
 /// Log output format.
@@ -345,7 +346,12 @@ impl Controller {
     pub fn vms(&self, keep: impl Fn(&VmRecord) -> bool) -> Vec<VmRecord> {
         let mut out = Vec::new();
         self.table.for_each(|_, node| {
-            out.extend(node.vms.iter().filter(|vm| keep(&vm.record)).map(|vm| vm.record.clone()));
+            out.extend(
+                node.vms
+                    .iter()
+                    .filter(|vm| keep(&vm.record))
+                    .map(|vm| vm.record.clone()),
+            );
         });
         out.sort_by(|a, b| a.vm_id.cmp(&b.vm_id));
         out
@@ -364,8 +370,10 @@ impl Controller {
 fn restore(row: &StoredNode) -> anyhow::Result<NodeState> {
     let record: NodeRecord =
         serde_json::from_slice(&row.record).context("its record is not a NodeRecord")?;
-    let vms: Vec<VmEntry> = serde_json::from_slice(&row.vms).context("its VM list is unreadable")?;
-    let flags: NodeFlags = serde_json::from_slice(&row.flags).context("its flags are unreadable")?;
+    let vms: Vec<VmEntry> =
+        serde_json::from_slice(&row.vms).context("its VM list is unreadable")?;
+    let flags: NodeFlags =
+        serde_json::from_slice(&row.flags).context("its flags are unreadable")?;
     anyhow::ensure!(
         record.node_id.as_str() == row.node_id,
         "its record names node {:?}",
@@ -385,7 +393,9 @@ pub fn store_failure(error: StoreError) -> crate::http::ApiFailure {
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
@@ -402,7 +412,10 @@ pub fn run(args: ControllerArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("fleetwire controller: cannot start the async runtime: {error}");

@@ -34,7 +34,11 @@ pub fn status(
 }
 
 /// Re-derives `record.status`; the previous status when it changed.
-pub fn refresh_status(state: &mut NodeState, now: Instant, stale_after: Duration) -> Option<HostState> {
+pub fn refresh_status(
+    state: &mut NodeState,
+    now: Instant,
+    stale_after: Duration,
+) -> Option<HostState> {
     let status = status(&state.flags, state.last_seen, now, stale_after);
     if state.record.status == status {
         return None;
@@ -118,7 +122,9 @@ impl HeartbeatOutcome {
             tracing::info!(node_id, pruned = ?self.pruned, "placed VMs no longer reported by the node were dropped");
         }
         match self.disk_cordon {
-            Some(true) => tracing::warn!(node_id, "disk pressure: node cordoned for new placements"),
+            Some(true) => {
+                tracing::warn!(node_id, "disk pressure: node cordoned for new placements")
+            }
             Some(false) => tracing::info!(node_id, "disk recovered: disk cordon cleared"),
             None => {}
         }
@@ -229,7 +235,14 @@ pub fn apply_heartbeat(
     outcome.stall_cordon = runtime_stall(state, runtime_stalled, received);
 
     let restarted = outcome.restart.is_some();
-    let (pruned, vm_ids) = merge_reported_vms(state, vms, &node_id, &received, restarted, settings.stale_after);
+    let (pruned, vm_ids) = merge_reported_vms(
+        state,
+        vms,
+        &node_id,
+        &received,
+        restarted,
+        settings.stale_after,
+    );
     outcome.pruned = pruned;
     outcome.vm_ids = vm_ids;
     recompute_allocations(state);
@@ -237,7 +250,9 @@ pub fn apply_heartbeat(
     state.flags.heartbeated = true;
     state.last_seen = Some(now);
     let before = state.record.status;
-    if refresh_status(state, now, settings.stale_after).is_some() && before == HostState::Unreachable {
+    if refresh_status(state, now, settings.stale_after).is_some()
+        && before == HostState::Unreachable
+    {
         outcome.previous_status = Some(before);
     }
     outcome
@@ -305,7 +320,10 @@ fn merge_reported_vms(
     restarted: bool,
     grace: Duration,
 ) -> (Vec<String>, Option<(Vec<String>, Vec<String>)>) {
-    let mut old: Vec<Option<VmEntry>> = std::mem::take(&mut state.vms).into_iter().map(Some).collect();
+    let mut old: Vec<Option<VmEntry>> = std::mem::take(&mut state.vms)
+        .into_iter()
+        .map(Some)
+        .collect();
     let mut vms = Vec::with_capacity(reported.len());
     let mut added = Vec::new();
     for mut vm in reported {
@@ -373,7 +391,10 @@ fn keep_controller_fields(vm: &mut VmRecord, placed: VmRecord) {
 /// Allocation-based bookkeeping: declared totals minus what the node's VMs are allocated.
 pub fn recompute_allocations(state: &mut NodeState) {
     let (cpus, memory) = state.vms.iter().fold((0u64, 0u64), |(c, m), vm| {
-        (c + u64::from(vm.record.vcpu_count), m + vm.record.ram_alloc_mb)
+        (
+            c + u64::from(vm.record.vcpu_count),
+            m + vm.record.ram_alloc_mb,
+        )
     });
     let record = &mut state.record;
     record.available_cpus = record
@@ -503,14 +524,29 @@ mod tests {
     fn the_default_staleness_is_thirty_seconds_by_receive_time() {
         let defaults = Settings::from_args(&super::super::ControllerArgs::defaults()).unwrap();
         assert_eq!(defaults.stale_after, Duration::from_secs(30));
-        let flags = NodeFlags { heartbeated: true, ..Default::default() };
+        let flags = NodeFlags {
+            heartbeated: true,
+            ..Default::default()
+        };
         let seen = Instant::now();
         let at = |secs| seen + Duration::from_secs(secs);
-        assert_eq!(status(&flags, Some(seen), at(30), defaults.stale_after), HostState::Ready);
-        assert_eq!(status(&flags, Some(seen), at(31), defaults.stale_after), HostState::Unreachable);
-        assert_eq!(status(&flags, None, seen, defaults.stale_after), HostState::Unreachable);
+        assert_eq!(
+            status(&flags, Some(seen), at(30), defaults.stale_after),
+            HostState::Ready
+        );
+        assert_eq!(
+            status(&flags, Some(seen), at(31), defaults.stale_after),
+            HostState::Unreachable
+        );
+        assert_eq!(
+            status(&flags, None, seen, defaults.stale_after),
+            HostState::Unreachable
+        );
         let fresh = NodeFlags::default();
-        assert_eq!(status(&fresh, Some(seen), seen, defaults.stale_after), HostState::Registering);
+        assert_eq!(
+            status(&fresh, Some(seen), seen, defaults.stale_after),
+            HostState::Registering
+        );
     }
 
     #[test]
@@ -553,10 +589,15 @@ mod tests {
         let hb = heartbeat(serde_json::json!({}));
         let mut state = enroll_by_heartbeat(&hb, Timestamp::now());
         observe(&mut state, hb);
-        let stalled = |s: bool| heartbeat(serde_json::json!({"runtime_stalled": s, "runtime_capacity": null}));
+        let stalled = |s: bool| {
+            heartbeat(serde_json::json!({"runtime_stalled": s, "runtime_capacity": null}))
+        };
         assert_eq!(observe(&mut state, stalled(true)).stall_cordon, Some(true));
         assert!(state.record.cordoned_at.is_some());
-        assert_eq!(observe(&mut state, stalled(false)).stall_cordon, Some(false));
+        assert_eq!(
+            observe(&mut state, stalled(false)).stall_cordon,
+            Some(false)
+        );
         assert!(state.record.cordoned_at.is_none());
         cordon(&mut state, None, Timestamp::now());
         assert_eq!(observe(&mut state, stalled(false)).stall_cordon, None);
@@ -571,20 +612,44 @@ mod tests {
         let mut placed: VmRecord = serde_json::from_value(vm("p")).unwrap();
         placed.created_at = Some(Timestamp::now());
         placed.tenant_id = Some("t1".parse().unwrap());
-        state.vms.push(VmEntry { record: placed, placed: true });
+        state.vms.push(VmEntry {
+            record: placed,
+            placed: true,
+        });
         // Same boot id, not yet reported: kept (the spawn may be newer than the heartbeat).
-        let outcome = observe(&mut state, heartbeat(serde_json::json!({"runtime_boot_id": "r1"})));
+        let outcome = observe(
+            &mut state,
+            heartbeat(serde_json::json!({"runtime_boot_id": "r1"})),
+        );
         assert!(outcome.pruned.is_empty());
         assert!(state.vm("p").is_some());
         // Reported without a tenant: the controller's tenant is kept.
-        observe(&mut state, heartbeat(serde_json::json!({"runtime_boot_id": "r1", "vms": [vm("p")]})));
-        assert_eq!(state.vm("p").unwrap().record.tenant_id.as_deref().map(|s| s.as_str()), Some("t1"));
+        observe(
+            &mut state,
+            heartbeat(serde_json::json!({"runtime_boot_id": "r1", "vms": [vm("p")]})),
+        );
+        assert_eq!(
+            state
+                .vm("p")
+                .unwrap()
+                .record
+                .tenant_id
+                .as_deref()
+                .map(|s| s.as_str()),
+            Some("t1")
+        );
         // New boot id and not reported: pruned at once.
-        let outcome = observe(&mut state, heartbeat(serde_json::json!({"runtime_boot_id": "r2"})));
+        let outcome = observe(
+            &mut state,
+            heartbeat(serde_json::json!({"runtime_boot_id": "r2"})),
+        );
         assert_eq!(outcome.pruned, vec!["p"]);
         assert!(outcome.restart.is_some());
         assert!(state.vm("p").is_none());
-        assert_eq!(state.record.boot_id.as_deref().map(|s| s.as_str()), Some("r2"));
+        assert_eq!(
+            state.record.boot_id.as_deref().map(|s| s.as_str()),
+            Some("r2")
+        );
     }
 
     #[test]
@@ -596,7 +661,13 @@ mod tests {
         .unwrap();
         let now = Instant::now();
         let mut state = enroll_by_registration(&request, Timestamp::now());
-        apply_registration(&mut state, request, now, Timestamp::now(), Duration::from_secs(30));
+        apply_registration(
+            &mut state,
+            request,
+            now,
+            Timestamp::now(),
+            Duration::from_secs(30),
+        );
         assert_eq!(state.record.status, HostState::Registering);
         assert_eq!(state.record.ram_available_mb, 16384);
         assert_eq!(state.record.available_cpus, Some(8));

@@ -28,9 +28,15 @@ pub enum Unsuitable {
     NotReady(HostState),
     Cordoned,
     DiskCordoned,
-    Memory { available_mb: u64, needed_mb: u64 },
+    Memory {
+        available_mb: u64,
+        needed_mb: u64,
+    },
     Ledger(ledger::LedgerFull),
-    Engine { node: Option<String>, needed: String },
+    Engine {
+        node: Option<String>,
+        needed: String,
+    },
 }
 
 impl std::fmt::Display for Unsuitable {
@@ -48,8 +54,14 @@ impl std::fmt::Display for Unsuitable {
             ),
             Unsuitable::Ledger(full) => full.fmt(f),
             Unsuitable::Engine { node, needed } => match node {
-                Some(version) => write!(f, "its engine is {version}, the checkpoint needs {needed} or newer"),
-                None => write!(f, "its engine version is unknown, the checkpoint needs {needed} or newer"),
+                Some(version) => write!(
+                    f,
+                    "its engine is {version}, the checkpoint needs {needed} or newer"
+                ),
+                None => write!(
+                    f,
+                    "its engine version is unknown, the checkpoint needs {needed} or newer"
+                ),
             },
         }
     }
@@ -83,7 +95,7 @@ pub fn check(state: &NodeState, request: &CreateVmRequest, ratio: f64) -> Result
             .engine_version
             .as_ref()
             .and_then(|v| semver::Version::parse(v).ok());
-        if !node.as_ref().is_some_and(|v| *v >= needed) {
+        if node.as_ref().is_none_or(|v| *v < needed) {
             return Err(Unsuitable::Engine {
                 node: record.engine_version.as_ref().map(|v| v.to_string()),
                 needed: needed.to_string(),
@@ -136,7 +148,11 @@ impl Drop for IdHold<'_> {
 }
 
 fn no_capacity(message: String) -> ApiFailure {
-    ApiFailure::new(StatusCode::SERVICE_UNAVAILABLE, ApiErrorCode::NoCapacity, message)
+    ApiFailure::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        ApiErrorCode::NoCapacity,
+        message,
+    )
 }
 
 fn unsuitable(node_id: &str, why: impl std::fmt::Display) -> ApiFailure {
@@ -152,7 +168,12 @@ fn agent_failed(message: String) -> ApiFailure {
 }
 
 /// Checks and reserves in one step under the node's lock.
-fn try_hold(node_id: &str, slot: &NodeSlot, request: &CreateVmRequest, ratio: f64) -> Result<Hold, Unsuitable> {
+fn try_hold(
+    node_id: &str,
+    slot: &NodeSlot,
+    request: &CreateVmRequest,
+    ratio: f64,
+) -> Result<Hold, Unsuitable> {
     let mut state = slot.lock();
     check(&state, request, ratio)?;
     let (disk_gb, ram_mb) = (request.disk_gb.get(), request.ram_mb.get());
@@ -179,7 +200,8 @@ fn admit(controller: &Controller, request: &CreateVmRequest) -> Result<Hold, Api
             .table
             .get(preferred)
             .ok_or_else(|| unsuitable(preferred, "no node has this id"))?;
-        return try_hold(preferred, &slot, request, ratio).map_err(|why| unsuitable(preferred, why));
+        return try_hold(preferred, &slot, request, ratio)
+            .map_err(|why| unsuitable(preferred, why));
     }
     // Rank every qualifying node, then hold on the best one that still qualifies when locked
     // (another placement may have taken the room in between).
@@ -189,7 +211,10 @@ fn admit(controller: &Controller, request: &CreateVmRequest) -> Result<Hold, Api
             let record = &state.record;
             let kvm_last = request.prefer_kvm && !record.kvm_available;
             let free = record.ram_available_mb.saturating_sub(state.pending.ram_mb);
-            ranked.push(((record.reserved, kvm_last, Reverse(free)), node_id.to_string()));
+            ranked.push((
+                (record.reserved, kvm_last, Reverse(free)),
+                node_id.to_string(),
+            ));
         }
     });
     ranked.sort();
@@ -228,14 +253,14 @@ pub async fn create_vm(
             format!("a VM with id {:?} already exists", vm_id.as_str()),
         ));
     }
-    let _id = IdHold {
-        controller,
-        vm_id,
-    };
+    let _id = IdHold { controller, vm_id };
     place(controller, request).await
 }
 
-async fn place(controller: &Arc<Controller>, request: CreateVmRequest) -> Result<VmRecord, ApiFailure> {
+async fn place(
+    controller: &Arc<Controller>,
+    request: CreateVmRequest,
+) -> Result<VmRecord, ApiFailure> {
     let accepted_at = Timestamp::now();
     let mut hold = admit(controller, &request)?;
     let spawned = controller.agents.spawn(hold.agent, &request).await;
@@ -251,7 +276,11 @@ async fn place(controller: &Arc<Controller>, request: CreateVmRequest) -> Result
     };
     // The controller's copy: the agent's answer plus what the controller decided.
     vm.tenant_id = request.tenant_id.clone();
-    vm.node_id = Some(hold.node_id.parse().expect("a node id from the table is valid"));
+    vm.node_id = Some(
+        hold.node_id
+            .parse()
+            .expect("a node id from the table is valid"),
+    );
     vm.disk_gb = Some(hold.disk_gb);
     vm.created_at = Some(accepted_at);
     if vm.restore_checkpoint.is_none() {
@@ -329,10 +358,16 @@ pub async fn delete_vm(controller: &Arc<Controller>, vm_id: &str) -> Result<(), 
         .agents
         .delete(agent, vm_id)
         .await
-        .map_err(|error| agent_failed(format!("node {node_id:?} failed to delete the VM: {error}")))?;
+        .map_err(|error| {
+            agent_failed(format!("node {node_id:?} failed to delete the VM: {error}"))
+        })?;
     {
         let mut state = slot.lock();
-        let Some(position) = state.vms.iter().position(|e| e.record.vm_id.as_str() == vm_id) else {
+        let Some(position) = state
+            .vms
+            .iter()
+            .position(|e| e.record.vm_id.as_str() == vm_id)
+        else {
             // Deleted concurrently (another DELETE, or a heartbeat that no longer lists it).
             return Ok(());
         };

@@ -27,22 +27,102 @@ pub struct ApiRoute {
 
 /// Every operation the controller serves.
 pub const API: &[ApiRoute] = &[
-    ApiRoute { method: Method::POST, path: "/v1/nodes/register", operation_id: "register_node", handler: || post(api::register_node) },
-    ApiRoute { method: Method::POST, path: "/v1/nodes/heartbeat", operation_id: "post_heartbeat", handler: || post(api::post_heartbeat) },
-    ApiRoute { method: Method::GET, path: "/v1/nodes", operation_id: "list_nodes", handler: || get(api::list_nodes) },
-    ApiRoute { method: Method::GET, path: "/v1/nodes/{node_id}", operation_id: "get_node", handler: || get(api::get_node) },
-    ApiRoute { method: Method::DELETE, path: "/v1/nodes/{node_id}", operation_id: "delete_node", handler: || delete(api::delete_node) },
-    ApiRoute { method: Method::POST, path: "/v1/nodes/{node_id}/cordon", operation_id: "cordon_node", handler: || post(api::cordon_node) },
-    ApiRoute { method: Method::POST, path: "/v1/nodes/{node_id}/uncordon", operation_id: "uncordon_node", handler: || post(api::uncordon_node) },
-    ApiRoute { method: Method::POST, path: "/v1/nodes/{node_id}/drain", operation_id: "drain_node", handler: || post(api::drain_node) },
-    ApiRoute { method: Method::GET, path: "/v1/fleet", operation_id: "get_fleet", handler: || get(api::get_fleet) },
-    ApiRoute { method: Method::POST, path: "/v1/vms", operation_id: "create_vm", handler: || post(api::create_vm) },
-    ApiRoute { method: Method::GET, path: "/v1/vms", operation_id: "list_vms", handler: || get(api::list_vms) },
-    ApiRoute { method: Method::GET, path: "/v1/vms/{vm_id}", operation_id: "get_vm", handler: || get(api::get_vm) },
-    ApiRoute { method: Method::DELETE, path: "/v1/vms/{vm_id}", operation_id: "delete_vm", handler: || delete(api::delete_vm) },
-    ApiRoute { method: Method::GET, path: "/healthz", operation_id: "get_healthz", handler: || get(api::get_healthz) },
-    ApiRoute { method: Method::GET, path: "/readyz", operation_id: "get_readyz", handler: || get(api::get_readyz) },
-    ApiRoute { method: Method::GET, path: "/metrics", operation_id: "get_metrics", handler: || get(api::get_metrics) },
+    ApiRoute {
+        method: Method::POST,
+        path: "/v1/nodes/register",
+        operation_id: "register_node",
+        handler: || post(api::register_node),
+    },
+    ApiRoute {
+        method: Method::POST,
+        path: "/v1/nodes/heartbeat",
+        operation_id: "post_heartbeat",
+        handler: || post(api::post_heartbeat),
+    },
+    ApiRoute {
+        method: Method::GET,
+        path: "/v1/nodes",
+        operation_id: "list_nodes",
+        handler: || get(api::list_nodes),
+    },
+    ApiRoute {
+        method: Method::GET,
+        path: "/v1/nodes/{node_id}",
+        operation_id: "get_node",
+        handler: || get(api::get_node),
+    },
+    ApiRoute {
+        method: Method::DELETE,
+        path: "/v1/nodes/{node_id}",
+        operation_id: "delete_node",
+        handler: || delete(api::delete_node),
+    },
+    ApiRoute {
+        method: Method::POST,
+        path: "/v1/nodes/{node_id}/cordon",
+        operation_id: "cordon_node",
+        handler: || post(api::cordon_node),
+    },
+    ApiRoute {
+        method: Method::POST,
+        path: "/v1/nodes/{node_id}/uncordon",
+        operation_id: "uncordon_node",
+        handler: || post(api::uncordon_node),
+    },
+    ApiRoute {
+        method: Method::POST,
+        path: "/v1/nodes/{node_id}/drain",
+        operation_id: "drain_node",
+        handler: || post(api::drain_node),
+    },
+    ApiRoute {
+        method: Method::GET,
+        path: "/v1/fleet",
+        operation_id: "get_fleet",
+        handler: || get(api::get_fleet),
+    },
+    ApiRoute {
+        method: Method::POST,
+        path: "/v1/vms",
+        operation_id: "create_vm",
+        handler: || post(api::create_vm),
+    },
+    ApiRoute {
+        method: Method::GET,
+        path: "/v1/vms",
+        operation_id: "list_vms",
+        handler: || get(api::list_vms),
+    },
+    ApiRoute {
+        method: Method::GET,
+        path: "/v1/vms/{vm_id}",
+        operation_id: "get_vm",
+        handler: || get(api::get_vm),
+    },
+    ApiRoute {
+        method: Method::DELETE,
+        path: "/v1/vms/{vm_id}",
+        operation_id: "delete_vm",
+        handler: || delete(api::delete_vm),
+    },
+    ApiRoute {
+        method: Method::GET,
+        path: "/healthz",
+        operation_id: "get_healthz",
+        handler: || get(api::get_healthz),
+    },
+    ApiRoute {
+        method: Method::GET,
+        path: "/readyz",
+        operation_id: "get_readyz",
+        handler: || get(api::get_readyz),
+    },
+    ApiRoute {
+        method: Method::GET,
+        path: "/metrics",
+        operation_id: "get_metrics",
+        handler: || get(api::get_metrics),
+    },
 ];
 
 /// The router: the API table, the docs site, `ApiError` fallbacks for unknown routes (404)
@@ -90,7 +170,11 @@ fn method_label(method: &Method) -> &'static str {
 }
 
 /// Times every request out after `--request-timeout` (answering `timeout`) and counts it.
-async fn observe(State(controller): State<Arc<Controller>>, request: Request, next: Next) -> Response {
+async fn observe(
+    State(controller): State<Arc<Controller>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let started = Instant::now();
     let method = method_label(request.method());
     let route = request
@@ -107,9 +191,12 @@ async fn observe(State(controller): State<Arc<Controller>>, request: Request, ne
         )
         .into_response(),
     };
-    controller
-        .metrics
-        .observe_request(method, route, response.status().as_u16(), started.elapsed());
+    controller.metrics.observe_request(
+        method,
+        route,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
     response
 }
 
@@ -119,7 +206,10 @@ mod tests {
     use std::collections::BTreeSet;
 
     fn document() -> serde_json::Value {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../generated/openapi/fleet-api.json");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../generated/openapi/fleet-api.json"
+        );
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
     }
 
@@ -129,7 +219,9 @@ mod tests {
         let mut documented = BTreeSet::new();
         for (path, item) in doc["paths"].as_object().unwrap() {
             for (method, operation) in item.as_object().unwrap() {
-                if ["get", "post", "put", "delete", "patch", "head", "options"].contains(&method.as_str()) {
+                if ["get", "post", "put", "delete", "patch", "head", "options"]
+                    .contains(&method.as_str())
+                {
                     documented.insert((
                         method.to_uppercase(),
                         path.clone(),
@@ -140,7 +232,13 @@ mod tests {
         }
         let served: BTreeSet<_> = API
             .iter()
-            .map(|r| (r.method.to_string(), r.path.to_string(), r.operation_id.to_string()))
+            .map(|r| {
+                (
+                    r.method.to_string(),
+                    r.path.to_string(),
+                    r.operation_id.to_string(),
+                )
+            })
             .collect();
         assert_eq!(served.len(), API.len(), "an operation is listed twice");
         assert_eq!(served, documented);

@@ -167,7 +167,10 @@ impl NodeTable {
         let state = slot.lock();
         let mut index = self.vm_index.lock();
         for vm in &state.vms {
-            if index.get(vm.record.vm_id.as_str()).is_some_and(|n| n == node_id) {
+            if index
+                .get(vm.record.vm_id.as_str())
+                .is_some_and(|n| n == node_id)
+            {
                 index.remove(vm.record.vm_id.as_str());
             }
         }

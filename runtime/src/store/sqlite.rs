@@ -42,7 +42,10 @@ impl SqliteStore {
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| {
-                StoreError(format!("cannot create the directory {}: {e}", dir.display()))
+                StoreError(format!(
+                    "cannot create the directory {}: {e}",
+                    dir.display()
+                ))
             })?;
         }
         let conn = Connection::open_with_flags(
@@ -69,7 +72,9 @@ impl SqliteStore {
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(err("journal_mode"))?;
         if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
-            return Err(StoreError(format!("the database refused WAL mode ({mode})")));
+            return Err(StoreError(format!(
+                "the database refused WAL mode ({mode})"
+            )));
         }
         conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
             .map_err(err("pragmas"))?;
@@ -141,7 +146,9 @@ impl Store for SqliteStore {
                             .map_err(err("upsert node"))?;
                     }
                     NodeWrite::Delete(node_id) => {
-                        delete.execute(params![node_id]).map_err(err("delete node"))?;
+                        delete
+                            .execute(params![node_id])
+                            .map_err(err("delete node"))?;
                     }
                 }
             }
@@ -151,7 +158,9 @@ impl Store for SqliteStore {
 
     fn check(&mut self) -> Result<(), StoreError> {
         self.conn
-            .query_row("SELECT count(*) FROM nodes LIMIT 1", [], |r| r.get::<_, i64>(0))
+            .query_row("SELECT count(*) FROM nodes LIMIT 1", [], |r| {
+                r.get::<_, i64>(0)
+            })
             .optional()
             .map(|_| ())
             .map_err(err("check"))

@@ -24,11 +24,14 @@ pub type Snapshot = Box<dyn Fn(&str) -> Option<NodeWrite> + Send>;
 /// Told how long each flush took and how many rows it wrote.
 pub type FlushObserver = Box<dyn Fn(Duration, usize) + Send>;
 
+/// Where a commit's outcome is sent.
+type CommitReply = oneshot::Sender<Result<(), StoreError>>;
+
 enum Command {
     Dirty(String),
     Commit {
         node_ids: Vec<String>,
-        reply: oneshot::Sender<Result<(), StoreError>>,
+        reply: CommitReply,
     },
     Check(oneshot::Sender<Result<(), StoreError>>),
     Shutdown(oneshot::Sender<()>),
@@ -125,7 +128,7 @@ struct WriterLoop {
     on_flush: FlushObserver,
     flush_interval: Duration,
     dirty: Vec<String>,
-    commits: Vec<(Vec<String>, oneshot::Sender<Result<(), StoreError>>)>,
+    commits: Vec<(Vec<String>, CommitReply)>,
     /// When the oldest unwritten change must be written.
     flush_due: Option<Instant>,
 }

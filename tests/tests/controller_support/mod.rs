@@ -58,12 +58,16 @@ impl ControllerProcess {
             _temp: None,
         };
         let url = controller.url("/healthz");
-        wait_for("the controller to answer /healthz", Duration::from_secs(20), || {
-            if let Ok(Some(status)) = controller.process.child.try_wait() {
-                panic!("the controller exited at start-up: {status}");
-            }
-            blocking_get(&url).filter(|code| *code == 200)
-        });
+        wait_for(
+            "the controller to answer /healthz",
+            Duration::from_secs(20),
+            || {
+                if let Ok(Some(status)) = controller.process.child.try_wait() {
+                    panic!("the controller exited at start-up: {status}");
+                }
+                blocking_get(&url).filter(|code| *code == 200)
+            },
+        );
         controller
     }
 
@@ -84,7 +88,11 @@ fn blocking_get(url: &str) -> Option<u16> {
     let (host, path) = rest.split_at(rest.find('/')?);
     let mut stream = std::net::TcpStream::connect(host).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut answer = String::new();
     stream.read_to_string(&mut answer).ok()?;
     answer.split_whitespace().nth(1)?.parse().ok()
@@ -134,7 +142,10 @@ pub async fn get_json(client: &reqwest::Client, url: &str) -> (u16, Value) {
     let response = client.get(url).send().await.expect("GET");
     let status = response.status().as_u16();
     let text = response.text().await.expect("body");
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
 }
 
 pub async fn delete_url(client: &reqwest::Client, url: &str) -> (u16, Value) {
@@ -155,7 +166,10 @@ where
         if let Some(value) = probe().await {
             return value;
         }
-        assert!(tokio::time::Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -187,11 +201,17 @@ impl AgentStandIn {
         let log: Arc<Mutex<AgentLog>> = Arc::default();
         let mode = Arc::new(Mutex::new(SpawnMode::Succeed));
         type Shared = (Arc<Mutex<AgentLog>>, Arc<Mutex<SpawnMode>>);
-        async fn spawn(State((log, mode)): State<Shared>, Json(request): Json<Value>) -> (StatusCode, Json<Value>) {
+        async fn spawn(
+            State((log, mode)): State<Shared>,
+            Json(request): Json<Value>,
+        ) -> (StatusCode, Json<Value>) {
             // A little work, so concurrent placements overlap.
             tokio::time::sleep(Duration::from_millis(20)).await;
             if *mode.lock().unwrap() == SpawnMode::Fail {
-                return (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({"error": "no room in the runtime"})));
+                return (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    Json(json!({"error": "no room in the runtime"})),
+                );
             }
             log.lock().unwrap().spawned.push(request.clone());
             (
@@ -216,7 +236,12 @@ impl AgentStandIn {
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
-        AgentStandIn { port, log, mode, task }
+        AgentStandIn {
+            port,
+            log,
+            mode,
+            task,
+        }
     }
 
     pub fn set_mode(&self, mode: SpawnMode) {
@@ -262,7 +287,11 @@ impl SmolvmStandIn {
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
-        SmolvmStandIn { port, version, task }
+        SmolvmStandIn {
+            port,
+            version,
+            task,
+        }
     }
 
     pub fn address(&self) -> String {
