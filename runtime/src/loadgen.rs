@@ -116,7 +116,7 @@ impl Report {
 }
 
 /// A heartbeat body for simulated node `index`, the PPN fields plus fleetwire's.
-fn heartbeat_body(index: usize, vms: usize) -> Bytes {
+pub fn heartbeat_body(index: usize, vms: usize) -> Bytes {
     let node_id = format!("load-{index:07}");
     let vms: Vec<serde_json::Value> = (0..vms)
         .map(|v| {

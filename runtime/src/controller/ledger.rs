@@ -61,7 +61,7 @@ pub fn recompute(vms: &[VmEntry]) -> u64 {
 
 /// Corrects the node's ledger from its VM records; `(was, now)` when it had drifted.
 pub fn heal(state: &mut NodeState) -> Option<(u64, u64)> {
-    let expected = recompute(&state.vms);
+    let expected = recompute(state.vms());
     let was = state.record.reserved_disk_gb;
     if was == expected {
         return None;
@@ -114,7 +114,7 @@ mod tests {
                 placed: true,
             }
         };
-        state.vms = vec![vm("a", Some(30)), vm("b", None), vm("c", Some(10))];
+        *state.vms_mut() = vec![vm("a", Some(30)), vm("b", None), vm("c", Some(10))];
         assert_eq!(heal(&mut state), Some((70, 40)));
         assert_eq!(heal(&mut state), None);
     }

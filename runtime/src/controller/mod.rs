@@ -92,8 +92,9 @@ pub struct ControllerArgs {
     /// How often each node's runtime is probed for its engine version.
     #[arg(long, env = "FLEETWIRE_PROBE_INTERVAL", default_value = "60s", value_parser = parse_duration)]
     pub probe_interval: Duration,
-    /// Heartbeat-derived changes reach the store within this time (at most 1 s).
-    #[arg(long, env = "FLEETWIRE_FLUSH_INTERVAL", default_value = "200ms", value_parser = parse_duration)]
+    /// Heartbeat-derived changes are written at most this long after they happen, plus the
+    /// time of the write itself (at most 750ms, so a change reaches the store within 1 s).
+    #[arg(long, env = "FLEETWIRE_FLUSH_INTERVAL", default_value = "500ms", value_parser = parse_duration)]
     pub flush_interval: Duration,
     /// Log format.
     #[arg(long, env = "FLEETWIRE_LOG_FORMAT", value_enum, default_value = "text")]
@@ -145,8 +146,8 @@ impl Settings {
                 args.disk_overcommit_ratio
             ));
         }
-        if args.flush_interval.is_zero() || args.flush_interval > Duration::from_secs(1) {
-            return Err("--flush-interval must be above 0 and at most 1s".into());
+        if args.flush_interval.is_zero() || args.flush_interval > Duration::from_millis(750) {
+            return Err("--flush-interval must be above 0 and at most 750ms".into());
         }
         for (name, value) in [
             ("--stale-after", args.stale_after),
@@ -223,7 +224,7 @@ impl Controller {
             let state = restore(&row).with_context(|| {
                 format!("the stored row of node {:?} is not readable", row.node_id)
             })?;
-            vms += state.vms.len();
+            vms += state.vms().len();
             table.insert_loaded(row.node_id, state);
         }
         let metrics = metrics::Metrics::new();
@@ -347,7 +348,7 @@ impl Controller {
         let mut out = Vec::new();
         self.table.for_each(|_, node| {
             out.extend(
-                node.vms
+                node.vms()
                     .iter()
                     .filter(|vm| keep(&vm.record))
                     .map(|vm| vm.record.clone()),

@@ -320,24 +320,20 @@ fn merge_reported_vms(
     restarted: bool,
     grace: Duration,
 ) -> (Vec<String>, Option<(Vec<String>, Vec<String>)>) {
-    let mut old: Vec<Option<VmEntry>> = std::mem::take(&mut state.vms)
-        .into_iter()
-        .map(Some)
-        .collect();
+    let old = state.vms();
+    let mut seen = vec![false; old.len()];
     let mut vms = Vec::with_capacity(reported.len());
     let mut added = Vec::new();
     for mut vm in reported {
         if vm.node_id.as_ref() != Some(node_id) {
             vm.node_id = Some(node_id.clone());
         }
-        let previous = old
-            .iter_mut()
-            .find(|e| e.as_ref().is_some_and(|e| e.record.vm_id == vm.vm_id))
-            .and_then(Option::take);
-        let placed = match previous {
-            Some(previous) => {
+        let placed = match old.iter().position(|e| e.record.vm_id == vm.vm_id) {
+            Some(index) => {
+                seen[index] = true;
+                let previous = &old[index];
                 if previous.placed {
-                    keep_controller_fields(&mut vm, previous.record);
+                    keep_controller_fields(&mut vm, &previous.record);
                 }
                 previous.placed
             }
@@ -350,13 +346,13 @@ fn merge_reported_vms(
     }
     let mut removed = Vec::new();
     let mut pruned = Vec::new();
-    for entry in old.into_iter().flatten() {
+    for (entry, _) in old.iter().zip(&seen).filter(|(_, seen)| !**seen) {
         let young = entry
             .record
             .created_at
             .is_some_and(|t| (received.utc() - t.utc()).to_std().unwrap_or_default() < grace);
         if entry.placed && young && !restarted {
-            vms.push(entry);
+            vms.push(entry.clone());
             continue;
         }
         if entry.placed {
@@ -365,14 +361,14 @@ fn merge_reported_vms(
         removed.push(entry.record.vm_id.to_string());
     }
     state.record.vm_count = u32::try_from(vms.len()).unwrap_or(u32::MAX);
-    state.vms = vms;
+    state.replace_vms(vms);
     let index = (!added.is_empty() || !removed.is_empty()).then_some((removed, added));
     (pruned, index)
 }
 
-fn keep_controller_fields(vm: &mut VmRecord, placed: VmRecord) {
+fn keep_controller_fields(vm: &mut VmRecord, placed: &VmRecord) {
     if vm.tenant_id.is_none() {
-        vm.tenant_id = placed.tenant_id;
+        vm.tenant_id.clone_from(&placed.tenant_id);
     }
     if vm.disk_gb.is_none() {
         vm.disk_gb = placed.disk_gb;
@@ -381,16 +377,16 @@ fn keep_controller_fields(vm: &mut VmRecord, placed: VmRecord) {
         vm.created_at = placed.created_at;
     }
     if vm.restore_checkpoint.is_none() {
-        vm.restore_checkpoint = placed.restore_checkpoint;
+        vm.restore_checkpoint.clone_from(&placed.restore_checkpoint);
     }
     if vm.command.is_none() {
-        vm.command = placed.command;
+        vm.command.clone_from(&placed.command);
     }
 }
 
 /// Allocation-based bookkeeping: declared totals minus what the node's VMs are allocated.
 pub fn recompute_allocations(state: &mut NodeState) {
-    let (cpus, memory) = state.vms.iter().fold((0u64, 0u64), |(c, m), vm| {
+    let (cpus, memory) = state.vms().iter().fold((0u64, 0u64), |(c, m), vm| {
         (
             c + u64::from(vm.record.vcpu_count),
             m + vm.record.ram_alloc_mb,
@@ -612,7 +608,7 @@ mod tests {
         let mut placed: VmRecord = serde_json::from_value(vm("p")).unwrap();
         placed.created_at = Some(Timestamp::now());
         placed.tenant_id = Some("t1".parse().unwrap());
-        state.vms.push(VmEntry {
+        state.vms_mut().push(VmEntry {
             record: placed,
             placed: true,
         });

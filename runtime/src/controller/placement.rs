@@ -315,11 +315,11 @@ async fn place(
             record: vm.clone(),
             placed: true,
         };
-        match state.vms.iter_mut().find(|e| e.record.vm_id == vm.vm_id) {
+        match state.vms_mut().iter_mut().find(|e| e.record.vm_id == vm.vm_id) {
             Some(existing) => *existing = entry,
-            None => state.vms.push(entry),
+            None => state.vms_mut().push(entry),
         }
-        state.record.vm_count = u32::try_from(state.vms.len()).unwrap_or(u32::MAX);
+        state.record.vm_count = u32::try_from(state.vms().len()).unwrap_or(u32::MAX);
         nodes::recompute_allocations(&mut state);
         controller
             .table
@@ -364,18 +364,18 @@ pub async fn delete_vm(controller: &Arc<Controller>, vm_id: &str) -> Result<(), 
     {
         let mut state = slot.lock();
         let Some(position) = state
-            .vms
+            .vms()
             .iter()
             .position(|e| e.record.vm_id.as_str() == vm_id)
         else {
             // Deleted concurrently (another DELETE, or a heartbeat that no longer lists it).
             return Ok(());
         };
-        let entry = state.vms.remove(position);
+        let entry = state.vms_mut().remove(position);
         if let Some(disk_gb) = entry.record.disk_gb {
             state.record.reserved_disk_gb = state.record.reserved_disk_gb.saturating_sub(disk_gb);
         }
-        state.record.vm_count = u32::try_from(state.vms.len()).unwrap_or(u32::MAX);
+        state.record.vm_count = u32::try_from(state.vms().len()).unwrap_or(u32::MAX);
         nodes::recompute_allocations(&mut state);
         controller.table.index_vms(&node_id, [vm_id], []);
         controller.touch(&node_id, &mut state);

@@ -60,7 +60,9 @@ pub struct Pending {
 pub struct NodeState {
     /// The record as served; `status` is kept current by heartbeats and the staleness sweep.
     pub record: NodeRecord,
-    pub vms: Vec<VmEntry>,
+    /// Read with [`NodeState::vms`], change with [`NodeState::vms_mut`] (which drops the
+    /// cached serialization).
+    vms: Vec<VmEntry>,
     pub flags: NodeFlags,
     /// When this process last heard from the node, by its monotonic clock. `None` for a node
     /// loaded from the store and not heard from since: it is unreachable until it heartbeats.
@@ -68,6 +70,8 @@ pub struct NodeState {
     pub pending: Pending,
     /// The record serialized, shared by the fleet listing and the store writer until it changes.
     fragment: Option<Bytes>,
+    /// The VM list serialized, for the store writer, until it changes.
+    vms_json: Option<Bytes>,
     /// Queued for the next write-behind batch.
     queued: bool,
 }
@@ -81,9 +85,30 @@ impl NodeState {
             last_seen: None,
             pending: Pending::default(),
             fragment: None,
+            vms_json: None,
             queued: false,
         }
     }
+
+    pub fn vms(&self) -> &[VmEntry] {
+        &self.vms
+    }
+
+    /// The VM list, to change: its cached serialization is dropped.
+    pub fn vms_mut(&mut self) -> &mut Vec<VmEntry> {
+        self.vms_json = None;
+        &mut self.vms
+    }
+
+    /// Replaces the VM list, keeping the cached serialization when nothing changed (the
+    /// common case: a heartbeat repeating the same VMs).
+    pub fn replace_vms(&mut self, vms: Vec<VmEntry>) {
+        if self.vms != vms {
+            self.vms_json = None;
+            self.vms = vms;
+        }
+    }
+
 
     /// The record as JSON, serialized once per change.
     pub fn fragment(&mut self) -> &Bytes {
@@ -111,7 +136,14 @@ impl NodeState {
         StoredNode {
             node_id: node_id.to_string(),
             record: self.fragment().to_vec(),
-            vms: serde_json::to_vec(&self.vms).expect("VM entries serialize"),
+            vms: {
+                let vms = &self.vms;
+                self.vms_json
+                    .get_or_insert_with(|| {
+                        Bytes::from(serde_json::to_vec(vms).expect("VM entries serialize"))
+                    })
+                    .to_vec()
+            },
             flags: serde_json::to_vec(&self.flags).expect("node flags serialize"),
         }
     }
