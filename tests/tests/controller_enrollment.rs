@@ -24,7 +24,7 @@ async fn a_ppn_agent_enrolls_by_heartbeat_goes_unreachable_and_comes_back() {
     let controller =
         ControllerProcess::start(&["--stale-after", "2s", "--sweep-interval", "200ms"]);
     let client = client();
-    let body = ppn_heartbeat("ppn-node-1", "127.0.0.1", 9204);
+    let body = ppn_body("ppn-node-1", "127.0.0.1");
 
     // The agent: a heartbeat every second, as `VM_HEARTBEAT_INTERVAL_S=1` would.
     let agent = {
@@ -66,6 +66,8 @@ async fn a_ppn_agent_enrolls_by_heartbeat_goes_unreachable_and_comes_back() {
     }
     assert_eq!(node["ram_available_mb"], 12288);
     assert_eq!(node["status"], "ready");
+    assert_eq!(node["spawn_port"], 9204, "a PPN agent's default port");
+    assert_eq!(node["runtime"], "smolvm");
     let (_, listed) = get_json(&client, &controller.url("/v1/nodes")).await;
     assert_eq!(ids(&listed), vec!["ppn-node-1"]);
     let (_, fleet) = get_json(&client, &controller.url("/v1/fleet")).await;
@@ -117,7 +119,7 @@ async fn liveness_is_the_receive_time_not_the_nodes_clock() {
         ControllerProcess::start(&["--stale-after", "2s", "--sweep-interval", "200ms"]);
     let client = client();
     // A node whose clock is a year behind is still alive.
-    let mut body = ppn_heartbeat("skewed", "127.0.0.1", 9204);
+    let mut body = ppn_body("skewed", "127.0.0.1");
     body["timestamp_utc"] = "2025-01-01T00:00:00Z".into();
     // A node-sent engine_version is ignored (only the controller's probe sets it).
     body["engine_version"] = "9.9.9".into();

@@ -106,8 +106,8 @@ pub fn client() -> reqwest::Client {
         .expect("client")
 }
 
-/// A heartbeat exactly as an unmodified PPN agent sends it.
-pub fn ppn_heartbeat(node_id: &str, wg_ip: &str, spawn_port: u16) -> Value {
+/// A heartbeat exactly as an unmodified PPN agent sends it (no fleetwire fields).
+pub fn ppn_body(node_id: &str, wg_ip: &str) -> Value {
     json!({
         "node_id": node_id,
         "wg_ip": wg_ip,
@@ -120,10 +120,16 @@ pub fn ppn_heartbeat(node_id: &str, wg_ip: &str, spawn_port: u16) -> Value {
         "reserved": false,
         "vms": [],
         "boot_id": "0b8e2a4c-9d1f-4e3a-b5c6-d7e8f9a0b1c2",
-        "timestamp_utc": "2026-11-30T09:30:00.123456Z",
-        // PPN agents send their port only as the default; fleetwire tests name it.
-        "spawn_port": spawn_port
+        "timestamp_utc": "2026-11-30T09:30:00.123456Z"
     })
+}
+
+/// A PPN heartbeat plus fleetwire's `spawn_port`, so the controller reaches an agent stand-in
+/// on its own port (a PPN agent listens on 9204).
+pub fn ppn_heartbeat(node_id: &str, wg_ip: &str, spawn_port: u16) -> Value {
+    let mut body = ppn_body(node_id, wg_ip);
+    body["spawn_port"] = spawn_port.into();
+    body
 }
 
 pub async fn post_json(client: &reqwest::Client, url: &str, body: &Value) -> (u16, Value) {
