@@ -19,15 +19,18 @@ fn hot_path(c: &mut Criterion) {
     c.bench_function("read::<NodeHeartbeat> (validated)", |b| {
         b.iter(|| fleetwire_types::read::<NodeHeartbeat>(&bytes).unwrap())
     });
-    c.bench_function("serde_json::from_slice::<NodeHeartbeat> (parse only)", |b| {
-        b.iter(|| serde_json::from_slice::<NodeHeartbeat>(&bytes).unwrap())
-    });
+    c.bench_function(
+        "serde_json::from_slice::<NodeHeartbeat> (parse only)",
+        |b| b.iter(|| serde_json::from_slice::<NodeHeartbeat>(&bytes).unwrap()),
+    );
     let heartbeat: NodeHeartbeat = fleetwire_types::read(&bytes).unwrap();
     let mut state: NodeState = nodes::enroll_by_heartbeat(&heartbeat, Timestamp::now());
     c.bench_function("apply_heartbeat", |b| {
         b.iter_batched(
             || heartbeat.clone(),
-            |hb| nodes::apply_heartbeat(&mut state, hb, Instant::now(), Timestamp::now(), &settings),
+            |hb| {
+                nodes::apply_heartbeat(&mut state, hb, Instant::now(), Timestamp::now(), &settings)
+            },
             criterion::BatchSize::SmallInput,
         )
     });
@@ -40,14 +43,27 @@ fn hot_path(c: &mut Criterion) {
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let started = runtime.block_on(async {
-        Controller::start(settings.clone(), Box::new(SqliteStore::in_memory().unwrap()), None).unwrap()
+        Controller::start(
+            settings.clone(),
+            Box::new(SqliteStore::in_memory().unwrap()),
+            None,
+        )
+        .unwrap()
     });
     let controller = started.controller.clone();
     for i in 0..10_000 {
         let hb: NodeHeartbeat = fleetwire_types::read(&body(i)).unwrap();
         let id = hb.node_id.to_string();
-        let (slot, _) = controller.table.get_or_insert(&id, || nodes::enroll_by_heartbeat(&hb, Timestamp::now()));
-        nodes::apply_heartbeat(&mut slot.lock(), hb, Instant::now(), Timestamp::now(), &settings);
+        let (slot, _) = controller
+            .table
+            .get_or_insert(&id, || nodes::enroll_by_heartbeat(&hb, Timestamp::now()));
+        nodes::apply_heartbeat(
+            &mut slot.lock(),
+            hb,
+            Instant::now(),
+            Timestamp::now(),
+            &settings,
+        );
     }
     c.bench_function("GET /v1/fleet body, 10k nodes, cached records", |b| {
         b.iter(|| controller.fleet_document())

@@ -232,13 +232,10 @@ impl Controller {
         let agents = agent_client::AgentClient::new(settings.agent_timeout)?;
         let mut writer = None;
         let controller = Arc::new_cyclic(|weak: &std::sync::Weak<Controller>| {
-            let snapshot_of = weak.clone();
             let flushes = metrics.flush_observer();
             let started = Writer::start(
                 store,
-                Box::new(move |node_id: &str| {
-                    snapshot_of.upgrade().map(|c| c.table.snapshot(node_id))
-                }),
+                Box::new(TableSource(weak.clone())),
                 flushes,
                 settings.flush_interval,
             );
@@ -295,13 +292,14 @@ impl Controller {
         let mut counts = state::zero_counts();
         let mut nodes = Vec::with_capacity(self.table.len() * 512 + 2);
         nodes.push(b'[');
-        self.table.for_each(|_, node| {
+        for slot in self.table.ordered_slots() {
+            let mut node = slot.lock();
             state::count(&mut counts, node.record.status);
             if nodes.len() > 1 {
                 nodes.push(b',');
             }
             nodes.extend_from_slice(node.fragment());
-        });
+        }
         nodes.push(b']');
         let head = FleetStatus {
             counts: Some(counts),
@@ -324,14 +322,15 @@ impl Controller {
     pub fn node_list(&self, keep: impl Fn(HostState) -> bool) -> Bytes {
         let mut out = Vec::with_capacity(4096);
         out.push(b'[');
-        self.table.for_each(|_, node| {
+        for slot in self.table.ordered_slots() {
+            let mut node = slot.lock();
             if keep(node.record.status) {
                 if out.len() > 1 {
                     out.push(b',');
                 }
                 out.extend_from_slice(node.fragment());
             }
-        });
+        }
         out.push(b']');
         Bytes::from(out)
     }
@@ -367,6 +366,21 @@ impl Controller {
     }
 }
 
+/// The store writer's view of the node table.
+struct TableSource(std::sync::Weak<Controller>);
+
+impl crate::store::writer::Source for TableSource {
+    fn snapshot(&self, node_id: &str) -> Option<crate::store::NodeWrite> {
+        self.0.upgrade().map(|c| c.table.snapshot(node_id))
+    }
+
+    fn written(&self, writes: &[crate::store::NodeWrite]) {
+        if let Some(controller) = self.0.upgrade() {
+            controller.table.written(writes);
+        }
+    }
+}
+
 /// A node as stored → its in-memory state.
 fn restore(row: &StoredNode) -> anyhow::Result<NodeState> {
     let record: NodeRecord =
@@ -380,7 +394,7 @@ fn restore(row: &StoredNode) -> anyhow::Result<NodeState> {
         "its record names node {:?}",
         record.node_id.as_str()
     );
-    Ok(NodeState::new(record, vms, flags))
+    Ok(NodeState::loaded(record, vms, flags))
 }
 
 pub fn store_failure(error: StoreError) -> crate::http::ApiFailure {

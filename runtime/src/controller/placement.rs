@@ -315,7 +315,11 @@ async fn place(
             record: vm.clone(),
             placed: true,
         };
-        match state.vms_mut().iter_mut().find(|e| e.record.vm_id == vm.vm_id) {
+        match state
+            .vms_mut()
+            .iter_mut()
+            .find(|e| e.record.vm_id == vm.vm_id)
+        {
             Some(existing) => *existing = entry,
             None => state.vms_mut().push(entry),
         }

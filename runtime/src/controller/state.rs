@@ -72,6 +72,10 @@ pub struct NodeState {
     fragment: Option<Bytes>,
     /// The VM list serialized, for the store writer, until it changes.
     vms_json: Option<Bytes>,
+    /// Bumped whenever the VM list changes.
+    vms_generation: u64,
+    /// The generation the store is known to hold (`None`: not stored yet).
+    vms_stored: Option<u64>,
     /// Queued for the next write-behind batch.
     queued: bool,
 }
@@ -86,7 +90,23 @@ impl NodeState {
             pending: Pending::default(),
             fragment: None,
             vms_json: None,
+            vms_generation: 0,
+            vms_stored: None,
             queued: false,
+        }
+    }
+
+    /// A node read back from the store, which holds its VM list already.
+    pub fn loaded(record: NodeRecord, vms: Vec<VmEntry>, flags: NodeFlags) -> NodeState {
+        let mut state = NodeState::new(record, vms, flags);
+        state.vms_stored = Some(state.vms_generation);
+        state
+    }
+
+    /// The store accepted VM list `generation` of this node.
+    pub fn vms_written(&mut self, generation: u64) {
+        if self.vms_stored.is_none_or(|stored| stored < generation) {
+            self.vms_stored = Some(generation);
         }
     }
 
@@ -97,6 +117,7 @@ impl NodeState {
     /// The VM list, to change: its cached serialization is dropped.
     pub fn vms_mut(&mut self) -> &mut Vec<VmEntry> {
         self.vms_json = None;
+        self.vms_generation += 1;
         &mut self.vms
     }
 
@@ -105,10 +126,10 @@ impl NodeState {
     pub fn replace_vms(&mut self, vms: Vec<VmEntry>) {
         if self.vms != vms {
             self.vms_json = None;
+            self.vms_generation += 1;
             self.vms = vms;
         }
     }
-
 
     /// The record as JSON, serialized once per change.
     pub fn fragment(&mut self) -> &Bytes {
@@ -144,6 +165,8 @@ impl NodeState {
                     })
                     .to_vec()
             },
+            vms_changed: self.vms_stored != Some(self.vms_generation),
+            vms_generation: self.vms_generation,
             flags: serde_json::to_vec(&self.flags).expect("node flags serialize"),
         }
     }
@@ -219,13 +242,11 @@ impl NodeTable {
         self.len() == 0
     }
 
-    /// Every node id and slot, in node id order (a snapshot of the table).
-    pub fn slots(&self) -> Vec<(String, NodeSlot)> {
-        self.nodes
-            .read()
-            .iter()
-            .map(|(id, slot)| (id.clone(), slot.clone()))
-            .collect()
+    /// Every slot, in node id order, for walks that do slow work per node (serializing): the
+    /// table lock is held only while the handles are copied, so enrollments never wait for
+    /// such a walk, nor heartbeats for an enrollment queued behind it.
+    pub fn ordered_slots(&self) -> Vec<NodeSlot> {
+        self.nodes.read().values().cloned().collect()
     }
 
     /// Calls `visit` for every node in node id order, with the node locked. New nodes wait
@@ -275,6 +296,19 @@ impl NodeTable {
         }
         for vm_id in added {
             index.insert(vm_id.to_string(), node_id.to_string());
+        }
+    }
+
+    /// Records that the store now holds these rows' VM lists.
+    pub fn written(&self, writes: &[NodeWrite]) {
+        for write in writes {
+            if let NodeWrite::Upsert(row) = write {
+                if row.vms_changed {
+                    if let Some(slot) = self.get(&row.node_id) {
+                        slot.lock().vms_written(row.vms_generation);
+                    }
+                }
+            }
         }
     }
 

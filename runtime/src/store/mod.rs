@@ -19,6 +19,11 @@ pub struct StoredNode {
     pub record: Vec<u8>,
     /// The node's VM list (the controller's `VmEntry` list), serialized.
     pub vms: Vec<u8>,
+    /// Whether `vms` differs from what the store last accepted for this node; when false
+    /// the store may leave the stored list as it is (it is the bulk of a row).
+    pub vms_changed: bool,
+    /// Which version of the VM list `vms` is, for [`Source::written`].
+    pub vms_generation: u64,
     /// The controller's private flags for the node (drain, cordon source, ...), serialized.
     pub flags: Vec<u8>,
 }
@@ -53,13 +58,23 @@ impl fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
+/// How durable a write must be when it returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// A request waits for it: it must survive a power loss (fsync before returning).
+    Commit,
+    /// Written behind (heartbeat-derived): it must survive a crash of the process; a power
+    /// loss may take the last batches, which the next heartbeats rewrite anyway.
+    Behind,
+}
+
 /// The controller's durable state. Implementations are used from one thread at a time (the
 /// writer thread, or start-up before it exists).
 pub trait Store: Send + 'static {
     /// Every stored node, ordered by node id.
     fn load_nodes(&mut self) -> Result<Vec<StoredNode>, StoreError>;
     /// Applies every write in one transaction: all of them reach the store, or none.
-    fn write(&mut self, batch: &[NodeWrite]) -> Result<(), StoreError>;
+    fn write(&mut self, batch: &[NodeWrite], durability: Durability) -> Result<(), StoreError>;
     /// Whether the store answers (a trivial query).
     fn check(&mut self) -> Result<(), StoreError>;
     /// The applied schema version, for logs and tests.

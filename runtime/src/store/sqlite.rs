@@ -4,19 +4,20 @@ use std::path::Path;
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
-use super::{NodeWrite, Store, StoreError, StoredNode};
+use super::{Durability, NodeWrite, Store, StoreError, StoredNode};
 
 /// Schema migrations, applied in order; migration `i` brings the store to version `i + 1`
 /// (recorded in `PRAGMA user_version`). Never edit an applied migration: add one.
 const MIGRATIONS: &[&str] = &[
-    // 1: one row per node.
+    // 1: one row per node. A rowid table: rows are around a kilobyte, too wide for a
+    // WITHOUT ROWID b-tree.
     "CREATE TABLE nodes (
         node_id    TEXT PRIMARY KEY NOT NULL,
         record     TEXT NOT NULL,
         vms        TEXT NOT NULL,
         flags      TEXT NOT NULL,
         updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
-    ) WITHOUT ROWID;",
+    );",
 ];
 
 /// The latest schema version this build knows.
@@ -27,10 +28,17 @@ const UPSERT: &str = "INSERT INTO nodes (node_id, record, vms, flags, updated_at
      ON CONFLICT (node_id) DO UPDATE SET
        record = excluded.record, vms = excluded.vms, flags = excluded.flags,
        updated_at = excluded.updated_at";
+/// The same without the VM list, for a row whose list the store already has.
+const UPSERT_KEEPING_VMS: &str = "INSERT INTO nodes (node_id, record, vms, flags, updated_at)
+     VALUES (?1, ?2, ?3, ?4, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+     ON CONFLICT (node_id) DO UPDATE SET
+       record = excluded.record, flags = excluded.flags, updated_at = excluded.updated_at";
 const DELETE: &str = "DELETE FROM nodes WHERE node_id = ?1";
 
 pub struct SqliteStore {
     conn: Connection,
+    /// The `synchronous` level currently set.
+    durability: Durability,
 }
 
 fn err(context: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
@@ -66,8 +74,8 @@ impl SqliteStore {
     fn with_connection(conn: Connection) -> Result<SqliteStore, StoreError> {
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(err("busy_timeout"))?;
-        // WAL: readers never block the writer; FULL: a commit survives a power loss, which is
-        // what "committed before answering" promises. Batching keeps the fsyncs few.
+        // WAL: readers never block the writer. FULL (an fsync per commit) for what a request
+        // waits for; NORMAL for write-behind batches (see `write`).
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(err("journal_mode"))?;
@@ -76,9 +84,14 @@ impl SqliteStore {
                 "the database refused WAL mode ({mode})"
             )));
         }
-        conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
+        conn.execute_batch(
+            "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 4096;",
+        )
             .map_err(err("pragmas"))?;
-        let mut store = SqliteStore { conn };
+        let mut store = SqliteStore {
+            conn,
+            durability: Durability::Commit,
+        };
         store.migrate()?;
         Ok(store)
     }
@@ -117,6 +130,8 @@ impl Store for SqliteStore {
                     node_id: row.get(0)?,
                     record: row.get::<_, String>(1)?.into_bytes(),
                     vms: row.get::<_, String>(2)?.into_bytes(),
+                    vms_changed: false,
+                    vms_generation: 0,
                     flags: row.get::<_, String>(3)?.into_bytes(),
                 })
             })
@@ -125,18 +140,38 @@ impl Store for SqliteStore {
             .map_err(err("read node row"))
     }
 
-    fn write(&mut self, batch: &[NodeWrite]) -> Result<(), StoreError> {
+    fn write(&mut self, batch: &[NodeWrite], durability: Durability) -> Result<(), StoreError> {
         if batch.is_empty() {
             return Ok(());
+        }
+        if durability != self.durability {
+            // In WAL mode NORMAL still survives a process crash; only a power loss can take
+            // the latest write-behind batches.
+            let level = match durability {
+                Durability::Commit => "FULL",
+                Durability::Behind => "NORMAL",
+            };
+            self.conn
+                .pragma_update(None, "synchronous", level)
+                .map_err(err("synchronous"))?;
+            self.durability = durability;
         }
         let tx = self.conn.transaction().map_err(err("begin"))?;
         {
             let mut upsert = tx.prepare_cached(UPSERT).map_err(err("prepare upsert"))?;
+            let mut upsert_keeping_vms = tx
+                .prepare_cached(UPSERT_KEEPING_VMS)
+                .map_err(err("prepare upsert"))?;
             let mut delete = tx.prepare_cached(DELETE).map_err(err("prepare delete"))?;
             for write in batch {
                 match write {
                     NodeWrite::Upsert(node) => {
-                        upsert
+                        let statement = if node.vms_changed {
+                            &mut upsert
+                        } else {
+                            &mut upsert_keeping_vms
+                        };
+                        statement
                             .execute(params![
                                 node.node_id,
                                 text(&node.record)?,
@@ -186,8 +221,16 @@ mod tests {
             node_id: id.into(),
             record: record.as_bytes().to_vec(),
             vms: b"[]".to_vec(),
+            vms_changed: true,
+            vms_generation: 0,
             flags: b"{}".to_vec(),
         }
+    }
+
+    /// How a written row reads back.
+    fn loaded(mut row: StoredNode) -> StoredNode {
+        row.vms_changed = false;
+        row
     }
 
     #[test]
@@ -220,34 +263,69 @@ mod tests {
     fn upserts_replace_and_deletes_forget_in_one_transaction() {
         let mut store = SqliteStore::in_memory().unwrap();
         store
-            .write(&[
-                NodeWrite::Upsert(node("b", "{\"v\":1}")),
-                NodeWrite::Upsert(node("a", "{\"v\":1}")),
-            ])
+            .write(
+                &[
+                    NodeWrite::Upsert(node("b", "{\"v\":1}")),
+                    NodeWrite::Upsert(node("a", "{\"v\":1}")),
+                ],
+                Durability::Behind,
+            )
             .unwrap();
         store
-            .write(&[
-                NodeWrite::Upsert(node("b", "{\"v\":2}")),
-                NodeWrite::Delete("a".into()),
-            ])
+            .write(
+                &[
+                    NodeWrite::Upsert(node("b", "{\"v\":2}")),
+                    NodeWrite::Delete("a".into()),
+                ],
+                Durability::Behind,
+            )
             .unwrap();
-        assert_eq!(store.load_nodes().unwrap(), vec![node("b", "{\"v\":2}")]);
+        assert_eq!(
+            store.load_nodes().unwrap(),
+            vec![loaded(node("b", "{\"v\":2}"))]
+        );
+    }
+
+    #[test]
+    fn an_unchanged_vm_list_is_left_as_stored() {
+        let mut store = SqliteStore::in_memory().unwrap();
+        let mut row = node("a", "1");
+        row.vms = b"[1]".to_vec();
+        store
+            .write(&[NodeWrite::Upsert(row.clone())], Durability::Behind)
+            .unwrap();
+        let mut update = node("a", "2");
+        update.vms = b"[]".to_vec();
+        update.vms_changed = false;
+        store
+            .write(&[NodeWrite::Upsert(update)], Durability::Behind)
+            .unwrap();
+        let stored = store.load_nodes().unwrap();
+        assert_eq!(
+            (stored[0].record.as_slice(), stored[0].vms.as_slice()),
+            (&b"2"[..], &b"[1]"[..])
+        );
     }
 
     #[test]
     fn a_failing_batch_leaves_nothing_behind() {
         let mut store = SqliteStore::in_memory().unwrap();
-        store.write(&[NodeWrite::Upsert(node("a", "1"))]).unwrap();
+        store
+            .write(&[NodeWrite::Upsert(node("a", "1"))], Durability::Commit)
+            .unwrap();
         let bad = StoredNode {
             record: vec![0xff, 0xfe],
             ..node("c", "")
         };
-        let result = store.write(&[
-            NodeWrite::Delete("a".into()),
-            NodeWrite::Upsert(node("b", "2")),
-            NodeWrite::Upsert(bad),
-        ]);
+        let result = store.write(
+            &[
+                NodeWrite::Delete("a".into()),
+                NodeWrite::Upsert(node("b", "2")),
+                NodeWrite::Upsert(bad),
+            ],
+            Durability::Commit,
+        );
         assert!(result.is_err());
-        assert_eq!(store.load_nodes().unwrap(), vec![node("a", "1")]);
+        assert_eq!(store.load_nodes().unwrap(), vec![loaded(node("a", "1"))]);
     }
 }

@@ -14,12 +14,19 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use super::{NodeWrite, Store, StoreError};
+use super::{Durability, NodeWrite, Store, StoreError};
 
-/// Reads a node's current state for writing: `Upsert` while the controller knows the node,
-/// `Delete` once it has forgotten it, `None` when the controller itself is gone. Also clears
-/// the node's "queued for write-behind" mark.
-pub type Snapshot = Box<dyn Fn(&str) -> Option<NodeWrite> + Send>;
+/// Where the writer reads what to write, and reports what it wrote.
+pub trait Source: Send + 'static {
+    /// A node's current state: `Upsert` while the controller knows the node, `Delete` once
+    /// it has forgotten it, `None` when the controller itself is gone. Also clears the node's
+    /// "queued for write-behind" mark.
+    fn snapshot(&self, node_id: &str) -> Option<NodeWrite>;
+    /// These writes are now in the store.
+    fn written(&self, writes: &[NodeWrite]);
+}
+
+pub type Snapshot = Box<dyn Source>;
 
 /// Told how long each flush took and how many rows it wrote.
 pub type FlushObserver = Box<dyn Fn(Duration, usize) + Send>;
@@ -203,7 +210,7 @@ impl WriterLoop {
             .chain(commits.iter().flat_map(|(ids, _)| ids.iter()))
         {
             if seen.insert(id.as_str()) {
-                writes.extend((self.snapshot)(id));
+                writes.extend(self.snapshot.snapshot(id));
             }
         }
         if writes.is_empty() {
@@ -212,9 +219,17 @@ impl WriterLoop {
             }
             return;
         }
+        let durability = if commits.is_empty() {
+            Durability::Behind
+        } else {
+            Durability::Commit
+        };
         let started = Instant::now();
-        let result = self.store.write(&writes);
+        let result = self.store.write(&writes, durability);
         (self.on_flush)(started.elapsed(), writes.len());
+        if result.is_ok() {
+            self.snapshot.written(&writes);
+        }
         if let Err(error) = &result {
             tracing::error!(%error, rows = writes.len(), "store write failed; retrying");
             // The snapshot cleared the nodes' marks: queue them again so the next flush retries.
@@ -240,6 +255,8 @@ mod tests {
             node_id: id.into(),
             record: format!("{{\"v\":{version}}}").into_bytes(),
             vms: b"[]".to_vec(),
+            vms_changed: true,
+            vms_generation: 0,
             flags: b"{}".to_vec(),
         })
     }
@@ -250,12 +267,17 @@ mod tests {
         let path = dir.path().join("w.sqlite3");
         let state: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
         let view = state.clone();
-        let snapshot: Snapshot = Box::new(move |id| {
-            Some(match view.lock().unwrap().get(id) {
-                Some(v) => row(id, *v),
-                None => NodeWrite::Delete(id.into()),
-            })
-        });
+        struct View(Arc<Mutex<HashMap<String, u32>>>);
+        impl Source for View {
+            fn snapshot(&self, id: &str) -> Option<NodeWrite> {
+                Some(match self.0.lock().unwrap().get(id) {
+                    Some(v) => row(id, *v),
+                    None => NodeWrite::Delete(id.into()),
+                })
+            }
+            fn written(&self, _: &[NodeWrite]) {}
+        }
+        let snapshot: Snapshot = Box::new(View(view));
         let flushes = Arc::new(Mutex::new(0usize));
         let counted = flushes.clone();
         let writer = Writer::start(
