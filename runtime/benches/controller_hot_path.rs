@@ -76,6 +76,24 @@ fn hot_path(c: &mut Criterion) {
             controller.fleet_document()
         })
     });
+    // The store: one write-behind batch of every node, as the writer sends it.
+    let rows: Vec<fleetwire::store::NodeWrite> = controller
+        .table
+        .ordered_slots()
+        .iter()
+        .map(|slot| {
+            let mut node = slot.lock();
+            let id = node.record.node_id.to_string();
+            fleetwire::store::NodeWrite::Upsert(node.stored(&id))
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("bench.sqlite3")).unwrap();
+    use fleetwire::store::{Durability, Store};
+    store.write(&rows, Durability::Behind).unwrap();
+    c.bench_function("store batch of 10k node rows (write-behind)", |b| {
+        b.iter(|| store.write(&rows, Durability::Behind).unwrap())
+    });
     runtime.block_on(started.writer.shutdown());
 }
 
