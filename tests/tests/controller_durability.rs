@@ -59,6 +59,16 @@ async fn everything_survives_kill_9() {
     )
     .await;
     assert_eq!(status, 200);
+    // A later heartbeat that changes nothing but the contact time is stored too.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let (status, _) = post_json(
+        &client,
+        &controller.url("/v1/nodes/heartbeat"),
+        &ppn_heartbeat("ppn-1", "127.0.0.1", 9204),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (_, before) = get_json(&client, &controller.url("/v1/nodes/ppn-1")).await;
     // Heartbeat-derived fields reach the store within one second.
     tokio::time::sleep(Duration::from_millis(1200)).await;
 
@@ -87,6 +97,11 @@ async fn everything_survives_kill_9() {
     );
     let (_, ready) = get_json(&client, &controller.url("/v1/nodes")).await;
     assert_eq!(ready, json!([]));
+    let (_, after) = get_json(&client, &controller.url("/v1/nodes/ppn-1")).await;
+    assert_eq!(
+        after["last_heartbeat"], before["last_heartbeat"],
+        "the last contact survived"
+    );
     let (_, node) = get_json(&client, &controller.url("/v1/nodes/reg-1")).await;
     assert_eq!(node["reserved_disk_gb"], 80, "the ledger survived: {node}");
     assert_eq!(node["total_disk_gb"], 500);

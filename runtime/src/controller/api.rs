@@ -169,7 +169,11 @@ pub async fn post_heartbeat(
                 added.iter().map(String::as_str),
             );
         }
-        controller.touch(&node_id, &mut state);
+        if outcome.record_changed {
+            controller.touch(&node_id, &mut state);
+        } else {
+            controller.touch_seen(&node_id, &mut state);
+        }
         outcome
     };
     controller.metrics.heartbeat();

@@ -275,6 +275,13 @@ impl Controller {
         }
     }
 
+    /// Marks that only the node's last contact time changed (see [`NodeState::seen`]).
+    pub fn touch_seen(&self, node_id: &str, state: &mut NodeState) {
+        if state.seen() {
+            self.writer.mark_dirty(node_id.to_string());
+        }
+    }
+
     /// Writes `node_ids` now and waits for the commit.
     pub async fn commit(&self, node_ids: Vec<String>) -> Result<(), crate::http::ApiFailure> {
         self.writer.commit(node_ids).await.map_err(store_failure)
@@ -383,8 +390,16 @@ impl crate::store::writer::Source for TableSource {
 
 /// A node as stored → its in-memory state.
 fn restore(row: &StoredNode) -> anyhow::Result<NodeState> {
-    let record: NodeRecord =
+    let mut record: NodeRecord =
         serde_json::from_slice(&row.record).context("its record is not a NodeRecord")?;
+    if let Some(seen) = &row.seen {
+        let seen: Timestamp = seen
+            .parse()
+            .map_err(|e| anyhow::anyhow!("its last contact time is unreadable: {e}"))?;
+        if seen > record.last_heartbeat {
+            record.last_heartbeat = seen;
+        }
+    }
     let vms: Vec<VmEntry> =
         serde_json::from_slice(&row.vms).context("its VM list is unreadable")?;
     let flags: NodeFlags =

@@ -106,6 +106,9 @@ pub struct HeartbeatOutcome {
     pub stall_cordon: Option<bool>,
     /// VM ids the node no longer has and newly has, when its VM set changed.
     pub vm_ids: Option<(Vec<String>, Vec<String>)>,
+    /// Whether the record or flags changed in more than `last_heartbeat` (the VM list is
+    /// tracked on its own).
+    pub record_changed: bool,
 }
 
 impl HeartbeatOutcome {
@@ -159,6 +162,7 @@ pub fn apply_heartbeat(
     settings: &Settings,
 ) -> HeartbeatOutcome {
     let mut outcome = HeartbeatOutcome::default();
+    let (record_before, flags_before) = (state.record.clone(), state.flags.clone());
     let NodeHeartbeat {
         agent_version,
         boot_id: host_boot_id,
@@ -255,6 +259,11 @@ pub fn apply_heartbeat(
     {
         outcome.previous_status = Some(before);
     }
+    outcome.record_changed = state.flags != flags_before
+        || NodeRecord {
+            last_heartbeat: state.record.last_heartbeat,
+            ..record_before
+        } != state.record;
     outcome
 }
 
@@ -559,6 +568,18 @@ mod tests {
         let outcome = observe(&mut state, heartbeat(serde_json::json!({"vms": [vm("b")]})));
         assert_eq!(state.record.vm_count, 1);
         assert_eq!(outcome.vm_ids.unwrap().0, vec!["a"]);
+    }
+
+    #[test]
+    fn a_heartbeat_that_only_renews_contact_is_told_apart() {
+        let hb = heartbeat(serde_json::json!({"vms": [vm("a")]}));
+        let mut state = enroll_by_heartbeat(&hb, Timestamp::now());
+        assert!(observe(&mut state, hb).record_changed);
+        let same = heartbeat(serde_json::json!({"vms": [vm("a")]}));
+        assert!(!observe(&mut state, same).record_changed);
+        let more_memory_used =
+            heartbeat(serde_json::json!({"vms": [vm("a")], "ram_used_mb": 2048}));
+        assert!(observe(&mut state, more_memory_used).record_changed);
     }
 
     #[test]

@@ -76,6 +76,10 @@ pub struct NodeState {
     vms_generation: u64,
     /// The generation the store is known to hold (`None`: not stored yet).
     vms_stored: Option<u64>,
+    /// Bumped whenever the record or flags change in more than the last contact time.
+    record_generation: u64,
+    /// The record generation the store is known to hold in full.
+    record_stored: Option<u64>,
     /// Queued for the next write-behind batch.
     queued: bool,
 }
@@ -92,6 +96,8 @@ impl NodeState {
             vms_json: None,
             vms_generation: 0,
             vms_stored: None,
+            record_generation: 0,
+            record_stored: None,
             queued: false,
         }
     }
@@ -100,13 +106,23 @@ impl NodeState {
     pub fn loaded(record: NodeRecord, vms: Vec<VmEntry>, flags: NodeFlags) -> NodeState {
         let mut state = NodeState::new(record, vms, flags);
         state.vms_stored = Some(state.vms_generation);
+        state.record_stored = Some(state.record_generation);
         state
     }
 
-    /// The store accepted VM list `generation` of this node.
-    pub fn vms_written(&mut self, generation: u64) {
-        if self.vms_stored.is_none_or(|stored| stored < generation) {
-            self.vms_stored = Some(generation);
+    /// The store accepted this row of the node.
+    pub fn row_written(&mut self, row: &StoredNode) {
+        if self
+            .vms_stored
+            .is_none_or(|stored| stored < row.vms_generation)
+        {
+            self.vms_stored = Some(row.vms_generation);
+        }
+        if self
+            .record_stored
+            .is_none_or(|stored| stored < row.record_generation)
+        {
+            self.record_stored = Some(row.record_generation);
         }
     }
 
@@ -143,6 +159,14 @@ impl NodeState {
     /// write-behind (it was not already).
     #[must_use]
     pub fn changed(&mut self) -> bool {
+        self.record_generation += 1;
+        self.seen()
+    }
+
+    /// Like [`NodeState::changed`] when only `last_heartbeat` (and nothing else in the record
+    /// or flags) changed: the store then only needs the new contact time.
+    #[must_use]
+    pub fn seen(&mut self) -> bool {
         self.fragment = None;
         !std::mem::replace(&mut self.queued, true)
     }
@@ -151,7 +175,23 @@ impl NodeState {
         self.vms.iter().find(|v| v.record.vm_id.as_str() == vm_id)
     }
 
-    /// The node as a store row; clears the write-behind mark.
+    /// What the store needs to catch up with the node: its last contact time alone when that
+    /// is all that changed since the row was written in full, else the whole row. Clears the
+    /// write-behind mark.
+    pub fn to_write(&mut self, node_id: &str) -> NodeWrite {
+        let in_full = self.record_stored == Some(self.record_generation)
+            && self.vms_stored == Some(self.vms_generation);
+        if in_full {
+            self.queued = false;
+            return NodeWrite::Seen {
+                node_id: node_id.to_string(),
+                last_heartbeat: self.record.last_heartbeat.to_string(),
+            };
+        }
+        NodeWrite::Upsert(self.stored(node_id))
+    }
+
+    /// The node as a full store row; clears the write-behind mark.
     pub fn stored(&mut self, node_id: &str) -> StoredNode {
         self.queued = false;
         StoredNode {
@@ -167,6 +207,8 @@ impl NodeState {
             },
             vms_changed: self.vms_stored != Some(self.vms_generation),
             vms_generation: self.vms_generation,
+            record_generation: self.record_generation,
+            seen: None,
             flags: serde_json::to_vec(&self.flags).expect("node flags serialize"),
         }
     }
@@ -303,10 +345,8 @@ impl NodeTable {
     pub fn written(&self, writes: &[NodeWrite]) {
         for write in writes {
             if let NodeWrite::Upsert(row) = write {
-                if row.vms_changed {
-                    if let Some(slot) = self.get(&row.node_id) {
-                        slot.lock().vms_written(row.vms_generation);
-                    }
+                if let Some(slot) = self.get(&row.node_id) {
+                    slot.lock().row_written(row);
                 }
             }
         }
@@ -315,7 +355,7 @@ impl NodeTable {
     /// The store row of `node_id` as it is now: an upsert, or a delete once it is forgotten.
     pub fn snapshot(&self, node_id: &str) -> NodeWrite {
         match self.get(node_id) {
-            Some(slot) => NodeWrite::Upsert(slot.lock().stored(node_id)),
+            Some(slot) => slot.lock().to_write(node_id),
             None => NodeWrite::Delete(node_id.to_string()),
         }
     }
@@ -337,5 +377,50 @@ pub fn zero_counts() -> NodeCounts {
         ready: 0,
         draining: 0,
         unreachable: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node() -> NodeState {
+        let record: NodeRecord = serde_json::from_value(serde_json::json!({
+            "node_id": "n", "hostname": "h", "wg_ip": "10.0.0.1", "ram_available_mb": 1,
+            "vm_count": 0, "kvm_available": false, "last_heartbeat": "2026-01-01T00:00:00Z",
+            "status": "ready"
+        }))
+        .unwrap();
+        NodeState::new(record, Vec::new(), NodeFlags::default())
+    }
+
+    #[test]
+    fn only_a_new_contact_time_is_written_as_such_once_the_row_is_stored() {
+        let mut state = node();
+        assert!(state.changed(), "a new node is queued");
+        let NodeWrite::Upsert(row) = state.to_write("n") else {
+            panic!("a new node is written in full")
+        };
+        // Until the store confirms the row, it is written in full again.
+        assert!(state.seen());
+        assert!(matches!(state.to_write("n"), NodeWrite::Upsert(_)));
+        state.row_written(&row);
+        assert!(state.seen());
+        state.record.last_heartbeat = "2026-01-01T00:00:05Z".parse().unwrap();
+        match state.to_write("n") {
+            NodeWrite::Seen { last_heartbeat, .. } => {
+                assert_eq!(last_heartbeat, "2026-01-01T00:00:05Z")
+            }
+            other => panic!("expected Seen, got {other:?}"),
+        }
+        // Any other change, or a new VM list, is a full row again.
+        assert!(state.changed());
+        assert!(matches!(state.to_write("n"), NodeWrite::Upsert(_)));
+        let NodeWrite::Upsert(row) = state.to_write("n") else {
+            unreachable!()
+        };
+        state.row_written(&row);
+        state.vms_mut();
+        assert!(matches!(state.to_write("n"), NodeWrite::Upsert(_)));
     }
 }

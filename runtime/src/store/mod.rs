@@ -22,8 +22,13 @@ pub struct StoredNode {
     /// Whether `vms` differs from what the store last accepted for this node; when false
     /// the store may leave the stored list as it is (it is the bulk of a row).
     pub vms_changed: bool,
-    /// Which version of the VM list `vms` is, for [`Source::written`].
+    /// Which version of the VM list `vms` is, for `Source::written`.
     pub vms_generation: u64,
+    /// Which version of the record and flags these are, for `Source::written`.
+    pub record_generation: u64,
+    /// On load: the node's last contact time from a later [`NodeWrite::Seen`], newer than the
+    /// record's `last_heartbeat` when set.
+    pub seen: Option<String>,
     /// The controller's private flags for the node (drain, cordon source, ...), serialized.
     pub flags: Vec<u8>,
 }
@@ -33,6 +38,13 @@ pub struct StoredNode {
 pub enum NodeWrite {
     /// Insert or replace the node's row.
     Upsert(StoredNode),
+    /// Only the node's last contact time changed since its row was last written in full
+    /// (the common heartbeat): a few bytes instead of the whole row.
+    Seen {
+        node_id: String,
+        /// RFC 3339, the controller's receive time.
+        last_heartbeat: String,
+    },
     /// Forget the node.
     Delete(String),
 }
@@ -41,6 +53,7 @@ impl NodeWrite {
     pub fn node_id(&self) -> &str {
         match self {
             NodeWrite::Upsert(node) => &node.node_id,
+            NodeWrite::Seen { node_id, .. } => node_id,
             NodeWrite::Delete(id) => id,
         }
     }

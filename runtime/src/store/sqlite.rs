@@ -18,6 +18,12 @@ const MIGRATIONS: &[&str] = &[
         flags      TEXT NOT NULL,
         updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
     );",
+    // 2: the last contact time of nodes whose heartbeats changed nothing else, so such a
+    // heartbeat rewrites a few bytes instead of the node's whole row.
+    "CREATE TABLE liveness (
+        node_id        TEXT PRIMARY KEY NOT NULL,
+        last_heartbeat TEXT NOT NULL
+    );",
 ];
 
 /// The latest schema version this build knows.
@@ -33,7 +39,10 @@ const UPSERT_KEEPING_VMS: &str = "INSERT INTO nodes (node_id, record, vms, flags
      VALUES (?1, ?2, ?3, ?4, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
      ON CONFLICT (node_id) DO UPDATE SET
        record = excluded.record, flags = excluded.flags, updated_at = excluded.updated_at";
+const SEEN: &str = "INSERT INTO liveness (node_id, last_heartbeat) VALUES (?1, ?2)
+     ON CONFLICT (node_id) DO UPDATE SET last_heartbeat = excluded.last_heartbeat";
 const DELETE: &str = "DELETE FROM nodes WHERE node_id = ?1";
+const DELETE_SEEN: &str = "DELETE FROM liveness WHERE node_id = ?1";
 
 pub struct SqliteStore {
     conn: Connection,
@@ -122,7 +131,11 @@ impl Store for SqliteStore {
     fn load_nodes(&mut self) -> Result<Vec<StoredNode>, StoreError> {
         let mut stmt = self
             .conn
-            .prepare("SELECT node_id, record, vms, flags FROM nodes ORDER BY node_id")
+            .prepare(
+                "SELECT n.node_id, n.record, n.vms, n.flags, l.last_heartbeat
+                 FROM nodes n LEFT JOIN liveness l ON l.node_id = n.node_id
+                 ORDER BY n.node_id",
+            )
             .map_err(err("prepare load"))?;
         let rows = stmt
             .query_map([], |row| {
@@ -132,6 +145,8 @@ impl Store for SqliteStore {
                     vms: row.get::<_, String>(2)?.into_bytes(),
                     vms_changed: false,
                     vms_generation: 0,
+                    record_generation: 0,
+                    seen: row.get(4)?,
                     flags: row.get::<_, String>(3)?.into_bytes(),
                 })
             })
@@ -163,6 +178,10 @@ impl Store for SqliteStore {
                 .prepare_cached(UPSERT_KEEPING_VMS)
                 .map_err(err("prepare upsert"))?;
             let mut delete = tx.prepare_cached(DELETE).map_err(err("prepare delete"))?;
+            let mut seen = tx.prepare_cached(SEEN).map_err(err("prepare seen"))?;
+            let mut delete_seen = tx
+                .prepare_cached(DELETE_SEEN)
+                .map_err(err("prepare delete"))?;
             for write in batch {
                 match write {
                     NodeWrite::Upsert(node) => {
@@ -180,8 +199,18 @@ impl Store for SqliteStore {
                             ])
                             .map_err(err("upsert node"))?;
                     }
+                    NodeWrite::Seen {
+                        node_id,
+                        last_heartbeat,
+                    } => {
+                        seen.execute(params![node_id, last_heartbeat])
+                            .map_err(err("store last contact"))?;
+                    }
                     NodeWrite::Delete(node_id) => {
                         delete
+                            .execute(params![node_id])
+                            .map_err(err("delete node"))?;
+                        delete_seen
                             .execute(params![node_id])
                             .map_err(err("delete node"))?;
                     }
@@ -223,6 +252,8 @@ mod tests {
             vms: b"[]".to_vec(),
             vms_changed: true,
             vms_generation: 0,
+            record_generation: 0,
+            seen: None,
             flags: b"{}".to_vec(),
         }
     }
@@ -304,6 +335,39 @@ mod tests {
         assert_eq!(
             (stored[0].record.as_slice(), stored[0].vms.as_slice()),
             (&b"2"[..], &b"[1]"[..])
+        );
+    }
+
+    #[test]
+    fn a_later_contact_time_reads_back_with_the_row_and_goes_with_it() {
+        let mut store = SqliteStore::in_memory().unwrap();
+        store
+            .write(
+                &[
+                    NodeWrite::Upsert(node("a", "1")),
+                    NodeWrite::Upsert(node("b", "1")),
+                ],
+                Durability::Behind,
+            )
+            .unwrap();
+        let seen = |id: &str| NodeWrite::Seen {
+            node_id: id.into(),
+            last_heartbeat: "2026-11-30T10:00:00Z".into(),
+        };
+        store.write(&[seen("a")], Durability::Behind).unwrap();
+        let rows = store.load_nodes().unwrap();
+        assert_eq!(rows[0].seen.as_deref(), Some("2026-11-30T10:00:00Z"));
+        assert_eq!(rows[1].seen, None);
+        store
+            .write(&[NodeWrite::Delete("a".into())], Durability::Commit)
+            .unwrap();
+        store
+            .write(&[NodeWrite::Upsert(node("a", "2"))], Durability::Commit)
+            .unwrap();
+        assert_eq!(
+            store.load_nodes().unwrap()[0].seen,
+            None,
+            "a forgotten node's contact time goes with it"
         );
     }
 

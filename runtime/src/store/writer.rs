@@ -257,6 +257,8 @@ mod tests {
             vms: b"[]".to_vec(),
             vms_changed: true,
             vms_generation: 0,
+            record_generation: 0,
+            seen: None,
             flags: b"{}".to_vec(),
         })
     }
