@@ -17,6 +17,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the fleet controller (enrollment, heartbeats, placement) on port 9203.
+    Controller(crate::controller::ControllerArgs),
+    /// Simulate many nodes heartbeating against a controller and report throughput and latency.
+    Loadgen(crate::loadgen::LoadgenArgs),
     /// Check a wire document (reported.json, a heartbeat, ...) against its schema.
     Validate(crate::validate::ValidateArgs),
 }
@@ -25,5 +29,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Validate(args) => crate::validate::run(&args),
+        Command::Controller(args) => crate::controller::run(args),
+        Command::Loadgen(args) => crate::loadgen::run(args),
     }
 }

@@ -1,0 +1,105 @@
+//! The controller's hot path in pieces: reading a heartbeat through the validated reader,
+//! applying it to a node, serializing a node for the fleet and the store, and assembling
+//! `GET /v1/fleet` at 10,000 nodes. `cargo bench -p fleetwire --bench controller_hot_path`.
+
+use std::time::Instant;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use fleetwire::controller::{nodes, state::NodeState, Controller, ControllerArgs, Settings};
+use fleetwire::store::sqlite::SqliteStore;
+use fleetwire_types::{NodeHeartbeat, Timestamp};
+
+fn body(index: usize) -> Vec<u8> {
+    fleetwire::loadgen::heartbeat_body(index, 1).to_vec()
+}
+
+fn hot_path(c: &mut Criterion) {
+    let settings = Settings::from_args(&ControllerArgs::defaults()).unwrap();
+    let bytes = body(1);
+    c.bench_function("read::<NodeHeartbeat> (validated)", |b| {
+        b.iter(|| fleetwire_types::read::<NodeHeartbeat>(&bytes).unwrap())
+    });
+    c.bench_function(
+        "serde_json::from_slice::<NodeHeartbeat> (parse only)",
+        |b| b.iter(|| serde_json::from_slice::<NodeHeartbeat>(&bytes).unwrap()),
+    );
+    let heartbeat: NodeHeartbeat = fleetwire_types::read(&bytes).unwrap();
+    let mut state: NodeState = nodes::enroll_by_heartbeat(&heartbeat, Timestamp::now());
+    c.bench_function("apply_heartbeat", |b| {
+        b.iter_batched(
+            || heartbeat.clone(),
+            |hb| {
+                nodes::apply_heartbeat(&mut state, hb, Instant::now(), Timestamp::now(), &settings)
+            },
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    c.bench_function("node row for the store", |b| {
+        b.iter(|| {
+            let _ = state.changed();
+            state.stored("load-0000001")
+        })
+    });
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let started = runtime.block_on(async {
+        Controller::start(
+            settings.clone(),
+            Box::new(SqliteStore::in_memory().unwrap()),
+            None,
+        )
+        .unwrap()
+    });
+    let controller = started.controller.clone();
+    for i in 0..10_000 {
+        let hb: NodeHeartbeat = fleetwire_types::read(&body(i)).unwrap();
+        let id = hb.node_id.to_string();
+        let (slot, _) = controller
+            .table
+            .get_or_insert(&id, || nodes::enroll_by_heartbeat(&hb, Timestamp::now()));
+        nodes::apply_heartbeat(
+            &mut slot.lock(),
+            hb,
+            Instant::now(),
+            Timestamp::now(),
+            &settings,
+        );
+    }
+    c.bench_function("GET /v1/fleet body, 10k nodes, cached records", |b| {
+        b.iter(|| controller.fleet_document())
+    });
+    c.bench_function("GET /v1/fleet body, 10k nodes, all records changed", |b| {
+        b.iter(|| {
+            controller.table.for_each(|_, node| {
+                let _ = node.changed();
+            });
+            controller.fleet_document()
+        })
+    });
+    // The store: one write-behind batch of every node, as the writer sends it.
+    let rows: Vec<fleetwire::store::NodeWrite> = controller
+        .table
+        .ordered_slots()
+        .iter()
+        .map(|slot| {
+            let mut node = slot.lock();
+            let id = node.record.node_id.to_string();
+            fleetwire::store::NodeWrite::Upsert(node.stored(&id))
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("bench.sqlite3")).unwrap();
+    use fleetwire::store::{Durability, Store};
+    store.write(&rows, Durability::Behind).unwrap();
+    c.bench_function("store batch of 10k node rows (write-behind)", |b| {
+        b.iter(|| store.write(&rows, Durability::Behind).unwrap())
+    });
+    runtime.block_on(started.writer.shutdown());
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(3));
+    targets = hot_path
+}
+criterion_main!(benches);

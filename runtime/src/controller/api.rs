@@ -1,0 +1,429 @@
+//! The HTTP handlers of the controller's API: thin shells that read validated input, call the
+//! node rules, placement or the table, and answer generated types or `ApiError`s.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use fleetwire_types::{
+    ApiErrorCode, CertSerial, CreateVmRequest, Health, HealthStatus, HostState, NodeHeartbeat,
+    NodeStatusFilter, PemCertificate, RegisterNodeRequest, RegisterNodeResponse, SemVer,
+    StateMessage, TenantId, Timestamp, VmRecord,
+};
+
+use super::{nodes, placement, runtimes, Controller};
+use crate::http::{ApiFailure, Valid};
+
+type Shared = State<Arc<Controller>>;
+
+fn json_bytes(body: Bytes) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+fn invalid_query(message: String) -> ApiFailure {
+    ApiFailure::new(StatusCode::BAD_REQUEST, ApiErrorCode::InvalidQuery, message)
+}
+
+/// The value of query parameter `name`, if given.
+fn query_param(query: &Option<String>, name: &str) -> Option<String> {
+    let query = query.as_deref()?;
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.into_owned())
+}
+
+/// A path id; a path that does not decode names nothing.
+fn path_id(path: Result<Path<String>, PathRejection>, what: &str) -> Result<String, ApiFailure> {
+    path.map(|Path(id)| id)
+        .map_err(|e| ApiFailure::not_found(format!("no {what} with that id: {e}")))
+}
+
+fn node_not_found(node_id: &str) -> ApiFailure {
+    ApiFailure::not_found(format!("no node with id {node_id:?}"))
+}
+
+/// `POST /v1/nodes/register`
+pub async fn register_node(
+    State(controller): Shared,
+    Valid(request): Valid<RegisterNodeRequest>,
+) -> Result<Json<RegisterNodeResponse>, ApiFailure> {
+    if !runtimes::is_known(&request.runtime) {
+        return Err(ApiFailure::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ApiErrorCode::UnknownRuntime,
+            format!(
+                "no driver for runtime {:?}; known runtimes: {}",
+                request.runtime.as_str(),
+                runtimes::KNOWN.join(", ")
+            ),
+        ));
+    }
+    // Sign first: a CSR that cannot be signed refuses the registration and changes nothing.
+    let issued = match (&controller.ca, &request.csr_pem) {
+        (Some(_), Some(csr)) => {
+            let csr = csr.to_string();
+            let node_id = request.node_id.to_string();
+            let wg_ip = request.wg_ip.0;
+            let addresses: Vec<_> = request.addresses.iter().map(|a| a.0).collect();
+            let signer = controller.clone();
+            let signed = tokio::task::spawn_blocking(move || {
+                signer
+                    .ca
+                    .as_ref()
+                    .expect("checked above")
+                    .sign(&csr, &node_id, wg_ip, &addresses)
+            })
+            .await
+            .map_err(|e| ApiFailure::internal(format!("the signing task failed: {e}")))?;
+            Some(signed.map_err(|rejected| {
+                let mut failure = ApiFailure::new(
+                    StatusCode::BAD_REQUEST,
+                    ApiErrorCode::InvalidDocument,
+                    format!("not a valid RegisterNodeRequest: /csr_pem: {}", rejected.0),
+                );
+                failure.body.violations = vec![fleetwire_types::Violation {
+                    instance_path: "/csr_pem".parse().expect("a JSON pointer"),
+                    schema_path: "/$defs/RegisterNodeRequest/properties/csr_pem"
+                        .parse()
+                        .expect("a JSON pointer"),
+                    keyword: "format".into(),
+                    message: rejected.0,
+                }];
+                failure
+            })?)
+        }
+        _ => None,
+    };
+    let node_id = request.node_id.to_string();
+    let probe = request.smolvm_address.is_some();
+    let now = Instant::now();
+    let received = Timestamp::now();
+    let (slot, new) = controller.table.get_or_insert(&node_id, || {
+        nodes::enroll_by_registration(&request, received)
+    });
+    let (record, outcome) = {
+        let mut state = slot.lock();
+        let outcome = nodes::apply_registration(
+            &mut state,
+            request,
+            now,
+            received,
+            controller.settings.stale_after,
+        );
+        if let Some(issued) = &issued {
+            state.record.cert_serial =
+                Some(CertSerial::try_from(issued.serial_hex.as_str()).expect("a hex serial"));
+            state.record.cert_not_after = Some(Timestamp::from(issued.not_after));
+        }
+        controller.touch(&node_id, &mut state);
+        (state.record.clone(), outcome)
+    };
+    controller.commit(vec![node_id.clone()]).await?;
+    tracing::info!(
+        node_id,
+        new,
+        runtime_restarted = outcome.runtime_restarted,
+        certificate = issued.is_some(),
+        "node registered"
+    );
+    if probe {
+        controller.probe_soon(&node_id);
+    }
+    let pem = |text: String| PemCertificate::try_from(text).expect("rcgen writes PEM certificates");
+    let (cert_pem, ca_pem) = match issued {
+        Some(issued) => (Some(pem(issued.cert_pem)), Some(pem(issued.ca_pem))),
+        None => (None, None),
+    };
+    Ok(Json(RegisterNodeResponse {
+        ca_pem,
+        cert_pem,
+        node: record,
+    }))
+}
+
+/// `POST /v1/nodes/heartbeat`: the hot path. Validated body → node rules under the node's
+/// lock → write-behind queue → `200` with an empty body, as a PPN controller answers.
+pub async fn post_heartbeat(
+    State(controller): Shared,
+    Valid(heartbeat): Valid<NodeHeartbeat>,
+) -> StatusCode {
+    let now = Instant::now();
+    let received = Timestamp::now();
+    let node_id = heartbeat.node_id.to_string();
+    let (slot, new) = controller.table.get_or_insert(&node_id, || {
+        nodes::enroll_by_heartbeat(&heartbeat, received)
+    });
+    let mut outcome = {
+        let mut state = slot.lock();
+        let outcome =
+            nodes::apply_heartbeat(&mut state, heartbeat, now, received, &controller.settings);
+        if let Some((removed, added)) = &outcome.vm_ids {
+            controller.table.index_vms(
+                &node_id,
+                removed.iter().map(String::as_str),
+                added.iter().map(String::as_str),
+            );
+        }
+        if outcome.record_changed {
+            controller.touch(&node_id, &mut state);
+        } else {
+            controller.touch_seen(&node_id, &mut state);
+        }
+        outcome
+    };
+    controller.metrics.heartbeat();
+    outcome.enrolled = new;
+    if new
+        || outcome.previous_status.is_some()
+        || outcome.restart.is_some()
+        || !outcome.pruned.is_empty()
+        || outcome.disk_cordon.is_some()
+        || outcome.stall_cordon.is_some()
+    {
+        outcome.log(&node_id);
+    }
+    StatusCode::OK
+}
+
+/// `GET /v1/nodes[?status=...]`
+pub async fn list_nodes(
+    State(controller): Shared,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiFailure> {
+    let filter = match query_param(&query, "status") {
+        None => NodeStatusFilter::default(),
+        Some(value) => value.parse().map_err(|_| {
+            invalid_query(format!(
+                "status: {value:?} is not one of registering, ready, draining, unreachable, all"
+            ))
+        })?,
+    };
+    let wanted = match filter {
+        NodeStatusFilter::All => None,
+        NodeStatusFilter::Registering => Some(HostState::Registering),
+        NodeStatusFilter::Ready => Some(HostState::Ready),
+        NodeStatusFilter::Draining => Some(HostState::Draining),
+        NodeStatusFilter::Unreachable => Some(HostState::Unreachable),
+    };
+    Ok(json_bytes(
+        controller.node_list(|status| wanted.is_none_or(|w| w == status)),
+    ))
+}
+
+/// `GET /v1/nodes/{node_id}`: any status, unreachable included.
+pub async fn get_node(
+    State(controller): Shared,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiFailure> {
+    let node_id = path_id(path, "node")?;
+    controller
+        .node_json(&node_id)
+        .map(json_bytes)
+        .ok_or_else(|| node_not_found(&node_id))
+}
+
+/// `DELETE /v1/nodes/{node_id}`: unenrolls; nothing is sent to the node.
+pub async fn delete_node(
+    State(controller): Shared,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<StatusCode, ApiFailure> {
+    let node_id = path_id(path, "node")?;
+    controller
+        .table
+        .remove(&node_id)
+        .ok_or_else(|| node_not_found(&node_id))?;
+    controller.commit(vec![node_id.clone()]).await?;
+    tracing::info!(node_id, "node unenrolled");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Applies an operator action to a node, commits it, and answers the node's record.
+async fn operate(
+    controller: &Controller,
+    node_id: String,
+    action: impl FnOnce(&mut super::state::NodeState),
+    what: &str,
+) -> Result<Response, ApiFailure> {
+    let slot = controller
+        .table
+        .get(&node_id)
+        .ok_or_else(|| node_not_found(&node_id))?;
+    let body = {
+        let mut state = slot.lock();
+        action(&mut state);
+        controller.touch(&node_id, &mut state);
+        state.fragment().clone()
+    };
+    controller.commit(vec![node_id.clone()]).await?;
+    tracing::info!(node_id, "node {what}");
+    Ok(json_bytes(body))
+}
+
+/// `POST /v1/nodes/{node_id}/cordon[?reason=...]`
+pub async fn cordon_node(
+    State(controller): Shared,
+    path: Result<Path<String>, PathRejection>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiFailure> {
+    let node_id = path_id(path, "node")?;
+    let reason = query_param(&query, "reason")
+        .map(|text| {
+            StateMessage::try_from(text.as_str()).map_err(|e| invalid_query(format!("reason: {e}")))
+        })
+        .transpose()?;
+    operate(
+        &controller,
+        node_id,
+        |state| nodes::cordon(state, reason, Timestamp::now()),
+        "cordoned",
+    )
+    .await
+}
+
+/// `POST /v1/nodes/{node_id}/uncordon`
+pub async fn uncordon_node(
+    State(controller): Shared,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiFailure> {
+    let node_id = path_id(path, "node")?;
+    let stale_after = controller.settings.stale_after;
+    operate(
+        &controller,
+        node_id,
+        |state| nodes::uncordon(state, Instant::now(), stale_after),
+        "uncordoned",
+    )
+    .await
+}
+
+/// `POST /v1/nodes/{node_id}/drain`
+pub async fn drain_node(
+    State(controller): Shared,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiFailure> {
+    let node_id = path_id(path, "node")?;
+    let stale_after = controller.settings.stale_after;
+    operate(
+        &controller,
+        node_id,
+        |state| nodes::drain(state, Instant::now(), stale_after),
+        "draining",
+    )
+    .await
+}
+
+/// `GET /v1/fleet`
+pub async fn get_fleet(State(controller): Shared) -> Response {
+    json_bytes(controller.fleet_document())
+}
+
+/// `POST /v1/vms`
+pub async fn create_vm(
+    State(controller): Shared,
+    Valid(request): Valid<CreateVmRequest>,
+) -> Result<Json<VmRecord>, ApiFailure> {
+    placement::create_vm(&controller, request).await.map(Json)
+}
+
+/// `GET /v1/vms[?tenant_id=...]`
+pub async fn list_vms(
+    State(controller): Shared,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Vec<VmRecord>>, ApiFailure> {
+    let tenant = query_param(&query, "tenant_id")
+        .map(|text| {
+            TenantId::try_from(text.as_str())
+                .map_err(|e| invalid_query(format!("tenant_id: {text:?} is not a tenant id: {e}")))
+        })
+        .transpose()?;
+    Ok(Json(controller.vms(|vm| {
+        tenant
+            .as_ref()
+            .is_none_or(|t| vm.tenant_id.as_ref() == Some(t))
+    })))
+}
+
+/// `GET /v1/vms/{vm_id}`
+pub async fn get_vm(
+    State(controller): Shared,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<VmRecord>, ApiFailure> {
+    let vm_id = path_id(path, "VM")?;
+    controller
+        .vm(&vm_id)
+        .map(Json)
+        .ok_or_else(|| ApiFailure::not_found(format!("no VM with id {vm_id:?}")))
+}
+
+/// `DELETE /v1/vms/{vm_id}`
+pub async fn delete_vm(
+    State(controller): Shared,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<StatusCode, ApiFailure> {
+    let vm_id = path_id(path, "VM")?;
+    placement::delete_vm(&controller, &vm_id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+fn version() -> Option<SemVer> {
+    SemVer::try_from(env!("CARGO_PKG_VERSION")).ok()
+}
+
+/// `GET /healthz`: the process serves HTTP; the store is not touched.
+pub async fn get_healthz() -> Json<Health> {
+    Json(Health {
+        status: HealthStatus::Ok,
+        store: None,
+        version: version(),
+    })
+}
+
+/// `GET /readyz`: ready when the store answers through its writer within two seconds.
+pub async fn get_readyz(State(controller): Shared) -> (StatusCode, Json<Health>) {
+    let check =
+        tokio::time::timeout(std::time::Duration::from_secs(2), controller.writer.check()).await;
+    let problem = match check {
+        Ok(Ok(())) => None,
+        Ok(Err(error)) => Some(error.to_string()),
+        Err(_) => Some("the store did not answer within 2 s".to_string()),
+    };
+    let message = |text: &str| {
+        let clipped: String = text.chars().take(500).collect();
+        StateMessage::try_from(clipped.as_str()).ok()
+    };
+    match problem {
+        None => (
+            StatusCode::OK,
+            Json(Health {
+                status: HealthStatus::Ok,
+                store: message("reachable"),
+                version: version(),
+            }),
+        ),
+        Some(problem) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(Health {
+                status: HealthStatus::Unavailable,
+                store: message(&problem),
+                version: version(),
+            }),
+        ),
+    }
+}
+
+/// `GET /metrics`
+pub async fn get_metrics(State(controller): Shared) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        controller.metrics.render(),
+    )
+        .into_response()
+}

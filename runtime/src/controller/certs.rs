@@ -1,0 +1,298 @@
+//! The node CA: signs the CSR a node sends at registration as the node's mTLS server
+//! certificate. Like kubelet TLS bootstrapping, only the CSR's public key is used: the subject
+//! and subject alternative names come from the validated node id and addresses, the
+//! certificate is never a CA, its validity is bounded and its serial random.
+
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use rcgen::{
+    BasicConstraints, CertificateParams, CertificateSigningRequestParams, DistinguishedName,
+    DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber,
+};
+use time::OffsetDateTime;
+
+const CA_CERT_FILE: &str = "ca.pem";
+const CA_KEY_FILE: &str = "ca.key";
+/// The CA's own validity.
+const CA_VALIDITY: time::Duration = time::Duration::days(3650);
+/// Tolerated clock skew between the controller and its nodes.
+const BACKDATE: time::Duration = time::Duration::minutes(5);
+
+pub struct NodeCa {
+    issuer: Issuer<'static, KeyPair>,
+    ca_pem: String,
+    validity: time::Duration,
+    dir: PathBuf,
+}
+
+/// A certificate issued to a node.
+#[derive(Debug, Clone)]
+pub struct IssuedCert {
+    pub cert_pem: String,
+    pub ca_pem: String,
+    /// Lower-case hex, as the schema's `CertSerial`.
+    pub serial_hex: String,
+    pub not_after: chrono::DateTime<chrono::Utc>,
+}
+
+/// Why a CSR was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsrRejected(pub String);
+
+impl NodeCa {
+    /// Opens the CA in `dir`, creating the directory, key and self-signed certificate on first
+    /// use. Issued certificates are valid for `validity`.
+    pub fn open_or_create(dir: &Path, validity: Duration) -> anyhow::Result<NodeCa> {
+        let cert_path = dir.join(CA_CERT_FILE);
+        let key_path = dir.join(CA_KEY_FILE);
+        let validity = time::Duration::try_from(validity).context("certificate validity")?;
+        if cert_path.exists() || key_path.exists() {
+            let ca_pem = std::fs::read_to_string(&cert_path)
+                .with_context(|| format!("reading {}", cert_path.display()))?;
+            let key_pem = std::fs::read_to_string(&key_path)
+                .with_context(|| format!("reading {}", key_path.display()))?;
+            let key = KeyPair::from_pem(&key_pem)
+                .with_context(|| format!("{} is not a private key", key_path.display()))?;
+            let issuer = Issuer::from_ca_cert_pem(&ca_pem, key)
+                .with_context(|| format!("{} is not a CA certificate", cert_path.display()))?;
+            return Ok(NodeCa {
+                issuer,
+                ca_pem,
+                validity,
+                dir: dir.to_path_buf(),
+            });
+        }
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let key = KeyPair::generate().context("generating the CA key")?;
+        let mut params = CertificateParams::default();
+        let mut name = DistinguishedName::new();
+        name.push(DnType::CommonName, "fleetwire node CA");
+        params.distinguished_name = name;
+        params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let now = OffsetDateTime::now_utc();
+        params.not_before = now - BACKDATE;
+        params.not_after = now + CA_VALIDITY;
+        params.serial_number = Some(random_serial().0);
+        let cert = params.self_signed(&key).context("self-signing the CA")?;
+        let ca_pem = cert.pem();
+        write_private(&key_path, key.serialize_pem().as_bytes())?;
+        write_file(&cert_path, ca_pem.as_bytes())?;
+        tracing::info!(dir = %dir.display(), "node CA created");
+        Ok(NodeCa {
+            issuer: Issuer::new(params, key),
+            ca_pem,
+            validity,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// Signs `csr_pem`'s public key for `node_id`, valid for `wg_ip` and `addresses` only.
+    pub fn sign(
+        &self,
+        csr_pem: &str,
+        node_id: &str,
+        wg_ip: Ipv4Addr,
+        addresses: &[Ipv4Addr],
+    ) -> Result<IssuedCert, CsrRejected> {
+        let csr = CertificateSigningRequestParams::from_pem(csr_pem)
+            .map_err(|e| CsrRejected(format!("not a usable certificate signing request: {e}")))?;
+        // Everything but the public key is ours to decide.
+        let mut params = CertificateParams::default();
+        let mut name = DistinguishedName::new();
+        name.push(DnType::CommonName, node_id);
+        params.distinguished_name = name;
+        let mut sans =
+            vec![SanType::DnsName(node_id.to_string().try_into().map_err(
+                |e| CsrRejected(format!("node id as a DNS name: {e}")),
+            )?)];
+        let mut ips = vec![wg_ip];
+        for ip in addresses {
+            if !ips.contains(ip) {
+                ips.push(*ip);
+            }
+        }
+        sans.extend(ips.into_iter().map(|ip| SanType::IpAddress(IpAddr::V4(ip))));
+        params.subject_alt_names = sans;
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let now = OffsetDateTime::now_utc();
+        params.not_before = now - BACKDATE;
+        params.not_after = now + self.validity;
+        let (serial, serial_hex) = random_serial();
+        params.serial_number = Some(serial);
+        params.use_authority_key_identifier_extension = true;
+        let signing = CertificateSigningRequestParams {
+            params,
+            public_key: csr.public_key,
+        };
+        let cert = signing
+            .signed_by(&self.issuer)
+            .map_err(|e| CsrRejected(format!("cannot sign the request: {e}")))?;
+        let not_after =
+            chrono::DateTime::from_timestamp(signing.params.not_after.unix_timestamp(), 0)
+                .expect("a representable time");
+        Ok(IssuedCert {
+            cert_pem: cert.pem(),
+            ca_pem: self.ca_pem.clone(),
+            serial_hex,
+            not_after,
+        })
+    }
+}
+
+/// 16 random bytes, the first in 0x01..=0x7f so the DER integer is positive and minimal.
+fn random_serial() -> (SerialNumber, String) {
+    let mut bytes: [u8; 16] = rand::random();
+    bytes[0] = (bytes[0] & 0x7f).max(1);
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    (SerialNumber::from_slice(&bytes), hex)
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Writes a secret readable by the owner only.
+fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(bytes)
+        .and_then(|_| file.sync_all())
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use x509_parser::extensions::GeneralName;
+
+    fn csr_asking_for_too_much() -> (String, KeyPair) {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["evil.example".to_string()]).unwrap();
+        params
+            .subject_alt_names
+            .push(SanType::IpAddress("1.2.3.4".parse().unwrap()));
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, "root");
+        let csr = params.serialize_request(&key).unwrap();
+        (csr.pem().unwrap(), key)
+    }
+
+    #[test]
+    fn signs_only_the_key_with_our_subject_sans_and_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = NodeCa::open_or_create(&dir.path().join("ca"), Duration::from_secs(86400 * 30))
+            .unwrap();
+        let (csr, key) = csr_asking_for_too_much();
+        let wg: Ipv4Addr = "10.0.0.7".parse().unwrap();
+        let extra: Ipv4Addr = "192.168.1.7".parse().unwrap();
+        let issued = ca.sign(&csr, "node-7", wg, &[extra, wg]).unwrap();
+        assert!(issued.cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
+        assert_eq!(issued.serial_hex.len(), 32);
+
+        let (_, pem) = x509_parser::pem::parse_x509_pem(issued.cert_pem.as_bytes()).unwrap();
+        let cert = pem.parse_x509().unwrap();
+        let cn: Vec<_> = cert
+            .subject()
+            .iter_common_name()
+            .map(|c| c.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(cn, vec!["node-7"]);
+        assert_eq!(
+            cert.issuer()
+                .iter_common_name()
+                .next()
+                .unwrap()
+                .as_str()
+                .unwrap(),
+            "fleetwire node CA"
+        );
+        let bc = cert.basic_constraints().unwrap().map(|b| b.value.ca);
+        assert_ne!(bc, Some(true), "never a CA");
+        let sans = cert.subject_alternative_name().unwrap().unwrap();
+        let names: Vec<String> = sans
+            .value
+            .general_names
+            .iter()
+            .map(|name| match name {
+                GeneralName::DNSName(dns) => dns.to_string(),
+                GeneralName::IPAddress(bytes) => {
+                    Ipv4Addr::from(<[u8; 4]>::try_from(*bytes).unwrap()).to_string()
+                }
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+        assert!(names.iter().any(|n| n.contains("node-7")));
+        assert!(names.iter().any(|n| n.contains("10.0.0.7")));
+        assert!(names.iter().any(|n| n.contains("192.168.1.7")));
+        assert!(!names
+            .iter()
+            .any(|n| n.contains("evil") || n.contains("1.2.3.4")));
+        let lifetime =
+            cert.validity().not_after.timestamp() - cert.validity().not_before.timestamp();
+        assert!(lifetime <= 86400 * 30 + 600, "{lifetime}");
+        assert_eq!(
+            format!("{:x}", cert.serial),
+            issued.serial_hex.trim_start_matches('0')
+        );
+        // The certificate carries the CSR's public key.
+        assert_eq!(
+            cert.public_key().subject_public_key.data.as_ref(),
+            key.public_key_raw()
+        );
+
+        // Re-opening uses the same CA; serials differ.
+        let again =
+            NodeCa::open_or_create(&dir.path().join("ca"), Duration::from_secs(3600)).unwrap();
+        assert_eq!(again.ca_pem(), ca.ca_pem());
+        let second = again.sign(&csr, "node-7", wg, &[]).unwrap();
+        assert_ne!(second.serial_hex, issued.serial_hex);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join("ca/ca.key"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o077, 0, "the CA key is private");
+        }
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_csr() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        let bogus =
+            "-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n";
+        assert!(ca
+            .sign(bogus, "n", "10.0.0.1".parse().unwrap(), &[])
+            .is_err());
+    }
+}

@@ -1,0 +1,182 @@
+//! The controller's background work: the staleness sweep (status by receive time, node counts,
+//! forgetting nodes silent past `--forget-after`), the disk-ledger self-heal, and the probes
+//! that read each node's runtime engine version.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use fleetwire_types::{HostState, SemVer, Timestamp};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::task::JoinHandle;
+
+use super::{ledger, nodes, state, Controller};
+
+/// Most probes in flight at once.
+const PROBE_CONCURRENCY: usize = 32;
+
+pub fn spawn(
+    controller: Arc<Controller>,
+    probe_requests: UnboundedReceiver<String>,
+) -> Vec<JoinHandle<()>> {
+    vec![
+        tokio::spawn(sweep_loop(controller.clone())),
+        tokio::spawn(self_heal_loop(controller.clone())),
+        tokio::spawn(probe_loop(controller, probe_requests)),
+    ]
+}
+
+async fn sweep_loop(controller: Arc<Controller>) {
+    let mut tick = tokio::time::interval(controller.settings.sweep_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        sweep(&controller).await;
+    }
+}
+
+/// One pass: re-derive every node's status from the controller's receive time, publish the
+/// counts, and delete nodes unreachable for longer than `forget_after`.
+pub async fn sweep(controller: &Controller) {
+    let now = Instant::now();
+    let wall = Timestamp::now().utc();
+    let settings = &controller.settings;
+    let forget_after =
+        chrono::Duration::from_std(settings.forget_after).unwrap_or(chrono::Duration::MAX);
+    let mut counts = state::zero_counts();
+    let mut went_silent = Vec::new();
+    let mut forget = Vec::new();
+    controller.table.for_each(|node_id, node| {
+        if let Some(previous) = nodes::refresh_status(node, now, settings.stale_after) {
+            controller.touch(node_id, node);
+            if node.record.status == HostState::Unreachable {
+                went_silent.push((node_id.to_string(), previous, node.record.last_heartbeat));
+            }
+        }
+        if node.record.status == HostState::Unreachable
+            && wall - node.record.last_heartbeat.utc() > forget_after
+        {
+            forget.push(node_id.to_string());
+        }
+        state::count(&mut counts, node.record.status);
+    });
+    controller.metrics.set_node_counts(&counts);
+    for (node_id, previous, last_heartbeat) in went_silent {
+        tracing::warn!(node_id, from = %previous, %last_heartbeat, "node unreachable: no heartbeat received for longer than --stale-after");
+    }
+    if !forget.is_empty() {
+        for node_id in &forget {
+            controller.table.remove(node_id);
+            tracing::warn!(
+                node_id,
+                "node forgotten: unreachable for longer than --forget-after"
+            );
+        }
+        if let Err(error) = controller.writer.commit(forget).await {
+            tracing::error!(%error, "could not delete forgotten nodes from the store");
+        }
+    }
+}
+
+async fn self_heal_loop(controller: Arc<Controller>) {
+    let mut tick = tokio::time::interval(controller.settings.self_heal_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        self_heal(&controller).await;
+    }
+}
+
+/// Recomputes every node's disk ledger from its VM records and corrects drift.
+pub async fn self_heal(controller: &Controller) {
+    let mut healed = Vec::new();
+    controller.table.for_each(|node_id, node| {
+        if let Some((was, now)) = ledger::heal(node) {
+            controller.touch(node_id, node);
+            healed.push((node_id.to_string(), was, now));
+        }
+    });
+    if healed.is_empty() {
+        return;
+    }
+    for (node_id, was, now) in &healed {
+        tracing::warn!(
+            node_id,
+            was_gb = was,
+            now_gb = now,
+            "disk ledger drifted from the VM records; corrected"
+        );
+    }
+    let ids = healed.into_iter().map(|(id, _, _)| id).collect();
+    if let Err(error) = controller.writer.commit(ids).await {
+        tracing::error!(%error, "could not store the corrected disk ledgers");
+    }
+}
+
+async fn probe_loop(controller: Arc<Controller>, mut requests: UnboundedReceiver<String>) {
+    let mut tick = tokio::time::interval(controller.settings.probe_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let limit = Arc::new(tokio::sync::Semaphore::new(PROBE_CONCURRENCY));
+    loop {
+        let targets: Vec<(String, String)> = tokio::select! {
+            _ = tick.tick() => {
+                let mut targets = Vec::new();
+                controller.table.for_each(|node_id, node| {
+                    if node.record.status != HostState::Unreachable {
+                        if let Some(address) = &node.record.smolvm_address {
+                            targets.push((node_id.to_string(), address.to_string()));
+                        }
+                    }
+                });
+                targets
+            }
+            request = requests.recv() => {
+                let Some(node_id) = request else { return };
+                controller.table.get(&node_id)
+                    .and_then(|slot| slot.lock().record.smolvm_address.as_ref().map(|a| a.to_string()))
+                    .map(|address| vec![(node_id, address)])
+                    .unwrap_or_default()
+            }
+        };
+        for (node_id, address) in targets {
+            let permit = limit
+                .clone()
+                .acquire_owned()
+                .await
+                .expect("the semaphore stays open");
+            let controller = controller.clone();
+            tokio::spawn(async move {
+                probe(&controller, &node_id, &address).await;
+                drop(permit);
+            });
+        }
+    }
+}
+
+/// Reads the node runtime's `GET /health` and records its version as `engine_version`.
+pub async fn probe(controller: &Controller, node_id: &str, address: &str) {
+    let health = match controller.agents.runtime_health(address).await {
+        Ok(health) => health,
+        Err(error) => {
+            tracing::debug!(node_id, %error, "runtime probe failed");
+            return;
+        }
+    };
+    let Some(slot) = controller.table.get(node_id) else {
+        return;
+    };
+    let changed = {
+        let mut node = slot.lock();
+        let version: SemVer = health.version;
+        if node.record.engine_version.as_ref() == Some(&version) {
+            None
+        } else {
+            let previous = node.record.engine_version.replace(version.clone());
+            controller.touch(node_id, &mut node);
+            Some((previous, version))
+        }
+    };
+    if let Some((previous, version)) = changed {
+        tracing::info!(node_id, engine_version = %version.as_str(), previous = ?previous.map(|v| v.to_string()), "runtime engine version recorded");
+    }
+}

@@ -1,0 +1,191 @@
+//! The controller's metrics, served as OpenMetrics text on `GET /metrics`.
+
+use std::time::Duration;
+
+use fleetwire_types::NodeCounts;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::{Registry, Unit};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    method: &'static str,
+    route: &'static str,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    method: &'static str,
+    route: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    status: &'static str,
+}
+
+fn latency_histogram() -> Histogram {
+    // 25 µs .. ~0.8 s
+    Histogram::new(exponential_buckets(0.000_025, 2.0, 16))
+}
+
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    latency: Family<RouteLabels, Histogram, fn() -> Histogram>,
+    nodes: Family<StatusLabels, Gauge>,
+    heartbeats: Counter,
+    flush_seconds: Histogram,
+    flushed_rows: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("fleetwire_controller");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "http_requests",
+            "HTTP requests answered, by route and status",
+            requests.clone(),
+        );
+        let latency = Family::<RouteLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            latency_histogram,
+        );
+        registry.register_with_unit(
+            "http_request_duration",
+            "Time to answer an HTTP request, by route",
+            Unit::Seconds,
+            latency.clone(),
+        );
+        let nodes = Family::<StatusLabels, Gauge>::default();
+        registry.register("nodes", "Nodes by status", nodes.clone());
+        let heartbeats = Counter::default();
+        registry.register(
+            "heartbeats_received",
+            "Valid heartbeats taken",
+            heartbeats.clone(),
+        );
+        let flush_seconds = Histogram::new(exponential_buckets(0.000_1, 2.0, 16));
+        registry.register_with_unit(
+            "store_flush_duration",
+            "Time to write one batch to the store",
+            Unit::Seconds,
+            flush_seconds.clone(),
+        );
+        let flushed_rows = Counter::default();
+        registry.register(
+            "store_rows_written",
+            "Node rows written to the store",
+            flushed_rows.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            latency,
+            nodes,
+            heartbeats,
+            flush_seconds,
+            flushed_rows,
+        }
+    }
+
+    pub fn observe_request(
+        &self,
+        method: &'static str,
+        route: &'static str,
+        status: u16,
+        elapsed: Duration,
+    ) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                method,
+                route,
+                status,
+            })
+            .inc();
+        self.latency
+            .get_or_create(&RouteLabels { method, route })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn heartbeat(&self) {
+        self.heartbeats.inc();
+    }
+
+    pub fn set_node_counts(&self, counts: &NodeCounts) {
+        for (status, value) in [
+            ("registering", counts.registering),
+            ("ready", counts.ready),
+            ("draining", counts.draining),
+            ("unreachable", counts.unreachable),
+        ] {
+            self.nodes
+                .get_or_create(&StatusLabels { status })
+                .set(i64::from(value));
+        }
+    }
+
+    /// The store writer's observer.
+    pub fn flush_observer(&self) -> crate::store::writer::FlushObserver {
+        let seconds = self.flush_seconds.clone();
+        let rows = self.flushed_rows.clone();
+        Box::new(move |elapsed, written| {
+            seconds.observe(elapsed.as_secs_f64());
+            rows.inc_by(written as u64);
+        })
+    }
+
+    /// The OpenMetrics text.
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(8192);
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_every_family_as_openmetrics() {
+        let metrics = Metrics::new();
+        metrics.observe_request(
+            "POST",
+            "/v1/nodes/heartbeat",
+            200,
+            Duration::from_micros(80),
+        );
+        metrics.heartbeat();
+        metrics.set_node_counts(&NodeCounts {
+            registering: 1,
+            ready: 2,
+            draining: 0,
+            unreachable: 3,
+        });
+        (metrics.flush_observer())(Duration::from_millis(2), 10);
+        let text = metrics.render();
+        for expected in [
+            "fleetwire_controller_http_requests_total{method=\"POST\",route=\"/v1/nodes/heartbeat\",status=\"200\"} 1",
+            "fleetwire_controller_http_request_duration_seconds_bucket{",
+            "fleetwire_controller_nodes{status=\"unreachable\"} 3",
+            "fleetwire_controller_heartbeats_received_total 1",
+            "fleetwire_controller_store_flush_duration_seconds_count 1",
+            "fleetwire_controller_store_rows_written_total 10",
+        ] {
+            assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"));
+    }
+}

@@ -1,0 +1,390 @@
+//! `POST /v1/vms` and `DELETE /v1/vms/{vm_id}`: choosing a node the PPN way, holding its
+//! capacity while the node's agent starts the VM, and recording the result durably.
+//!
+//! A node qualifies when it is ready, neither cordoned nor disk-cordoned, has
+//! `ram_available_mb >= ram_mb + 512` (PPN's rule, counting placements in flight), has room
+//! on its disk ledger, and, for a VM restored from a checkpoint, runs the capturing engine's
+//! version or newer. The most available memory wins; `prefer_kvm` tries KVM nodes first;
+//! reserved nodes only when nothing else qualifies. The check and the reservation happen
+//! together under the node's lock, so concurrent placements never overbook a node.
+
+use std::cmp::Reverse;
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use fleetwire_types::{ApiErrorCode, CreateVmRequest, HostState, Timestamp, VmId, VmRecord};
+
+use super::agent_client::AgentEndpoint;
+use super::state::{NodeSlot, NodeState, VmEntry};
+use super::{ledger, nodes, Controller};
+use crate::http::ApiFailure;
+
+/// Memory PPN keeps free on a node beyond the VM's own.
+pub const RAM_HEADROOM_MB: u64 = 512;
+
+/// Why a node cannot take the VM.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Unsuitable {
+    NotReady(HostState),
+    Cordoned,
+    DiskCordoned,
+    Memory {
+        available_mb: u64,
+        needed_mb: u64,
+    },
+    Ledger(ledger::LedgerFull),
+    Engine {
+        node: Option<String>,
+        needed: String,
+    },
+}
+
+impl std::fmt::Display for Unsuitable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unsuitable::NotReady(status) => write!(f, "it is {status}, not ready"),
+            Unsuitable::Cordoned => f.write_str("it is cordoned"),
+            Unsuitable::DiskCordoned => f.write_str("it is cordoned for disk pressure"),
+            Unsuitable::Memory {
+                available_mb,
+                needed_mb,
+            } => write!(
+                f,
+                "it has {available_mb} MB of memory available, {needed_mb} MB needed"
+            ),
+            Unsuitable::Ledger(full) => full.fmt(f),
+            Unsuitable::Engine { node, needed } => match node {
+                Some(version) => write!(
+                    f,
+                    "its engine is {version}, the checkpoint needs {needed} or newer"
+                ),
+                None => write!(
+                    f,
+                    "its engine version is unknown, the checkpoint needs {needed} or newer"
+                ),
+            },
+        }
+    }
+}
+
+/// Whether the node can take `request` now, counting placements in flight.
+pub fn check(state: &NodeState, request: &CreateVmRequest, ratio: f64) -> Result<(), Unsuitable> {
+    let record = &state.record;
+    if record.status != HostState::Ready {
+        return Err(Unsuitable::NotReady(record.status));
+    }
+    if record.cordoned_at.is_some() {
+        return Err(Unsuitable::Cordoned);
+    }
+    if record.disk_cordoned_at.is_some() {
+        return Err(Unsuitable::DiskCordoned);
+    }
+    let available_mb = record.ram_available_mb.saturating_sub(state.pending.ram_mb);
+    let needed_mb = request.ram_mb.get().saturating_add(RAM_HEADROOM_MB);
+    if available_mb < needed_mb {
+        return Err(Unsuitable::Memory {
+            available_mb,
+            needed_mb,
+        });
+    }
+    ledger::admits(state, request.disk_gb.get(), ratio).map_err(Unsuitable::Ledger)?;
+    if let Some(checkpoint) = &request.restore_checkpoint {
+        let needed = semver::Version::parse(&checkpoint.engine_version)
+            .expect("a SemVer-valid engine version parses");
+        let node = record
+            .engine_version
+            .as_ref()
+            .and_then(|v| semver::Version::parse(v).ok());
+        if node.as_ref().is_none_or(|v| *v < needed) {
+            return Err(Unsuitable::Engine {
+                node: record.engine_version.as_ref().map(|v| v.to_string()),
+                needed: needed.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Capacity held on a node while its agent starts the VM; given back when dropped (the
+/// spawn failed, or the request was cancelled) unless the VM was recorded.
+struct Hold {
+    node_id: String,
+    slot: NodeSlot,
+    agent: AgentEndpoint,
+    disk_gb: u64,
+    ram_mb: u64,
+    held: bool,
+}
+
+impl Hold {
+    /// Gives the held capacity back; call with the node locked.
+    fn settle(&mut self, state: &mut NodeState) {
+        if std::mem::take(&mut self.held) {
+            state.pending.disk_gb -= self.disk_gb;
+            state.pending.ram_mb -= self.ram_mb;
+        }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if self.held {
+            let slot = self.slot.clone();
+            self.settle(&mut slot.lock());
+        }
+    }
+}
+
+/// A VM id held by a placement in flight; released when dropped unless recorded on a node.
+struct IdHold<'a> {
+    controller: &'a Controller,
+    vm_id: VmId,
+}
+
+impl Drop for IdHold<'_> {
+    fn drop(&mut self) {
+        self.controller.table.release_vm_id(&self.vm_id);
+    }
+}
+
+fn no_capacity(message: String) -> ApiFailure {
+    ApiFailure::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        ApiErrorCode::NoCapacity,
+        message,
+    )
+}
+
+fn unsuitable(node_id: &str, why: impl std::fmt::Display) -> ApiFailure {
+    ApiFailure::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        ApiErrorCode::PreferredNodeUnsuitable,
+        format!("preferred node {node_id:?} cannot take the VM: {why}"),
+    )
+}
+
+fn agent_failed(message: String) -> ApiFailure {
+    ApiFailure::new(StatusCode::BAD_GATEWAY, ApiErrorCode::AgentFailed, message)
+}
+
+/// Checks and reserves in one step under the node's lock.
+fn try_hold(
+    node_id: &str,
+    slot: &NodeSlot,
+    request: &CreateVmRequest,
+    ratio: f64,
+) -> Result<Hold, Unsuitable> {
+    let mut state = slot.lock();
+    check(&state, request, ratio)?;
+    let (disk_gb, ram_mb) = (request.disk_gb.get(), request.ram_mb.get());
+    state.pending.disk_gb += disk_gb;
+    state.pending.ram_mb += ram_mb;
+    Ok(Hold {
+        node_id: node_id.to_string(),
+        slot: slot.clone(),
+        agent: AgentEndpoint {
+            ip: state.record.wg_ip.0,
+            port: state.record.spawn_port.0.get(),
+        },
+        disk_gb,
+        ram_mb,
+        held: true,
+    })
+}
+
+/// Chooses a node and holds the VM's capacity on it.
+fn admit(controller: &Controller, request: &CreateVmRequest) -> Result<Hold, ApiFailure> {
+    let ratio = controller.settings.disk_overcommit_ratio;
+    if let Some(preferred) = &request.preferred_node {
+        let slot = controller
+            .table
+            .get(preferred)
+            .ok_or_else(|| unsuitable(preferred, "no node has this id"))?;
+        return try_hold(preferred, &slot, request, ratio)
+            .map_err(|why| unsuitable(preferred, why));
+    }
+    // Rank every qualifying node, then hold on the best one that still qualifies when locked
+    // (another placement may have taken the room in between).
+    let mut ranked = Vec::new();
+    controller.table.for_each(|node_id, state| {
+        if check(state, request, ratio).is_ok() {
+            let record = &state.record;
+            let kvm_last = request.prefer_kvm && !record.kvm_available;
+            let free = record.ram_available_mb.saturating_sub(state.pending.ram_mb);
+            ranked.push((
+                (record.reserved, kvm_last, Reverse(free)),
+                node_id.to_string(),
+            ));
+        }
+    });
+    ranked.sort();
+    for (_, node_id) in ranked {
+        if let Some(slot) = controller.table.get(&node_id) {
+            if let Ok(hold) = try_hold(&node_id, &slot, request, ratio) {
+                return Ok(hold);
+            }
+        }
+    }
+    Err(no_capacity(format!(
+        "no ready node has room for {} MB of memory (plus {RAM_HEADROOM_MB} MB headroom) and {} GB of disk{}",
+        request.ram_mb,
+        request.disk_gb,
+        if request.restore_checkpoint.is_some() { " at the checkpoint's engine version or newer" } else { "" }
+    )))
+}
+
+/// A fresh VM id: `vm-` and 16 random hex digits.
+fn new_vm_id() -> VmId {
+    let bits: u64 = rand::random();
+    format!("vm-{bits:016x}").parse().expect("a valid VmId")
+}
+
+/// `POST /v1/vms`.
+pub async fn create_vm(
+    controller: &Arc<Controller>,
+    mut request: CreateVmRequest,
+) -> Result<VmRecord, ApiFailure> {
+    let vm_id = request.vm_id.clone().unwrap_or_else(new_vm_id);
+    request.vm_id = Some(vm_id.clone());
+    if !controller.table.hold_vm_id(&vm_id) {
+        return Err(ApiFailure::new(
+            StatusCode::CONFLICT,
+            ApiErrorCode::Conflict,
+            format!("a VM with id {:?} already exists", vm_id.as_str()),
+        ));
+    }
+    let _id = IdHold { controller, vm_id };
+    place(controller, request).await
+}
+
+async fn place(
+    controller: &Arc<Controller>,
+    request: CreateVmRequest,
+) -> Result<VmRecord, ApiFailure> {
+    let accepted_at = Timestamp::now();
+    let mut hold = admit(controller, &request)?;
+    let spawned = controller.agents.spawn(hold.agent, &request).await;
+    let mut vm = match spawned {
+        Ok(vm) => vm,
+        Err(error) => {
+            tracing::warn!(node_id = hold.node_id, %error, "spawn failed");
+            return Err(agent_failed(format!(
+                "node {:?} failed to start the VM: {error}",
+                hold.node_id
+            )));
+        }
+    };
+    // The controller's copy: the agent's answer plus what the controller decided.
+    vm.tenant_id = request.tenant_id.clone();
+    vm.node_id = Some(
+        hold.node_id
+            .parse()
+            .expect("a node id from the table is valid"),
+    );
+    vm.disk_gb = Some(hold.disk_gb);
+    vm.created_at = Some(accepted_at);
+    if vm.restore_checkpoint.is_none() {
+        vm.restore_checkpoint = request.restore_checkpoint.clone();
+    }
+    if vm.command.is_none() {
+        vm.command = request.command.clone();
+    }
+    {
+        let slot = hold.slot.clone();
+        let mut state = slot.lock();
+        hold.settle(&mut state);
+        let still_enrolled = controller
+            .table
+            .get(&hold.node_id)
+            .is_some_and(|current| Arc::ptr_eq(&current, &hold.slot));
+        if !still_enrolled {
+            return Err(ApiFailure::new(
+                StatusCode::CONFLICT,
+                ApiErrorCode::Conflict,
+                format!(
+                    "node {:?} was unenrolled while it started VM {:?}",
+                    hold.node_id,
+                    vm.vm_id.as_str()
+                ),
+            ));
+        }
+        state.record.reserved_disk_gb = state.record.reserved_disk_gb.saturating_add(hold.disk_gb);
+        // Until the next heartbeat says otherwise, the VM's memory is taken.
+        state.record.ram_available_mb = state.record.ram_available_mb.saturating_sub(hold.ram_mb);
+        let entry = VmEntry {
+            record: vm.clone(),
+            placed: true,
+        };
+        match state
+            .vms_mut()
+            .iter_mut()
+            .find(|e| e.record.vm_id == vm.vm_id)
+        {
+            Some(existing) => *existing = entry,
+            None => state.vms_mut().push(entry),
+        }
+        state.record.vm_count = u32::try_from(state.vms().len()).unwrap_or(u32::MAX);
+        nodes::recompute_allocations(&mut state);
+        controller
+            .table
+            .index_vms(&hold.node_id, [], [vm.vm_id.as_str()]);
+        controller.touch(&hold.node_id, &mut state);
+    }
+    controller.commit(vec![hold.node_id.clone()]).await?;
+    tracing::info!(
+        vm_id = vm.vm_id.as_str(),
+        node_id = hold.node_id,
+        disk_gb = hold.disk_gb,
+        "VM placed"
+    );
+    Ok(vm)
+}
+
+/// `DELETE /v1/vms/{vm_id}`: the owning agent deletes the VM, then the controller forgets it
+/// and releases its disk reservation.
+pub async fn delete_vm(controller: &Arc<Controller>, vm_id: &str) -> Result<(), ApiFailure> {
+    let not_found = || ApiFailure::not_found(format!("no VM with id {vm_id:?}"));
+    let node_id = controller
+        .table
+        .vm_node(vm_id)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(not_found)?;
+    let slot = controller.table.get(&node_id).ok_or_else(not_found)?;
+    let agent = {
+        let state = slot.lock();
+        state.vm(vm_id).ok_or_else(not_found)?;
+        AgentEndpoint {
+            ip: state.record.wg_ip.0,
+            port: state.record.spawn_port.0.get(),
+        }
+    };
+    controller
+        .agents
+        .delete(agent, vm_id)
+        .await
+        .map_err(|error| {
+            agent_failed(format!("node {node_id:?} failed to delete the VM: {error}"))
+        })?;
+    {
+        let mut state = slot.lock();
+        let Some(position) = state
+            .vms()
+            .iter()
+            .position(|e| e.record.vm_id.as_str() == vm_id)
+        else {
+            // Deleted concurrently (another DELETE, or a heartbeat that no longer lists it).
+            return Ok(());
+        };
+        let entry = state.vms_mut().remove(position);
+        if let Some(disk_gb) = entry.record.disk_gb {
+            state.record.reserved_disk_gb = state.record.reserved_disk_gb.saturating_sub(disk_gb);
+        }
+        state.record.vm_count = u32::try_from(state.vms().len()).unwrap_or(u32::MAX);
+        nodes::recompute_allocations(&mut state);
+        controller.table.index_vms(&node_id, [vm_id], []);
+        controller.touch(&node_id, &mut state);
+    }
+    controller.commit(vec![node_id.clone()]).await?;
+    tracing::info!(vm_id, node_id, "VM deleted");
+    Ok(())
+}

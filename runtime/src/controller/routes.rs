@@ -1,0 +1,249 @@
+//! The controller's routes, from ONE table of the API's operations (checked against the
+//! generated OpenAPI document by a test), plus the reference site, fallbacks and the
+//! middleware every request goes through (metrics, timeout, body limit).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::{Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post, MethodRouter};
+use axum::Router;
+use fleetwire_types::ApiErrorCode;
+
+use super::{api, docs, Controller};
+use crate::http::{unknown_route, wrong_method, ApiFailure, MAX_BODY_BYTES};
+
+/// One operation of the API document.
+pub struct ApiRoute {
+    pub method: Method,
+    /// The path as the API document writes it (axum's syntax is the same).
+    pub path: &'static str,
+    pub operation_id: &'static str,
+    pub handler: fn() -> MethodRouter<Arc<Controller>>,
+}
+
+/// Every operation the controller serves.
+pub const API: &[ApiRoute] = &[
+    ApiRoute {
+        method: Method::POST,
+        path: "/v1/nodes/register",
+        operation_id: "register_node",
+        handler: || post(api::register_node),
+    },
+    ApiRoute {
+        method: Method::POST,
+        path: "/v1/nodes/heartbeat",
+        operation_id: "post_heartbeat",
+        handler: || post(api::post_heartbeat),
+    },
+    ApiRoute {
+        method: Method::GET,
+        path: "/v1/nodes",
+        operation_id: "list_nodes",
+        handler: || get(api::list_nodes),
+    },
+    ApiRoute {
+        method: Method::GET,
+        path: "/v1/nodes/{node_id}",
+        operation_id: "get_node",
+        handler: || get(api::get_node),
+    },
+    ApiRoute {
+        method: Method::DELETE,
+        path: "/v1/nodes/{node_id}",
+        operation_id: "delete_node",
+        handler: || delete(api::delete_node),
+    },
+    ApiRoute {
+        method: Method::POST,
+        path: "/v1/nodes/{node_id}/cordon",
+        operation_id: "cordon_node",
+        handler: || post(api::cordon_node),
+    },
+    ApiRoute {
+        method: Method::POST,
+        path: "/v1/nodes/{node_id}/uncordon",
+        operation_id: "uncordon_node",
+        handler: || post(api::uncordon_node),
+    },
+    ApiRoute {
+        method: Method::POST,
+        path: "/v1/nodes/{node_id}/drain",
+        operation_id: "drain_node",
+        handler: || post(api::drain_node),
+    },
+    ApiRoute {
+        method: Method::GET,
+        path: "/v1/fleet",
+        operation_id: "get_fleet",
+        handler: || get(api::get_fleet),
+    },
+    ApiRoute {
+        method: Method::POST,
+        path: "/v1/vms",
+        operation_id: "create_vm",
+        handler: || post(api::create_vm),
+    },
+    ApiRoute {
+        method: Method::GET,
+        path: "/v1/vms",
+        operation_id: "list_vms",
+        handler: || get(api::list_vms),
+    },
+    ApiRoute {
+        method: Method::GET,
+        path: "/v1/vms/{vm_id}",
+        operation_id: "get_vm",
+        handler: || get(api::get_vm),
+    },
+    ApiRoute {
+        method: Method::DELETE,
+        path: "/v1/vms/{vm_id}",
+        operation_id: "delete_vm",
+        handler: || delete(api::delete_vm),
+    },
+    ApiRoute {
+        method: Method::GET,
+        path: "/healthz",
+        operation_id: "get_healthz",
+        handler: || get(api::get_healthz),
+    },
+    ApiRoute {
+        method: Method::GET,
+        path: "/readyz",
+        operation_id: "get_readyz",
+        handler: || get(api::get_readyz),
+    },
+    ApiRoute {
+        method: Method::GET,
+        path: "/metrics",
+        operation_id: "get_metrics",
+        handler: || get(api::get_metrics),
+    },
+];
+
+/// The router: the API table, the docs site, `ApiError` fallbacks for unknown routes (404)
+/// and wrong methods (405), and the request middleware.
+pub fn router(controller: Arc<Controller>) -> Router {
+    let mut router: Router<Arc<Controller>> = Router::new();
+    let mut paths: Vec<&str> = API.iter().map(|r| r.path).collect();
+    paths.sort_unstable();
+    paths.dedup();
+    for path in paths {
+        let mut methods: MethodRouter<Arc<Controller>> = MethodRouter::new();
+        for route in API.iter().filter(|r| r.path == path) {
+            methods = methods.merge((route.handler)());
+        }
+        router = router.route(path, methods);
+    }
+    docs::routes(router)
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(wrong_method)
+        .layer(middleware::from_fn_with_state(controller.clone(), observe))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(controller)
+}
+
+/// The route label for metrics: the table's own string for a matched path.
+fn route_label(matched: &str) -> &'static str {
+    API.iter()
+        .map(|r| r.path)
+        .chain(docs::ROUTES.iter().copied())
+        .find(|p| *p == matched)
+        .unwrap_or("unmatched")
+}
+
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::DELETE => "DELETE",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "OTHER",
+    }
+}
+
+/// Times every request out after `--request-timeout` (answering `timeout`) and counts it.
+async fn observe(
+    State(controller): State<Arc<Controller>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let started = Instant::now();
+    let method = method_label(request.method());
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", |m| route_label(m.as_str()));
+    let limit = controller.settings.request_timeout;
+    let response = match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiFailure::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ApiErrorCode::Timeout,
+            format!("the request did not finish within {limit:?}"),
+        )
+        .into_response(),
+    };
+    controller.metrics.observe_request(
+        method,
+        route,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn document() -> serde_json::Value {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../generated/openapi/fleet-api.json"
+        );
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_route_table_lists_exactly_the_operations_of_the_api_document() {
+        let doc = document();
+        let mut documented = BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                if ["get", "post", "put", "delete", "patch", "head", "options"]
+                    .contains(&method.as_str())
+                {
+                    documented.insert((
+                        method.to_uppercase(),
+                        path.clone(),
+                        operation["operationId"].as_str().unwrap().to_string(),
+                    ));
+                }
+            }
+        }
+        let served: BTreeSet<_> = API
+            .iter()
+            .map(|r| {
+                (
+                    r.method.to_string(),
+                    r.path.to_string(),
+                    r.operation_id.to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(served.len(), API.len(), "an operation is listed twice");
+        assert_eq!(served, documented);
+        for route in API {
+            assert_ne!(route_label(route.path), "unmatched");
+        }
+    }
+}

@@ -1,0 +1,426 @@
+//! The controller's in-memory node table: the state every read is served from and every
+//! write starts in. Each node sits behind its own short-held lock; the table lock is only
+//! taken for writing when a node is added or removed, so heartbeats of different nodes never
+//! wait for each other and no lock is ever held across I/O.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use fleetwire_types::{HostState, NodeCounts, NodeRecord, VmRecord};
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+
+use crate::store::{NodeWrite, StoredNode};
+
+/// One VM the controller knows on a node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VmEntry {
+    pub record: VmRecord,
+    /// Placed by this controller (`POST /v1/vms`), as opposed to only reported by the node.
+    pub placed: bool,
+}
+
+/// Who set the data-plane cordon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CordonSource {
+    /// `POST /v1/nodes/{id}/cordon`; only uncordon clears it.
+    Operator,
+    /// The agent reported `runtime_stalled`; cleared when it reports the runtime answering.
+    RuntimeStalled,
+}
+
+/// What the controller keeps about a node beyond its served record.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeFlags {
+    #[serde(default)]
+    pub draining: bool,
+    /// Whether the node has heartbeated since it enrolled ("registering" until then).
+    #[serde(default)]
+    pub heartbeated: bool,
+    #[serde(default)]
+    pub cordon: Option<CordonSource>,
+    /// A registration reported a new runtime boot id: the next heartbeat prunes placed VMs
+    /// it does not report, as a heartbeat with a new boot id would.
+    #[serde(default)]
+    pub runtime_restarted: bool,
+}
+
+/// Disk and memory held for placements whose spawn call is still in flight.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pending {
+    pub disk_gb: u64,
+    pub ram_mb: u64,
+}
+
+/// One node.
+#[derive(Debug)]
+pub struct NodeState {
+    /// The record as served; `status` is kept current by heartbeats and the staleness sweep.
+    pub record: NodeRecord,
+    /// Read with [`NodeState::vms`], change with [`NodeState::vms_mut`] (which drops the
+    /// cached serialization).
+    vms: Vec<VmEntry>,
+    pub flags: NodeFlags,
+    /// When this process last heard from the node, by its monotonic clock. `None` for a node
+    /// loaded from the store and not heard from since: it is unreachable until it heartbeats.
+    pub last_seen: Option<Instant>,
+    pub pending: Pending,
+    /// The record serialized, shared by the fleet listing and the store writer until it changes.
+    fragment: Option<Bytes>,
+    /// The VM list serialized, for the store writer, until it changes.
+    vms_json: Option<Bytes>,
+    /// Bumped whenever the VM list changes.
+    vms_generation: u64,
+    /// The generation the store is known to hold (`None`: not stored yet).
+    vms_stored: Option<u64>,
+    /// Bumped whenever the record or flags change in more than the last contact time.
+    record_generation: u64,
+    /// The record generation the store is known to hold in full.
+    record_stored: Option<u64>,
+    /// Queued for the next write-behind batch.
+    queued: bool,
+}
+
+impl NodeState {
+    pub fn new(record: NodeRecord, vms: Vec<VmEntry>, flags: NodeFlags) -> NodeState {
+        NodeState {
+            record,
+            vms,
+            flags,
+            last_seen: None,
+            pending: Pending::default(),
+            fragment: None,
+            vms_json: None,
+            vms_generation: 0,
+            vms_stored: None,
+            record_generation: 0,
+            record_stored: None,
+            queued: false,
+        }
+    }
+
+    /// A node read back from the store, which holds its VM list already.
+    pub fn loaded(record: NodeRecord, vms: Vec<VmEntry>, flags: NodeFlags) -> NodeState {
+        let mut state = NodeState::new(record, vms, flags);
+        state.vms_stored = Some(state.vms_generation);
+        state.record_stored = Some(state.record_generation);
+        state
+    }
+
+    /// The store accepted this row of the node.
+    pub fn row_written(&mut self, row: &StoredNode) {
+        if self
+            .vms_stored
+            .is_none_or(|stored| stored < row.vms_generation)
+        {
+            self.vms_stored = Some(row.vms_generation);
+        }
+        if self
+            .record_stored
+            .is_none_or(|stored| stored < row.record_generation)
+        {
+            self.record_stored = Some(row.record_generation);
+        }
+    }
+
+    pub fn vms(&self) -> &[VmEntry] {
+        &self.vms
+    }
+
+    /// The VM list, to change: its cached serialization is dropped.
+    pub fn vms_mut(&mut self) -> &mut Vec<VmEntry> {
+        self.vms_json = None;
+        self.vms_generation += 1;
+        &mut self.vms
+    }
+
+    /// Replaces the VM list, keeping the cached serialization when nothing changed (the
+    /// common case: a heartbeat repeating the same VMs).
+    pub fn replace_vms(&mut self, vms: Vec<VmEntry>) {
+        if self.vms != vms {
+            self.vms_json = None;
+            self.vms_generation += 1;
+            self.vms = vms;
+        }
+    }
+
+    /// The record as JSON, serialized once per change.
+    pub fn fragment(&mut self) -> &Bytes {
+        let record = &self.record;
+        self.fragment.get_or_insert_with(|| {
+            Bytes::from(serde_json::to_vec(record).expect("a NodeRecord serializes"))
+        })
+    }
+
+    /// Forgets the cached serialization after a change; true when the node must be queued for
+    /// write-behind (it was not already).
+    #[must_use]
+    pub fn changed(&mut self) -> bool {
+        self.record_generation += 1;
+        self.seen()
+    }
+
+    /// Like [`NodeState::changed`] when only `last_heartbeat` (and nothing else in the record
+    /// or flags) changed: the store then only needs the new contact time.
+    #[must_use]
+    pub fn seen(&mut self) -> bool {
+        self.fragment = None;
+        !std::mem::replace(&mut self.queued, true)
+    }
+
+    pub fn vm(&self, vm_id: &str) -> Option<&VmEntry> {
+        self.vms.iter().find(|v| v.record.vm_id.as_str() == vm_id)
+    }
+
+    /// What the store needs to catch up with the node: its last contact time alone when that
+    /// is all that changed since the row was written in full, else the whole row. Clears the
+    /// write-behind mark.
+    pub fn to_write(&mut self, node_id: &str) -> NodeWrite {
+        let in_full = self.record_stored == Some(self.record_generation)
+            && self.vms_stored == Some(self.vms_generation);
+        if in_full {
+            self.queued = false;
+            return NodeWrite::Seen {
+                node_id: node_id.to_string(),
+                last_heartbeat: self.record.last_heartbeat.to_string(),
+            };
+        }
+        NodeWrite::Upsert(self.stored(node_id))
+    }
+
+    /// The node as a full store row; clears the write-behind mark.
+    pub fn stored(&mut self, node_id: &str) -> StoredNode {
+        self.queued = false;
+        StoredNode {
+            node_id: node_id.to_string(),
+            record: self.fragment().to_vec(),
+            vms: {
+                let vms = &self.vms;
+                self.vms_json
+                    .get_or_insert_with(|| {
+                        Bytes::from(serde_json::to_vec(vms).expect("VM entries serialize"))
+                    })
+                    .to_vec()
+            },
+            vms_changed: self.vms_stored != Some(self.vms_generation),
+            vms_generation: self.vms_generation,
+            record_generation: self.record_generation,
+            seen: None,
+            flags: serde_json::to_vec(&self.flags).expect("node flags serialize"),
+        }
+    }
+}
+
+pub type NodeSlot = Arc<Mutex<NodeState>>;
+
+/// The table of nodes, ordered by node id, and the index of VM ids to their nodes.
+#[derive(Default)]
+pub struct NodeTable {
+    nodes: RwLock<BTreeMap<String, NodeSlot>>,
+    /// vm_id → node_id; an empty node id marks an id held by a placement in flight.
+    vm_index: Mutex<HashMap<String, String>>,
+}
+
+impl NodeTable {
+    pub fn get(&self, node_id: &str) -> Option<NodeSlot> {
+        self.nodes.read().get(node_id).cloned()
+    }
+
+    /// The node's slot, created with `make` when the node is new (the bool says so).
+    pub fn get_or_insert(
+        &self,
+        node_id: &str,
+        make: impl FnOnce() -> NodeState,
+    ) -> (NodeSlot, bool) {
+        if let Some(slot) = self.get(node_id) {
+            return (slot, false);
+        }
+        let mut nodes = self.nodes.write();
+        if let Some(slot) = nodes.get(node_id) {
+            return (slot.clone(), false);
+        }
+        let slot = Arc::new(Mutex::new(make()));
+        nodes.insert(node_id.to_string(), slot.clone());
+        (slot, true)
+    }
+
+    /// Inserts a node loaded from the store.
+    pub fn insert_loaded(&self, node_id: String, state: NodeState) {
+        let mut index = self.vm_index.lock();
+        for vm in &state.vms {
+            index.insert(vm.record.vm_id.to_string(), node_id.clone());
+        }
+        self.nodes
+            .write()
+            .insert(node_id, Arc::new(Mutex::new(state)));
+    }
+
+    /// Removes a node and its VMs from the index; the removed state, if it was there.
+    pub fn remove(&self, node_id: &str) -> Option<NodeSlot> {
+        let slot = self.nodes.write().remove(node_id)?;
+        let state = slot.lock();
+        let mut index = self.vm_index.lock();
+        for vm in &state.vms {
+            if index
+                .get(vm.record.vm_id.as_str())
+                .is_some_and(|n| n == node_id)
+            {
+                index.remove(vm.record.vm_id.as_str());
+            }
+        }
+        drop(index);
+        drop(state);
+        Some(slot)
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.read().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every slot, in node id order, for walks that do slow work per node (serializing): the
+    /// table lock is held only while the handles are copied, so enrollments never wait for
+    /// such a walk, nor heartbeats for an enrollment queued behind it.
+    pub fn ordered_slots(&self) -> Vec<NodeSlot> {
+        self.nodes.read().values().cloned().collect()
+    }
+
+    /// Calls `visit` for every node in node id order, with the node locked. New nodes wait
+    /// until the walk ends; heartbeats of other nodes do not.
+    pub fn for_each(&self, mut visit: impl FnMut(&str, &mut NodeState)) {
+        let nodes = self.nodes.read();
+        for (id, slot) in nodes.iter() {
+            visit(id, &mut slot.lock());
+        }
+    }
+
+    /// The node currently recorded for `vm_id` (empty while a placement holds the id).
+    pub fn vm_node(&self, vm_id: &str) -> Option<String> {
+        self.vm_index.lock().get(vm_id).cloned()
+    }
+
+    /// Holds `vm_id` for a placement; false when it is already in use.
+    pub fn hold_vm_id(&self, vm_id: &str) -> bool {
+        let mut index = self.vm_index.lock();
+        if index.contains_key(vm_id) {
+            return false;
+        }
+        index.insert(vm_id.to_string(), String::new());
+        true
+    }
+
+    /// Releases a held id unless it has since been recorded on a node.
+    pub fn release_vm_id(&self, vm_id: &str) {
+        let mut index = self.vm_index.lock();
+        if index.get(vm_id).is_some_and(|n| n.is_empty()) {
+            index.remove(vm_id);
+        }
+    }
+
+    /// Records that `node_id` now has `added` and no longer has `removed`.
+    pub fn index_vms<'a>(
+        &self,
+        node_id: &str,
+        removed: impl IntoIterator<Item = &'a str>,
+        added: impl IntoIterator<Item = &'a str>,
+    ) {
+        let mut index = self.vm_index.lock();
+        for vm_id in removed {
+            if index.get(vm_id).is_some_and(|n| n == node_id) {
+                index.remove(vm_id);
+            }
+        }
+        for vm_id in added {
+            index.insert(vm_id.to_string(), node_id.to_string());
+        }
+    }
+
+    /// Records that the store now holds these rows' VM lists.
+    pub fn written(&self, writes: &[NodeWrite]) {
+        for write in writes {
+            if let NodeWrite::Upsert(row) = write {
+                if let Some(slot) = self.get(&row.node_id) {
+                    slot.lock().row_written(row);
+                }
+            }
+        }
+    }
+
+    /// The store row of `node_id` as it is now: an upsert, or a delete once it is forgotten.
+    pub fn snapshot(&self, node_id: &str) -> NodeWrite {
+        match self.get(node_id) {
+            Some(slot) => slot.lock().to_write(node_id),
+            None => NodeWrite::Delete(node_id.to_string()),
+        }
+    }
+}
+
+/// Counts nodes by status.
+pub fn count(counts: &mut NodeCounts, status: HostState) {
+    match status {
+        HostState::Registering => counts.registering += 1,
+        HostState::Ready => counts.ready += 1,
+        HostState::Draining => counts.draining += 1,
+        HostState::Unreachable => counts.unreachable += 1,
+    }
+}
+
+pub fn zero_counts() -> NodeCounts {
+    NodeCounts {
+        registering: 0,
+        ready: 0,
+        draining: 0,
+        unreachable: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node() -> NodeState {
+        let record: NodeRecord = serde_json::from_value(serde_json::json!({
+            "node_id": "n", "hostname": "h", "wg_ip": "10.0.0.1", "ram_available_mb": 1,
+            "vm_count": 0, "kvm_available": false, "last_heartbeat": "2026-01-01T00:00:00Z",
+            "status": "ready"
+        }))
+        .unwrap();
+        NodeState::new(record, Vec::new(), NodeFlags::default())
+    }
+
+    #[test]
+    fn only_a_new_contact_time_is_written_as_such_once_the_row_is_stored() {
+        let mut state = node();
+        assert!(state.changed(), "a new node is queued");
+        let NodeWrite::Upsert(row) = state.to_write("n") else {
+            panic!("a new node is written in full")
+        };
+        // Until the store confirms the row, it is written in full again.
+        assert!(state.seen());
+        assert!(matches!(state.to_write("n"), NodeWrite::Upsert(_)));
+        state.row_written(&row);
+        assert!(state.seen());
+        state.record.last_heartbeat = "2026-01-01T00:00:05Z".parse().unwrap();
+        match state.to_write("n") {
+            NodeWrite::Seen { last_heartbeat, .. } => {
+                assert_eq!(last_heartbeat, "2026-01-01T00:00:05Z")
+            }
+            other => panic!("expected Seen, got {other:?}"),
+        }
+        // Any other change, or a new VM list, is a full row again.
+        assert!(state.changed());
+        assert!(matches!(state.to_write("n"), NodeWrite::Upsert(_)));
+        let NodeWrite::Upsert(row) = state.to_write("n") else {
+            unreachable!()
+        };
+        state.row_written(&row);
+        state.vms_mut();
+        assert!(matches!(state.to_write("n"), NodeWrite::Upsert(_)));
+    }
+}

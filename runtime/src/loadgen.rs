@@ -1,0 +1,396 @@
+//! `fleetwire loadgen`: simulates N nodes heartbeating against a running controller over a
+//! fixed number of keep-alive connections, then reports throughput, p50/p99/max latency, and
+//! the latency of `GET /v1/fleet` at that fleet size (idle and under load).
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use hdrhistogram::Histogram;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::header::{CONTENT_TYPE, HOST};
+use hyper::{Method, Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|e| format!("{text:?} is not a duration: {e}"))
+}
+
+/// `fleetwire loadgen`
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoadgenArgs {
+    /// The controller's base URL (plain HTTP).
+    #[arg(
+        long,
+        env = "FLEETWIRE_LOADGEN_URL",
+        default_value = "http://127.0.0.1:9203"
+    )]
+    pub url: String,
+    /// Simulated nodes; each gets its own node id, and all are enrolled before measuring.
+    #[arg(long, default_value_t = 10_000)]
+    pub nodes: usize,
+    /// Keep-alive connections sending heartbeats back to back.
+    #[arg(long, default_value_t = 32)]
+    pub connections: usize,
+    /// How long to measure.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Cap on heartbeats per second over all connections (unlimited when absent).
+    #[arg(long)]
+    pub rate: Option<u64>,
+    /// VMs each simulated node reports in its heartbeats.
+    #[arg(long, default_value_t = 1)]
+    pub vms_per_node: usize,
+    /// `GET /v1/fleet` requests timed after the heartbeat phase.
+    #[arg(long, default_value_t = 20)]
+    pub fleet_samples: usize,
+}
+
+/// What one run measured.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub heartbeats_ok: u64,
+    pub heartbeats_failed: u64,
+    pub elapsed: Duration,
+    pub latency: Histogram<u64>,
+    pub fleet_idle: Histogram<u64>,
+    pub fleet_under_load: Histogram<u64>,
+    pub fleet_bytes: usize,
+    pub fleet_nodes: usize,
+}
+
+fn micros_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid histogram bounds")
+}
+
+fn ms(us: u64) -> String {
+    format!("{:.3} ms", us as f64 / 1000.0)
+}
+
+impl Report {
+    pub fn per_second(&self) -> f64 {
+        self.heartbeats_ok as f64 / self.elapsed.as_secs_f64()
+    }
+
+    pub fn render(&self, args: &LoadgenArgs) -> String {
+        let l = &self.latency;
+        let mut out = format!(
+            "fleetwire loadgen: {} nodes, {} connections, {:?} against {}\n\
+             heartbeats: {} ok, {} failed, {:.0}/s\n\
+             heartbeat latency: p50 {}, p99 {}, p99.9 {}, max {}\n",
+            args.nodes,
+            args.connections,
+            args.duration,
+            args.url,
+            self.heartbeats_ok,
+            self.heartbeats_failed,
+            self.per_second(),
+            ms(l.value_at_quantile(0.5)),
+            ms(l.value_at_quantile(0.99)),
+            ms(l.value_at_quantile(0.999)),
+            ms(l.max()),
+        );
+        for (label, h) in [
+            ("idle", &self.fleet_idle),
+            ("under load", &self.fleet_under_load),
+        ] {
+            if h.is_empty() {
+                continue;
+            }
+            out.push_str(&format!(
+                "GET /v1/fleet ({} nodes, {} bytes), {label}: p50 {}, max {} ({} samples)\n",
+                self.fleet_nodes,
+                self.fleet_bytes,
+                ms(h.value_at_quantile(0.5)),
+                ms(h.max()),
+                h.len(),
+            ));
+        }
+        out
+    }
+}
+
+/// A heartbeat body for simulated node `index`, the PPN fields plus fleetwire's.
+pub fn heartbeat_body(index: usize, vms: usize) -> Bytes {
+    let node_id = format!("load-{index:07}");
+    let vms: Vec<serde_json::Value> = (0..vms)
+        .map(|v| {
+            serde_json::json!({
+                "vm_id": format!("{node_id}-vm{v}"), "vm_type": "small", "state": "Running",
+                "ram_alloc_mb": 512, "vcpu_count": 1, "started_at": "2026-11-30T09:00:00Z",
+                "tenant_id": "tenant-a", "host_ports": [{"host_port": 20000 + v, "guest_port": 22, "protocol": "tcp"}]
+            })
+        })
+        .collect();
+    let body = serde_json::json!({
+        "node_id": node_id,
+        // Simulated nodes claim the loopback address: nothing is ever sent to them.
+        "wg_ip": "127.0.0.1",
+        "hostname": format!("host-{index}"),
+        "ram_total_mb": 65536, "ram_used_mb": 8192 + (index % 1024) as u64,
+        "cpu_cores": 16, "cpu_load_pct": 12.5, "kvm_available": index % 2 == 0,
+        "vms": vms,
+        "boot_id": "9b2c1f0e-5d7a-4c3b-8e6f-0a1b2c3d4e5f",
+        "timestamp_utc": "2026-11-30T09:30:00.123456Z",
+        "spawn_port": 9204, "runtime_boot_id": "4242-1700000000000000000",
+        "disk_free_gb": 400, "disk_total_gb": 1000, "cpu_usage": 1.5,
+        "memory_usage_mb": 4096, "disk_usage_gb": 60, "agent_version": "0.1.0"
+    });
+    Bytes::from(serde_json::to_vec(&body).expect("JSON"))
+}
+
+struct Target {
+    addr: SocketAddr,
+    host: String,
+}
+
+fn target(url: &str) -> anyhow::Result<Target> {
+    let uri: hyper::Uri = url
+        .parse()
+        .with_context(|| format!("{url:?} is not a URL"))?;
+    if uri.scheme_str() != Some("http") {
+        bail!("only http:// URLs are supported, not {url:?}");
+    }
+    let host = uri.host().ok_or_else(|| anyhow!("{url:?} has no host"))?;
+    let port = uri.port_u16().unwrap_or(80);
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))?
+        .next()
+        .ok_or_else(|| anyhow!("{host} does not resolve"))?;
+    Ok(Target {
+        addr,
+        host: format!("{host}:{port}"),
+    })
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+async fn connect(target: &Target) -> anyhow::Result<Sender> {
+    let stream = TcpStream::connect(target.addr)
+        .await
+        .with_context(|| format!("connecting to {}", target.addr))?;
+    stream.set_nodelay(true)?;
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(connection);
+    Ok(sender)
+}
+
+async fn send(
+    sender: &mut Sender,
+    target: &Target,
+    method: Method,
+    path: &str,
+    body: Option<Bytes>,
+) -> anyhow::Result<(StatusCode, Bytes)> {
+    sender.ready().await?;
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(HOST, target.host.as_str());
+    if body.is_some() {
+        request = request.header(CONTENT_TYPE, "application/json");
+    }
+    let request = request.body(Full::new(body.unwrap_or_default()))?;
+    let response = sender.send_request(request).await?;
+    let status = response.status();
+    let body = response.into_body().collect().await?.to_bytes();
+    Ok((status, body))
+}
+
+/// Runs the load and returns what it measured.
+pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
+    if args.nodes == 0 || args.connections == 0 {
+        bail!("--nodes and --connections must be above 0");
+    }
+    let target = Arc::new(target(&args.url)?);
+    let bodies: Arc<Vec<Bytes>> = Arc::new(
+        (0..args.nodes)
+            .map(|i| heartbeat_body(i, args.vms_per_node))
+            .collect(),
+    );
+
+    // Enroll every node first, so the measured phase is the steady state of a full fleet.
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut enrolling = tokio::task::JoinSet::new();
+    for _ in 0..args.connections {
+        let (target, bodies, next) = (target.clone(), bodies.clone(), next.clone());
+        enrolling.spawn(async move {
+            let mut sender = connect(&target).await?;
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(body) = bodies.get(i) else {
+                    return anyhow::Ok(());
+                };
+                let (status, answer) = send(
+                    &mut sender,
+                    &target,
+                    Method::POST,
+                    "/v1/nodes/heartbeat",
+                    Some(body.clone()),
+                )
+                .await?;
+                if status != StatusCode::OK {
+                    bail!(
+                        "enrolling a node: {status}: {}",
+                        String::from_utf8_lossy(&answer)
+                    );
+                }
+            }
+        });
+    }
+    while let Some(done) = enrolling.join_next().await {
+        done??;
+    }
+
+    // The measured phase.
+    let stop = Arc::new(AtomicBool::new(false));
+    let failed = Arc::new(AtomicU64::new(0));
+    let cursor = Arc::new(AtomicUsize::new(0));
+    let pace = args
+        .rate
+        .map(|rate| Duration::from_secs_f64(args.connections as f64 / rate.max(1) as f64));
+    let started = Instant::now();
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..args.connections {
+        let (target, bodies, stop, failed, cursor) = (
+            target.clone(),
+            bodies.clone(),
+            stop.clone(),
+            failed.clone(),
+            cursor.clone(),
+        );
+        workers.spawn(async move {
+            let mut sender = connect(&target).await?;
+            let mut latency = micros_histogram();
+            let mut due = Instant::now();
+            while !stop.load(Ordering::Relaxed) {
+                if let Some(pace) = pace {
+                    due += pace;
+                    tokio::time::sleep_until(due.into()).await;
+                }
+                let i = cursor.fetch_add(1, Ordering::Relaxed) % bodies.len();
+                let sent = Instant::now();
+                let (status, _) = send(
+                    &mut sender,
+                    &target,
+                    Method::POST,
+                    "/v1/nodes/heartbeat",
+                    Some(bodies[i].clone()),
+                )
+                .await?;
+                let us = sent.elapsed().as_micros().max(1) as u64;
+                if status == StatusCode::OK {
+                    latency.record(us.min(600_000_000)).expect("within bounds");
+                } else {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            anyhow::Ok(latency)
+        });
+    }
+    // Fleet reads while the heartbeats run.
+    let sampler = {
+        let (target, stop) = (target.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut fleet = micros_histogram();
+            let mut sender = connect(&target).await?;
+            while !stop.load(Ordering::Relaxed) {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let sent = Instant::now();
+                let (status, _) =
+                    send(&mut sender, &target, Method::GET, "/v1/fleet", None).await?;
+                if status == StatusCode::OK && !stop.load(Ordering::Relaxed) {
+                    fleet.record(sent.elapsed().as_micros().max(1) as u64)?;
+                }
+            }
+            anyhow::Ok(fleet)
+        })
+    };
+    tokio::time::sleep(args.duration).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut latency = micros_histogram();
+    while let Some(done) = workers.join_next().await {
+        latency.add(done??)?;
+    }
+    let elapsed = started.elapsed();
+    let fleet_under_load = sampler.await??;
+
+    // The fleet at rest.
+    let mut fleet_idle = micros_histogram();
+    let mut sender = connect(&target).await?;
+    let (mut fleet_bytes, mut fleet_nodes) = (0, 0);
+    for _ in 0..args.fleet_samples {
+        let sent = Instant::now();
+        let (status, body) = send(&mut sender, &target, Method::GET, "/v1/fleet", None).await?;
+        let us = sent.elapsed().as_micros().max(1) as u64;
+        if status != StatusCode::OK {
+            bail!("GET /v1/fleet answered {status}");
+        }
+        fleet_idle.record(us)?;
+        fleet_bytes = body.len();
+        let fleet: fleetwire_types::FleetStatus = fleetwire_types::read(&body)
+            .map_err(|e| anyhow!("GET /v1/fleet answered an invalid FleetStatus: {e}"))?;
+        fleet_nodes = fleet.nodes.len();
+    }
+    if args.fleet_samples > 0 && fleet_nodes < args.nodes {
+        bail!(
+            "the fleet lists {fleet_nodes} nodes, fewer than the {} enrolled",
+            args.nodes
+        );
+    }
+    Ok(Report {
+        heartbeats_ok: latency.len(),
+        heartbeats_failed: failed.load(Ordering::Relaxed),
+        elapsed,
+        latency,
+        fleet_idle,
+        fleet_under_load,
+        fleet_bytes,
+        fleet_nodes,
+    })
+}
+
+/// `fleetwire loadgen`.
+pub fn run(args: LoadgenArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("fleetwire loadgen: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(measure(&args)) {
+        Ok(report) => {
+            print!("{}", report.render(&args));
+            if report.heartbeats_failed > 0 {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(error) => {
+            eprintln!("fleetwire loadgen: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn simulated_heartbeats_are_valid_documents() {
+        for vms in [0, 1, 3] {
+            let body = super::heartbeat_body(7, vms);
+            let hb: fleetwire_types::NodeHeartbeat = fleetwire_types::read(&body).unwrap();
+            assert_eq!(hb.vms.len(), vms);
+            assert_eq!(hb.wg_ip.0, std::net::Ipv4Addr::LOCALHOST);
+        }
+    }
+}

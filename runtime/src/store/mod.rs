@@ -1,0 +1,95 @@
+//! Durable state of the controller behind one trait, so the embedded SQLite store can be
+//! swapped for PostgreSQL without touching the controller.
+//!
+//! The store keeps one row per node: the node's record, its VM list and the controller's own
+//! flags, each as a JSON document serialized from the generated types. Rows are written by a
+//! single writer thread ([`writer`]) that batches heartbeat-derived changes (write-behind) and
+//! commits registrations, cordons and placements before their request is answered.
+
+pub mod sqlite;
+pub mod writer;
+
+use std::fmt;
+
+/// One node as stored: JSON documents, opaque to the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredNode {
+    pub node_id: String,
+    /// The node's `NodeRecord`, serialized.
+    pub record: Vec<u8>,
+    /// The node's VM list (the controller's `VmEntry` list), serialized.
+    pub vms: Vec<u8>,
+    /// Whether `vms` differs from what the store last accepted for this node; when false
+    /// the store may leave the stored list as it is (it is the bulk of a row).
+    pub vms_changed: bool,
+    /// Which version of the VM list `vms` is, for `Source::written`.
+    pub vms_generation: u64,
+    /// Which version of the record and flags these are, for `Source::written`.
+    pub record_generation: u64,
+    /// On load: the node's last contact time from a later [`NodeWrite::Seen`], newer than the
+    /// record's `last_heartbeat` when set.
+    pub seen: Option<String>,
+    /// The controller's private flags for the node (drain, cordon source, ...), serialized.
+    pub flags: Vec<u8>,
+}
+
+/// One change to apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeWrite {
+    /// Insert or replace the node's row.
+    Upsert(StoredNode),
+    /// Only the node's last contact time changed since its row was last written in full
+    /// (the common heartbeat): a few bytes instead of the whole row.
+    Seen {
+        node_id: String,
+        /// RFC 3339, the controller's receive time.
+        last_heartbeat: String,
+    },
+    /// Forget the node.
+    Delete(String),
+}
+
+impl NodeWrite {
+    pub fn node_id(&self) -> &str {
+        match self {
+            NodeWrite::Upsert(node) => &node.node_id,
+            NodeWrite::Seen { node_id, .. } => node_id,
+            NodeWrite::Delete(id) => id,
+        }
+    }
+}
+
+/// Why the store failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// How durable a write must be when it returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// A request waits for it: it must survive a power loss (fsync before returning).
+    Commit,
+    /// Written behind (heartbeat-derived): it must survive a crash of the process; a power
+    /// loss may take the last batches, which the next heartbeats rewrite anyway.
+    Behind,
+}
+
+/// The controller's durable state. Implementations are used from one thread at a time (the
+/// writer thread, or start-up before it exists).
+pub trait Store: Send + 'static {
+    /// Every stored node, ordered by node id.
+    fn load_nodes(&mut self) -> Result<Vec<StoredNode>, StoreError>;
+    /// Applies every write in one transaction: all of them reach the store, or none.
+    fn write(&mut self, batch: &[NodeWrite], durability: Durability) -> Result<(), StoreError>;
+    /// Whether the store answers (a trivial query).
+    fn check(&mut self) -> Result<(), StoreError>;
+    /// The applied schema version, for logs and tests.
+    fn schema_version(&mut self) -> Result<u32, StoreError>;
+}

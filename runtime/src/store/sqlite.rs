@@ -1,0 +1,395 @@
+//! The embedded store: SQLite through rusqlite, in WAL mode, with versioned migrations.
+
+use std::path::Path;
+
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+
+use super::{Durability, NodeWrite, Store, StoreError, StoredNode};
+
+/// Schema migrations, applied in order; migration `i` brings the store to version `i + 1`
+/// (recorded in `PRAGMA user_version`). Never edit an applied migration: add one.
+const MIGRATIONS: &[&str] = &[
+    // 1: one row per node. A rowid table: rows are around a kilobyte, too wide for a
+    // WITHOUT ROWID b-tree.
+    "CREATE TABLE nodes (
+        node_id    TEXT PRIMARY KEY NOT NULL,
+        record     TEXT NOT NULL,
+        vms        TEXT NOT NULL,
+        flags      TEXT NOT NULL,
+        updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    );",
+    // 2: the last contact time of nodes whose heartbeats changed nothing else, so such a
+    // heartbeat rewrites a few bytes instead of the node's whole row.
+    "CREATE TABLE liveness (
+        node_id        TEXT PRIMARY KEY NOT NULL,
+        last_heartbeat TEXT NOT NULL
+    );",
+];
+
+/// The latest schema version this build knows.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+const UPSERT: &str = "INSERT INTO nodes (node_id, record, vms, flags, updated_at)
+     VALUES (?1, ?2, ?3, ?4, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+     ON CONFLICT (node_id) DO UPDATE SET
+       record = excluded.record, vms = excluded.vms, flags = excluded.flags,
+       updated_at = excluded.updated_at";
+/// The same without the VM list, for a row whose list the store already has.
+const UPSERT_KEEPING_VMS: &str = "INSERT INTO nodes (node_id, record, vms, flags, updated_at)
+     VALUES (?1, ?2, ?3, ?4, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+     ON CONFLICT (node_id) DO UPDATE SET
+       record = excluded.record, flags = excluded.flags, updated_at = excluded.updated_at";
+const SEEN: &str = "INSERT INTO liveness (node_id, last_heartbeat) VALUES (?1, ?2)
+     ON CONFLICT (node_id) DO UPDATE SET last_heartbeat = excluded.last_heartbeat";
+const DELETE: &str = "DELETE FROM nodes WHERE node_id = ?1";
+const DELETE_SEEN: &str = "DELETE FROM liveness WHERE node_id = ?1";
+
+pub struct SqliteStore {
+    conn: Connection,
+    /// The `synchronous` level currently set.
+    durability: Durability,
+}
+
+fn err(context: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+    move |e| StoreError(format!("{context}: {e}"))
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and migrates it to [`SCHEMA_VERSION`].
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError(format!(
+                    "cannot create the directory {}: {e}",
+                    dir.display()
+                ))
+            })?;
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| StoreError(format!("cannot open {}: {e}", path.display())))?;
+        Self::with_connection(conn)
+    }
+
+    /// An in-memory store, for tests.
+    pub fn in_memory() -> Result<SqliteStore, StoreError> {
+        Self::with_connection(Connection::open_in_memory().map_err(err("open in memory"))?)
+    }
+
+    fn with_connection(conn: Connection) -> Result<SqliteStore, StoreError> {
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(err("busy_timeout"))?;
+        // WAL: readers never block the writer. FULL (an fsync per commit) for what a request
+        // waits for; NORMAL for write-behind batches (see `write`).
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(err("journal_mode"))?;
+        if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
+            return Err(StoreError(format!(
+                "the database refused WAL mode ({mode})"
+            )));
+        }
+        conn.execute_batch(
+            "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 4096;",
+        )
+            .map_err(err("pragmas"))?;
+        let mut store = SqliteStore {
+            conn,
+            durability: Durability::Commit,
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    fn migrate(&mut self) -> Result<(), StoreError> {
+        let current = self.schema_version()?;
+        if current > SCHEMA_VERSION {
+            return Err(StoreError(format!(
+                "the database is at schema version {current}, newer than this controller's \
+                 {SCHEMA_VERSION}: refusing to touch it"
+            )));
+        }
+        for (index, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+            let version = index as u32 + 1;
+            let tx = self.conn.transaction().map_err(err("begin migration"))?;
+            tx.execute_batch(sql)
+                .map_err(|e| StoreError(format!("migration {version} failed: {e}")))?;
+            tx.pragma_update(None, "user_version", version)
+                .map_err(err("user_version"))?;
+            tx.commit().map_err(err("commit migration"))?;
+            tracing::info!(version, "store migrated");
+        }
+        Ok(())
+    }
+}
+
+impl Store for SqliteStore {
+    fn load_nodes(&mut self) -> Result<Vec<StoredNode>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT n.node_id, n.record, n.vms, n.flags, l.last_heartbeat
+                 FROM nodes n LEFT JOIN liveness l ON l.node_id = n.node_id
+                 ORDER BY n.node_id",
+            )
+            .map_err(err("prepare load"))?;
+        let rows = stmt
+            .query_map([], |row| {
+                Ok(StoredNode {
+                    node_id: row.get(0)?,
+                    record: row.get::<_, String>(1)?.into_bytes(),
+                    vms: row.get::<_, String>(2)?.into_bytes(),
+                    vms_changed: false,
+                    vms_generation: 0,
+                    record_generation: 0,
+                    seen: row.get(4)?,
+                    flags: row.get::<_, String>(3)?.into_bytes(),
+                })
+            })
+            .map_err(err("load nodes"))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(err("read node row"))
+    }
+
+    fn write(&mut self, batch: &[NodeWrite], durability: Durability) -> Result<(), StoreError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        if durability != self.durability {
+            // In WAL mode NORMAL still survives a process crash; only a power loss can take
+            // the latest write-behind batches.
+            let level = match durability {
+                Durability::Commit => "FULL",
+                Durability::Behind => "NORMAL",
+            };
+            self.conn
+                .pragma_update(None, "synchronous", level)
+                .map_err(err("synchronous"))?;
+            self.durability = durability;
+        }
+        let tx = self.conn.transaction().map_err(err("begin"))?;
+        {
+            let mut upsert = tx.prepare_cached(UPSERT).map_err(err("prepare upsert"))?;
+            let mut upsert_keeping_vms = tx
+                .prepare_cached(UPSERT_KEEPING_VMS)
+                .map_err(err("prepare upsert"))?;
+            let mut delete = tx.prepare_cached(DELETE).map_err(err("prepare delete"))?;
+            let mut seen = tx.prepare_cached(SEEN).map_err(err("prepare seen"))?;
+            let mut delete_seen = tx
+                .prepare_cached(DELETE_SEEN)
+                .map_err(err("prepare delete"))?;
+            for write in batch {
+                match write {
+                    NodeWrite::Upsert(node) => {
+                        let statement = if node.vms_changed {
+                            &mut upsert
+                        } else {
+                            &mut upsert_keeping_vms
+                        };
+                        statement
+                            .execute(params![
+                                node.node_id,
+                                text(&node.record)?,
+                                text(&node.vms)?,
+                                text(&node.flags)?
+                            ])
+                            .map_err(err("upsert node"))?;
+                    }
+                    NodeWrite::Seen {
+                        node_id,
+                        last_heartbeat,
+                    } => {
+                        seen.execute(params![node_id, last_heartbeat])
+                            .map_err(err("store last contact"))?;
+                    }
+                    NodeWrite::Delete(node_id) => {
+                        delete
+                            .execute(params![node_id])
+                            .map_err(err("delete node"))?;
+                        delete_seen
+                            .execute(params![node_id])
+                            .map_err(err("delete node"))?;
+                    }
+                }
+            }
+        }
+        tx.commit().map_err(err("commit"))
+    }
+
+    fn check(&mut self) -> Result<(), StoreError> {
+        self.conn
+            .query_row("SELECT count(*) FROM nodes LIMIT 1", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .optional()
+            .map(|_| ())
+            .map_err(err("check"))
+    }
+
+    fn schema_version(&mut self) -> Result<u32, StoreError> {
+        self.conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(err("user_version"))
+    }
+}
+
+fn text(bytes: &[u8]) -> Result<&str, StoreError> {
+    std::str::from_utf8(bytes).map_err(|e| StoreError(format!("a document is not UTF-8: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: &str, record: &str) -> StoredNode {
+        StoredNode {
+            node_id: id.into(),
+            record: record.as_bytes().to_vec(),
+            vms: b"[]".to_vec(),
+            vms_changed: true,
+            vms_generation: 0,
+            record_generation: 0,
+            seen: None,
+            flags: b"{}".to_vec(),
+        }
+    }
+
+    /// How a written row reads back.
+    fn loaded(mut row: StoredNode) -> StoredNode {
+        row.vms_changed = false;
+        row
+    }
+
+    #[test]
+    fn migrates_a_new_database_to_the_latest_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/controller.sqlite3");
+        let mut store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        store.check().unwrap();
+        drop(store);
+        // Re-opening applies nothing twice.
+        let mut store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn refuses_a_database_from_a_newer_controller() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sqlite3");
+        drop(SqliteStore::open(&path).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+            .unwrap();
+        drop(conn);
+        let error = SqliteStore::open(&path).err().unwrap();
+        assert!(error.0.contains("newer"), "{error}");
+    }
+
+    #[test]
+    fn upserts_replace_and_deletes_forget_in_one_transaction() {
+        let mut store = SqliteStore::in_memory().unwrap();
+        store
+            .write(
+                &[
+                    NodeWrite::Upsert(node("b", "{\"v\":1}")),
+                    NodeWrite::Upsert(node("a", "{\"v\":1}")),
+                ],
+                Durability::Behind,
+            )
+            .unwrap();
+        store
+            .write(
+                &[
+                    NodeWrite::Upsert(node("b", "{\"v\":2}")),
+                    NodeWrite::Delete("a".into()),
+                ],
+                Durability::Behind,
+            )
+            .unwrap();
+        assert_eq!(
+            store.load_nodes().unwrap(),
+            vec![loaded(node("b", "{\"v\":2}"))]
+        );
+    }
+
+    #[test]
+    fn an_unchanged_vm_list_is_left_as_stored() {
+        let mut store = SqliteStore::in_memory().unwrap();
+        let mut row = node("a", "1");
+        row.vms = b"[1]".to_vec();
+        store
+            .write(&[NodeWrite::Upsert(row.clone())], Durability::Behind)
+            .unwrap();
+        let mut update = node("a", "2");
+        update.vms = b"[]".to_vec();
+        update.vms_changed = false;
+        store
+            .write(&[NodeWrite::Upsert(update)], Durability::Behind)
+            .unwrap();
+        let stored = store.load_nodes().unwrap();
+        assert_eq!(
+            (stored[0].record.as_slice(), stored[0].vms.as_slice()),
+            (&b"2"[..], &b"[1]"[..])
+        );
+    }
+
+    #[test]
+    fn a_later_contact_time_reads_back_with_the_row_and_goes_with_it() {
+        let mut store = SqliteStore::in_memory().unwrap();
+        store
+            .write(
+                &[
+                    NodeWrite::Upsert(node("a", "1")),
+                    NodeWrite::Upsert(node("b", "1")),
+                ],
+                Durability::Behind,
+            )
+            .unwrap();
+        let seen = |id: &str| NodeWrite::Seen {
+            node_id: id.into(),
+            last_heartbeat: "2026-11-30T10:00:00Z".into(),
+        };
+        store.write(&[seen("a")], Durability::Behind).unwrap();
+        let rows = store.load_nodes().unwrap();
+        assert_eq!(rows[0].seen.as_deref(), Some("2026-11-30T10:00:00Z"));
+        assert_eq!(rows[1].seen, None);
+        store
+            .write(&[NodeWrite::Delete("a".into())], Durability::Commit)
+            .unwrap();
+        store
+            .write(&[NodeWrite::Upsert(node("a", "2"))], Durability::Commit)
+            .unwrap();
+        assert_eq!(
+            store.load_nodes().unwrap()[0].seen,
+            None,
+            "a forgotten node's contact time goes with it"
+        );
+    }
+
+    #[test]
+    fn a_failing_batch_leaves_nothing_behind() {
+        let mut store = SqliteStore::in_memory().unwrap();
+        store
+            .write(&[NodeWrite::Upsert(node("a", "1"))], Durability::Commit)
+            .unwrap();
+        let bad = StoredNode {
+            record: vec![0xff, 0xfe],
+            ..node("c", "")
+        };
+        let result = store.write(
+            &[
+                NodeWrite::Delete("a".into()),
+                NodeWrite::Upsert(node("b", "2")),
+                NodeWrite::Upsert(bad),
+            ],
+            Durability::Commit,
+        );
+        assert!(result.is_err());
+        assert_eq!(store.load_nodes().unwrap(), vec![loaded(node("a", "1"))]);
+    }
+}

@@ -1,0 +1,533 @@
+//! The controller against its API document: every operation of
+//! `generated/openapi/fleet-api.json` is called on a live controller, and every answer is
+//! checked against the schema the document gives for that status (or `default`). Then the
+//! refusals: bodies that break their schema (400 with each violation's JSON pointer), too
+//! large (413), not JSON (415), unknown routes (404), wrong methods (405), unknown runtimes
+//! (422) — all as `ApiError` documents, none of which changes stored state.
+
+mod controller_support;
+
+use std::collections::BTreeSet;
+
+use controller_support::*;
+use fleetwire_e2e::workspace;
+use serde_json::{json, Value};
+
+struct ApiDocument {
+    doc: Value,
+}
+
+impl ApiDocument {
+    fn load() -> ApiDocument {
+        let text =
+            std::fs::read_to_string(workspace().join("generated/openapi/fleet-api.json")).unwrap();
+        ApiDocument {
+            doc: serde_json::from_str(&text).unwrap(),
+        }
+    }
+
+    /// (operationId, METHOD, path) of every operation.
+    fn operations(&self) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        for (path, item) in self.doc["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                if let Some(id) = operation.get("operationId").and_then(Value::as_str) {
+                    out.push((id.to_string(), method.to_uppercase(), path.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    fn operation(&self, id: &str) -> (&Value, String, String) {
+        for (path, item) in self.doc["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                if operation.get("operationId").and_then(Value::as_str) == Some(id) {
+                    return (operation, method.to_uppercase(), path.clone());
+                }
+            }
+        }
+        panic!("no operation {id}")
+    }
+
+    /// Checks one answer against the document; panics with the violations.
+    fn check(&self, id: &str, status: u16, content_type: Option<&str>, body: &[u8]) {
+        let (operation, _, _) = self.operation(id);
+        let responses = &operation["responses"];
+        let response = responses
+            .get(status.to_string())
+            .or_else(|| responses.get("default"))
+            .unwrap_or_else(|| panic!("{id}: status {status} is not in the document"));
+        let Some(content) = response.get("content").and_then(Value::as_object) else {
+            assert!(
+                body.is_empty(),
+                "{id} {status}: the document says no body, got {:?}",
+                String::from_utf8_lossy(body)
+            );
+            return;
+        };
+        let (media, media_object) = content.iter().next().unwrap();
+        let content_type = content_type.unwrap_or_else(|| panic!("{id} {status}: no Content-Type"));
+        let essence = |t: &str| t.split(';').next().unwrap().trim().to_ascii_lowercase();
+        assert_eq!(
+            essence(content_type),
+            essence(media),
+            "{id} {status}: Content-Type"
+        );
+        let schema = &media_object["schema"];
+        if media != "application/json" {
+            assert_eq!(schema["type"], "string");
+            assert!(std::str::from_utf8(body).is_ok());
+            return;
+        }
+        let value: Value = serde_json::from_slice(body).unwrap_or_else(|e| {
+            panic!(
+                "{id} {status}: not JSON ({e}): {:?}",
+                String::from_utf8_lossy(body)
+            )
+        });
+        let (name, items) = match (schema.get("$ref"), schema.get("items")) {
+            (Some(reference), _) => (reference.as_str().unwrap(), false),
+            (None, Some(items)) => {
+                assert_eq!(schema["type"], "array");
+                (items["$ref"].as_str().unwrap(), true)
+            }
+            _ => panic!("{id} {status}: unexpected schema {schema}"),
+        };
+        let name = name.strip_prefix("#/components/schemas/").unwrap();
+        let validator = fleetwire_types::compile_validator(name);
+        let documents: Vec<&Value> = if items {
+            value
+                .as_array()
+                .unwrap_or_else(|| panic!("{id} {status}: not an array"))
+                .iter()
+                .collect()
+        } else {
+            vec![&value]
+        };
+        for document in documents {
+            let errors: Vec<String> = validator
+                .iter_errors(document)
+                .map(|e| format!("{}: {e}", e.instance_path()))
+                .collect();
+            assert!(
+                errors.is_empty(),
+                "{id} {status}: not a valid {name}: {errors:?}\n{document}"
+            );
+        }
+    }
+}
+
+struct Caller {
+    client: reqwest::Client,
+    controller: ControllerProcess,
+    api: ApiDocument,
+    exercised: BTreeSet<(String, u16)>,
+}
+
+impl Caller {
+    /// Calls operation `id` with `path` (parameters filled in) and an optional JSON body,
+    /// checks the answer against the document, and returns status and parsed body.
+    async fn call(&mut self, id: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let (_, method, _) = self.api.operation(id);
+        let url = self.controller.url(path);
+        let mut request = self.client.request(method.parse().unwrap(), &url);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_string());
+        let bytes = response.bytes().await.unwrap();
+        self.api.check(id, status, content_type.as_deref(), &bytes);
+        self.exercised.insert((id.to_string(), status));
+        let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        (status, value)
+    }
+}
+
+fn csr_pem() -> String {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec!["whatever.example".to_string()]).unwrap();
+    params.serialize_request(&key).unwrap().pem().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_operation_answers_what_the_api_document_says() {
+    let ca_dir = tempfile::tempdir().unwrap();
+    let agent = AgentStandIn::start().await;
+    let engine = SmolvmStandIn::start("0.5.2").await;
+    let controller =
+        ControllerProcess::start(&["--ca-dir", ca_dir.path().join("ca").to_str().unwrap()]);
+    let mut c = Caller {
+        client: client(),
+        controller,
+        api: ApiDocument::load(),
+        exercised: BTreeSet::new(),
+    };
+
+    // Nodes.
+    let mut register = registration("api-node", agent.port, 1000);
+    register["csr_pem"] = csr_pem().into();
+    register["smolvm_address"] = engine.address().into();
+    register["addresses"] = json!(["127.0.0.2"]);
+    let (status, answer) = c
+        .call(
+            "register_node",
+            "/v1/nodes/register",
+            Some(register.clone()),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer["cert_pem"]
+        .as_str()
+        .unwrap()
+        .starts_with("-----BEGIN CERTIFICATE-----"));
+    assert!(answer["ca_pem"].is_string());
+    assert_eq!(answer["node"]["status"], "registering");
+    assert!(answer["node"]["cert_serial"].is_string());
+    let ca_pem = std::fs::read_to_string(ca_dir.path().join("ca/ca.pem")).unwrap();
+    assert_eq!(
+        answer["ca_pem"],
+        ca_pem.as_str(),
+        "the CA was created in --ca-dir"
+    );
+    let (_, pem) =
+        x509_parser::pem::parse_x509_pem(answer["cert_pem"].as_str().unwrap().as_bytes()).unwrap();
+    let cert = pem.parse_x509().unwrap();
+    let sans: Vec<String> = cert
+        .subject_alternative_name()
+        .unwrap()
+        .unwrap()
+        .value
+        .general_names
+        .iter()
+        .map(|name| match name {
+            x509_parser::extensions::GeneralName::DNSName(dns) => dns.to_string(),
+            x509_parser::extensions::GeneralName::IPAddress(bytes) => {
+                std::net::Ipv4Addr::from(<[u8; 4]>::try_from(*bytes).unwrap()).to_string()
+            }
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        sans,
+        vec!["api-node", "127.0.0.1", "127.0.0.2"],
+        "only our names, never the CSR's"
+    );
+
+    let mut unknown_runtime = registration("api-other", agent.port, 1000);
+    unknown_runtime["runtime"] = "firecracker".into();
+    let (status, answer) = c
+        .call("register_node", "/v1/nodes/register", Some(unknown_runtime))
+        .await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (422, Some("unknown_runtime"))
+    );
+    let mut bad_csr = registration("api-other", agent.port, 1000);
+    bad_csr["csr_pem"] =
+        "-----BEGIN CERTIFICATE REQUEST-----\nnot base64\n-----END CERTIFICATE REQUEST-----\n"
+            .into();
+    let (status, answer) = c
+        .call("register_node", "/v1/nodes/register", Some(bad_csr))
+        .await;
+    assert_eq!(
+        (status, answer["violations"][0]["instance_path"].as_str()),
+        (400, Some("/csr_pem"))
+    );
+    let (status, _) = c.call("get_node", "/v1/nodes/api-other", None).await;
+    assert_eq!(status, 404, "a refused registration stores nothing");
+
+    let mut beat = ppn_heartbeat("api-node", "127.0.0.1", agent.port);
+    beat["disk_free_gb"] = 900.into();
+    beat["runtime_boot_id"] = "rt-1".into();
+    beat["cpu_usage"] = 0.5.into();
+    let (status, _) = c
+        .call("post_heartbeat", "/v1/nodes/heartbeat", Some(beat.clone()))
+        .await;
+    assert_eq!(status, 200);
+    let mut broken = beat.clone();
+    broken["ram_total_mb"] = (-1).into();
+    broken["wg_ip"] = "10.0.0.300".into();
+    broken.as_object_mut().unwrap().remove("boot_id");
+    let (status, answer) = c
+        .call("post_heartbeat", "/v1/nodes/heartbeat", Some(broken))
+        .await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (400, Some("invalid_document"))
+    );
+    let pointers: BTreeSet<&str> = answer["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["instance_path"].as_str().unwrap())
+        .collect();
+    for pointer in ["/ram_total_mb", "/wg_ip", ""] {
+        assert!(
+            pointers.contains(pointer),
+            "{pointer:?} not among {pointers:?}"
+        );
+    }
+
+    for (query, status_wanted) in [
+        ("", 200),
+        ("?status=all", 200),
+        ("?status=registering", 200),
+        ("?status=bogus", 400),
+    ] {
+        let (status, answer) = c
+            .call("list_nodes", &format!("/v1/nodes{query}"), None)
+            .await;
+        assert_eq!(status, status_wanted, "{answer}");
+    }
+    let (status, node) = c.call("get_node", "/v1/nodes/api-node", None).await;
+    assert_eq!((status, node["status"].as_str()), (200, Some("ready")));
+    c.call("get_node", "/v1/nodes/nobody", None).await;
+    let (status, node) = c
+        .call(
+            "cordon_node",
+            "/v1/nodes/api-node/cordon?reason=kernel%20update",
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, node["cordon_reason"].as_str()),
+        (200, Some("kernel update"))
+    );
+    c.call("cordon_node", "/v1/nodes/nobody/cordon", None).await;
+    let (status, node) = c
+        .call("uncordon_node", "/v1/nodes/api-node/uncordon", None)
+        .await;
+    assert!(status == 200 && node.get("cordoned_at").is_none());
+    c.call("uncordon_node", "/v1/nodes/nobody/uncordon", None)
+        .await;
+    let (status, node) = c.call("drain_node", "/v1/nodes/api-node/drain", None).await;
+    assert_eq!((status, node["status"].as_str()), (200, Some("draining")));
+    c.call("drain_node", "/v1/nodes/nobody/drain", None).await;
+    c.call("uncordon_node", "/v1/nodes/api-node/uncordon", None)
+        .await;
+    let (status, fleet) = c.call("get_fleet", "/v1/fleet", None).await;
+    assert_eq!((status, fleet["counts"]["ready"].as_u64()), (200, Some(1)));
+
+    // VMs.
+    let (status, vm) = c.call("create_vm", "/v1/vms", Some(json!({"vm_type": "small", "ram_mb": 512, "vcpu_count": 1, "tenant_id": "t1", "command": ["/bin/app", "--serve"]}))).await;
+    assert_eq!(status, 200, "{vm}");
+    let vm_id = vm["vm_id"].as_str().unwrap().to_string();
+    assert_eq!(vm["command"], json!(["/bin/app", "--serve"]));
+    c.call(
+        "create_vm",
+        "/v1/vms",
+        Some(json!({"vm_type": "small", "ram_mb": 512, "vcpu_count": 1, "vm_id": vm_id})),
+    )
+    .await;
+    c.call(
+        "create_vm",
+        "/v1/vms",
+        Some(json!({"vm_type": "", "ram_mb": 0, "vcpu_count": 1})),
+    )
+    .await;
+    c.call(
+        "create_vm",
+        "/v1/vms",
+        Some(json!({"vm_type": "x", "ram_mb": 1, "vcpu_count": 1, "preferred_node": "nobody"})),
+    )
+    .await;
+    c.call(
+        "create_vm",
+        "/v1/vms",
+        Some(json!({"vm_type": "x", "ram_mb": 1_000_000, "vcpu_count": 1})),
+    )
+    .await;
+    agent.set_mode(SpawnMode::Fail);
+    c.call(
+        "create_vm",
+        "/v1/vms",
+        Some(json!({"vm_type": "x", "ram_mb": 1, "vcpu_count": 1})),
+    )
+    .await;
+    agent.set_mode(SpawnMode::Succeed);
+    for path in [
+        "/v1/vms".to_string(),
+        "/v1/vms?tenant_id=t1".into(),
+        "/v1/vms?tenant_id=no%20spaces".into(),
+    ] {
+        c.call("list_vms", &path, None).await;
+    }
+    let (status, got) = c.call("get_vm", &format!("/v1/vms/{vm_id}"), None).await;
+    assert_eq!((status, got["tenant_id"].as_str()), (200, Some("t1")));
+    c.call("get_vm", "/v1/vms/nothing", None).await;
+    let (status, _) = c.call("delete_vm", &format!("/v1/vms/{vm_id}"), None).await;
+    assert_eq!(status, 204);
+    c.call("delete_vm", &format!("/v1/vms/{vm_id}"), None).await;
+
+    // Operations.
+    let (status, health) = c.call("get_healthz", "/healthz", None).await;
+    assert_eq!((status, health["status"].as_str()), (200, Some("ok")));
+    let (status, ready) = c.call("get_readyz", "/readyz", None).await;
+    assert_eq!((status, ready["status"].as_str()), (200, Some("ok")));
+    let (status, _) = c.call("get_metrics", "/metrics", None).await;
+    assert_eq!(status, 200);
+    let metrics = c
+        .client
+        .get(c.controller.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for family in [
+        "fleetwire_controller_http_requests_total{method=\"POST\",route=\"/v1/nodes/heartbeat\",status=\"200\"}",
+        "fleetwire_controller_http_request_duration_seconds_bucket{",
+        "fleetwire_controller_nodes{status=\"ready\"}",
+        "fleetwire_controller_heartbeats_received_total 1",
+        "fleetwire_controller_store_flush_duration_seconds_count",
+    ] {
+        assert!(metrics.contains(family), "{family} missing:\n{metrics}");
+    }
+
+    let (status, _) = c.call("delete_node", "/v1/nodes/api-node", None).await;
+    assert_eq!(status, 204);
+    c.call("delete_node", "/v1/nodes/api-node", None).await;
+
+    // Every operation of the document was called.
+    let called: BTreeSet<String> = c.exercised.iter().map(|(id, _)| id.clone()).collect();
+    let documented: BTreeSet<String> = c
+        .api
+        .operations()
+        .into_iter()
+        .map(|(id, _, _)| id)
+        .collect();
+    assert_eq!(called, documented);
+    // And every documented error status that a request can provoke here was seen.
+    for (id, status) in [
+        ("register_node", 422),
+        ("register_node", 400),
+        ("post_heartbeat", 400),
+        ("list_nodes", 400),
+        ("get_node", 404),
+        ("delete_node", 404),
+        ("create_vm", 409),
+        ("create_vm", 400),
+        ("create_vm", 422),
+        ("create_vm", 503),
+        ("create_vm", 502),
+        ("list_vms", 400),
+        ("get_vm", 404),
+        ("delete_vm", 404),
+    ] {
+        assert!(
+            c.exercised.contains(&(id.to_string(), status)),
+            "{id} {status} not exercised"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_api_errors_and_change_nothing() {
+    let controller = ControllerProcess::start(&[]);
+    let client = client();
+    let api = ApiDocument::load();
+    let url = controller.url("/v1/nodes/heartbeat");
+    let good = ppn_heartbeat("n1", "127.0.0.1", 9204);
+
+    // 415: not declared as JSON.
+    let response = client
+        .post(&url)
+        .header("content-type", "text/plain")
+        .body(good.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 415);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["code"], "unsupported_media_type");
+    // 400 malformed_json.
+    let response = client
+        .post(&url)
+        .header("content-type", "application/json")
+        .body("{\"node_id\": ")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let ct = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let bytes = response.bytes().await.unwrap();
+    api.check("post_heartbeat", 400, Some(&ct), &bytes);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&bytes).unwrap()["code"],
+        "malformed_json"
+    );
+    // 413: over the body limit.
+    let mut huge = good.clone();
+    huge["hostname"] = "x".repeat(2 << 20).into();
+    let response = client.post(&url).json(&huge).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 413);
+    let ct = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let bytes = response.bytes().await.unwrap();
+    api.check("post_heartbeat", 413, Some(&ct), &bytes);
+    // A registration with a field the schema does not list: 400 naming it.
+    let mut extra = registration("n1", 9204, 10);
+    extra["engine_version"] = "1.0.0".into();
+    let (status, body) = post_json(&client, &controller.url("/v1/nodes/register"), &extra).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("invalid_document"))
+    );
+    assert!(
+        body["message"].as_str().unwrap().contains("engine_version"),
+        "{body}"
+    );
+    // A VM with an out-of-range port in its record, inside a heartbeat: pointer into the array.
+    let mut bad_vm = good.clone();
+    bad_vm["vms"] = json!([{"vm_id": "v", "vm_type": "t", "state": "Sleeping", "ram_alloc_mb": 1, "vcpu_count": 1}]);
+    let (status, body) = post_json(&client, &url, &bad_vm).await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        body["violations"][0]["instance_path"], "/vms/0/state",
+        "{body}"
+    );
+    // None of it enrolled anything.
+    let (_, all) = get_json(&client, &controller.url("/v1/nodes?status=all")).await;
+    assert_eq!(all, json!([]));
+
+    // 404 and 405 as ApiError.
+    let (status, body) = get_json(&client, &controller.url("/v2/nothing")).await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("not_found")));
+    let response = client
+        .put(controller.url("/v1/fleet"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 405);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["code"], "method_not_allowed");
+    assert!(
+        fleetwire_types::read::<fleetwire_types::ApiError>(body.to_string().as_bytes()).is_ok()
+    );
+
+    // The reference site is served under /docs/.
+    let response = client.get(controller.url("/docs/")).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert!(response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+    let response = client
+        .get(controller.url("/docs/no-such-page.html"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 404);
+}

@@ -1,0 +1,146 @@
+//! `kill -9` the controller and start it again on the same SQLite file: every node and VM is
+//! still there, nodes listed as "unreachable" until they heartbeat again; registrations,
+//! cordons, placements and the disk ledger were committed before they were answered.
+
+mod controller_support;
+
+use std::time::Duration;
+
+use controller_support::*;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everything_survives_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = AgentStandIn::start().await;
+    let client = client();
+    let mut controller = ControllerProcess::start_in(dir.path(), &[]);
+
+    // A registered node, heartbeating, with two placed VMs and a cordon.
+    let (status, _) = post_json(
+        &client,
+        &controller.url("/v1/nodes/register"),
+        &registration("reg-1", agent.port, 500),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _) = post_json(
+        &client,
+        &controller.url("/v1/nodes/heartbeat"),
+        &ppn_heartbeat("reg-1", "127.0.0.1", agent.port),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let mut placed = Vec::new();
+    for tenant in ["t-a", "t-b"] {
+        let (status, vm) = post_json(
+            &client,
+            &controller.url("/v1/vms"),
+            &json!({"vm_type": "small", "ram_mb": 1024, "vcpu_count": 1, "tenant_id": tenant, "disk_gb": 40}),
+        )
+        .await;
+        assert_eq!(status, 200, "{vm}");
+        placed.push(vm["vm_id"].as_str().unwrap().to_string());
+    }
+    // Two PPN nodes known by heartbeat only (written behind).
+    for id in ["ppn-1", "ppn-2"] {
+        let (status, _) = post_json(
+            &client,
+            &controller.url("/v1/nodes/heartbeat"),
+            &ppn_heartbeat(id, "127.0.0.1", 9204),
+        )
+        .await;
+        assert_eq!(status, 200);
+    }
+    let (status, _) = post_json(
+        &client,
+        &controller.url("/v1/nodes/ppn-2/cordon?reason=maintenance"),
+        &json!({}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    // A later heartbeat that changes nothing but the contact time is stored too.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let (status, _) = post_json(
+        &client,
+        &controller.url("/v1/nodes/heartbeat"),
+        &ppn_heartbeat("ppn-1", "127.0.0.1", 9204),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (_, before) = get_json(&client, &controller.url("/v1/nodes/ppn-1")).await;
+    // Heartbeat-derived fields reach the store within one second.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+
+    controller.kill_9();
+    let controller = ControllerProcess::start_in(dir.path(), &[]);
+
+    let (_, all) = get_json(&client, &controller.url("/v1/nodes?status=all")).await;
+    let listed: Vec<(&str, &str)> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["node_id"].as_str().unwrap(),
+                n["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        vec![
+            ("ppn-1", "unreachable"),
+            ("ppn-2", "unreachable"),
+            ("reg-1", "unreachable")
+        ]
+    );
+    let (_, ready) = get_json(&client, &controller.url("/v1/nodes")).await;
+    assert_eq!(ready, json!([]));
+    let (_, after) = get_json(&client, &controller.url("/v1/nodes/ppn-1")).await;
+    assert_eq!(
+        after["last_heartbeat"], before["last_heartbeat"],
+        "the last contact survived"
+    );
+    let (_, node) = get_json(&client, &controller.url("/v1/nodes/reg-1")).await;
+    assert_eq!(node["reserved_disk_gb"], 80, "the ledger survived: {node}");
+    assert_eq!(node["total_disk_gb"], 500);
+    assert_eq!(node["vm_count"], 2);
+    let (_, cordoned) = get_json(&client, &controller.url("/v1/nodes/ppn-2")).await;
+    assert_eq!(cordoned["cordon_reason"], "maintenance");
+    assert!(cordoned["cordoned_at"].is_string());
+    let (_, vms) = get_json(&client, &controller.url("/v1/vms")).await;
+    let mut vm_ids: Vec<String> = vms
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["vm_id"].as_str().unwrap().to_string())
+        .collect();
+    placed.sort();
+    vm_ids.sort();
+    assert_eq!(vm_ids, placed);
+    let (status, vm) = get_json(&client, &controller.url(&format!("/v1/vms/{}", placed[0]))).await;
+    assert_eq!(status, 200);
+    assert_eq!(vm["node_id"], "reg-1");
+    let (_, tenant_b) = get_json(&client, &controller.url("/v1/vms?tenant_id=t-b")).await;
+    assert_eq!(tenant_b.as_array().unwrap().len(), 1);
+
+    // A heartbeat brings a node back; its placed VMs (young, not yet reported) are kept.
+    let (status, _) = post_json(
+        &client,
+        &controller.url("/v1/nodes/heartbeat"),
+        &ppn_heartbeat("reg-1", "127.0.0.1", agent.port),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (_, node) = get_json(&client, &controller.url("/v1/nodes/reg-1")).await;
+    assert_eq!(node["status"], "ready");
+    // The VMs are deleted through the restarted controller, releasing the ledger.
+    for vm_id in &placed {
+        let (status, _) = delete_url(&client, &controller.url(&format!("/v1/vms/{vm_id}"))).await;
+        assert_eq!(status, 204);
+    }
+    let (_, node) = get_json(&client, &controller.url("/v1/nodes/reg-1")).await;
+    assert_eq!(node["reserved_disk_gb"], 0);
+    assert_eq!(agent.deleted().len(), 2);
+}

@@ -1,0 +1,328 @@
+//! What the controller's end-to-end tests share: the real `fleetwire controller` process on a
+//! free port with its SQLite file in a temporary directory, an HTTP client, PPN heartbeat
+//! bodies, and in-test stand-ins for a node agent and a smolvm runtime (axum on 127.0.0.1).
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use fleetwire_e2e::{fleetwire, free_port, wait_for, Running};
+use serde_json::{json, Value};
+
+/// A running `fleetwire controller`.
+pub struct ControllerProcess {
+    pub process: Running,
+    pub port: u16,
+    pub dir: PathBuf,
+    pub args: Vec<String>,
+    _temp: Option<tempfile::TempDir>,
+}
+
+impl ControllerProcess {
+    /// Starts a controller with its database in a new temporary directory.
+    pub fn start(extra: &[&str]) -> ControllerProcess {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let dir = temp.path().to_path_buf();
+        let mut controller = Self::start_in(&dir, extra);
+        controller._temp = Some(temp);
+        controller
+    }
+
+    /// Starts a controller on `dir/controller.sqlite3` (kept when it stops).
+    pub fn start_in(dir: &std::path::Path, extra: &[&str]) -> ControllerProcess {
+        let port = free_port();
+        let args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let process = Running::spawn(
+            fleetwire()
+                .arg("controller")
+                .arg("--listen")
+                .arg(format!("127.0.0.1:{port}"))
+                .arg("--db")
+                .arg(dir.join("controller.sqlite3"))
+                .args(&args)
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit()),
+        );
+        let mut controller = ControllerProcess {
+            process,
+            port,
+            dir: dir.to_path_buf(),
+            args,
+            _temp: None,
+        };
+        let url = controller.url("/healthz");
+        wait_for(
+            "the controller to answer /healthz",
+            Duration::from_secs(20),
+            || {
+                if let Ok(Some(status)) = controller.process.child.try_wait() {
+                    panic!("the controller exited at start-up: {status}");
+                }
+                blocking_get(&url).filter(|code| *code == 200)
+            },
+        );
+        controller
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// SIGKILL: no shutdown, no final flush.
+    pub fn kill_9(&mut self) {
+        self.process.kill();
+    }
+}
+
+/// A status code from a plain GET, without an async runtime (for start-up polling).
+fn blocking_get(url: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://")?;
+    let (host, path) = rest.split_at(rest.find('/')?);
+    let mut stream = std::net::TcpStream::connect(host).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    answer.split_whitespace().nth(1)?.parse().ok()
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("client")
+}
+
+/// A heartbeat exactly as an unmodified PPN agent sends it (no fleetwire fields).
+pub fn ppn_body(node_id: &str, wg_ip: &str) -> Value {
+    json!({
+        "node_id": node_id,
+        "wg_ip": wg_ip,
+        "hostname": format!("{node_id}.example"),
+        "ram_total_mb": 16384,
+        "ram_used_mb": 4096,
+        "cpu_cores": 8,
+        "cpu_load_pct": 17.25,
+        "kvm_available": true,
+        "reserved": false,
+        "vms": [],
+        "boot_id": "0b8e2a4c-9d1f-4e3a-b5c6-d7e8f9a0b1c2",
+        "timestamp_utc": "2026-11-30T09:30:00.123456Z"
+    })
+}
+
+/// A PPN heartbeat plus fleetwire's `spawn_port`, so the controller reaches an agent stand-in
+/// on its own port (a PPN agent listens on 9204).
+pub fn ppn_heartbeat(node_id: &str, wg_ip: &str, spawn_port: u16) -> Value {
+    let mut body = ppn_body(node_id, wg_ip);
+    body["spawn_port"] = spawn_port.into();
+    body
+}
+
+pub async fn post_json(client: &reqwest::Client, url: &str, body: &Value) -> (u16, Value) {
+    let response = client.post(url).json(body).send().await.expect("POST");
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("body");
+    let value = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    };
+    (status, value)
+}
+
+pub async fn get_json(client: &reqwest::Client, url: &str) -> (u16, Value) {
+    let response = client.get(url).send().await.expect("GET");
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("body");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+pub async fn delete_url(client: &reqwest::Client, url: &str) -> (u16, Value) {
+    let response = client.delete(url).send().await.expect("DELETE");
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("body");
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// Polls an async probe every 50 ms until it returns `Some`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// How the agent stand-in answers spawns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpawnMode {
+    Succeed,
+    Fail,
+}
+
+#[derive(Default)]
+struct AgentLog {
+    spawned: Vec<Value>,
+    deleted: Vec<String>,
+}
+
+/// A node agent's local API, standing in for the real agent: answers `POST /v1/spawn` with
+/// the VM as a `VmRecord` (state Running) and `DELETE /v1/vms/{id}` with 204.
+pub struct AgentStandIn {
+    pub port: u16,
+    log: Arc<Mutex<AgentLog>>,
+    mode: Arc<Mutex<SpawnMode>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl AgentStandIn {
+    pub async fn start() -> AgentStandIn {
+        let log: Arc<Mutex<AgentLog>> = Arc::default();
+        let mode = Arc::new(Mutex::new(SpawnMode::Succeed));
+        type Shared = (Arc<Mutex<AgentLog>>, Arc<Mutex<SpawnMode>>);
+        async fn spawn(
+            State((log, mode)): State<Shared>,
+            Json(request): Json<Value>,
+        ) -> (StatusCode, Json<Value>) {
+            // A little work, so concurrent placements overlap.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            if *mode.lock().unwrap() == SpawnMode::Fail {
+                return (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    Json(json!({"error": "no room in the runtime"})),
+                );
+            }
+            log.lock().unwrap().spawned.push(request.clone());
+            (
+                StatusCode::OK,
+                Json(json!({
+                    "vm_id": request["vm_id"], "vm_type": request["vm_type"], "state": "Running",
+                    "ram_alloc_mb": request["ram_mb"], "vcpu_count": request["vcpu_count"],
+                    "started_at": "2026-11-30T09:31:00Z"
+                })),
+            )
+        }
+        async fn remove(State((log, _)): State<Shared>, Path(vm_id): Path<String>) -> StatusCode {
+            log.lock().unwrap().deleted.push(vm_id);
+            StatusCode::NO_CONTENT
+        }
+        let app = Router::new()
+            .route("/v1/spawn", post(spawn))
+            .route("/v1/vms/{vm_id}", delete(remove))
+            .with_state((log.clone(), mode.clone()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        AgentStandIn {
+            port,
+            log,
+            mode,
+            task,
+        }
+    }
+
+    pub fn set_mode(&self, mode: SpawnMode) {
+        *self.mode.lock().unwrap() = mode;
+    }
+
+    pub fn spawned(&self) -> Vec<Value> {
+        self.log.lock().unwrap().spawned.clone()
+    }
+
+    pub fn deleted(&self) -> Vec<String> {
+        self.log.lock().unwrap().deleted.clone()
+    }
+}
+
+impl Drop for AgentStandIn {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A smolvm runtime's `GET /health`, standing in for smolvm serve (which cannot be installed
+/// here): answers `{"status": "ok", "version": <version>}`.
+pub struct SmolvmStandIn {
+    pub port: u16,
+    version: Arc<Mutex<String>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SmolvmStandIn {
+    pub async fn start(version: &str) -> SmolvmStandIn {
+        let version = Arc::new(Mutex::new(version.to_string()));
+        let shared = version.clone();
+        let app = Router::new().route(
+            "/health",
+            get(move || {
+                let version = shared.lock().unwrap().clone();
+                async move { Json(json!({"status": "ok", "version": version, "machines": {"total": 0, "running": 0}})) }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        SmolvmStandIn {
+            port,
+            version,
+            task,
+        }
+    }
+
+    pub fn address(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for SmolvmStandIn {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A registration body for a node on 127.0.0.1 whose agent listens on `spawn_port`.
+pub fn registration(node_id: &str, spawn_port: u16, total_disk_gb: u64) -> Value {
+    json!({
+        "node_id": node_id,
+        "hostname": format!("{node_id}.example"),
+        "wg_ip": "127.0.0.1",
+        "spawn_port": spawn_port,
+        "total_cpus": 16,
+        "total_memory_mb": 65536,
+        "total_disk_gb": total_disk_gb,
+        "kvm_available": true,
+        "boot_id": "runtime-1",
+        "agent_version": "0.1.0"
+    })
+}
