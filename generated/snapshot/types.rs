@@ -287,6 +287,16 @@ impl<'de> ::serde::Deserialize<'de> for AppId {
             })
     }
 }
+///The meters of one app.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AppMeters {
+    ///The app metered.
+    #[serde(rename = "appId")]
+    pub app_id: AppId,
+    ///Its meters, as last reported.
+    pub meters: UsageMeters,
+}
 ///A command line as an argument vector: 1 to 256 non-empty strings of at most 4096 characters each, the first being the program.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(transparent)]
@@ -687,7 +697,7 @@ pub struct ComputeUsage {
     pub cpu_share: ::std::option::Option<f64>,
     ///When the measurement was taken.
     #[serde(rename = "measuredAt")]
-    pub measured_at: Timestamp,
+    pub measured_at: crate::Timestamp,
     ///Memory available to the guest, in bytes.
     #[serde(rename = "memoryTotalBytes")]
     pub memory_total_bytes: u64,
@@ -859,6 +869,9 @@ pub struct DesiredInstance {
     ///The id by which the PPN fleet wire format knows this instance's microVM, for hosts that also answer PPN controllers. Absent when the instance was not created through PPN.
     #[serde(rename = "vmId", skip_serializing_if = "::std::option::Option::is_none")]
     pub vm_id: ::std::option::Option<VmId>,
+    ///The kind of VM, as named in the PPN create request that placed the instance (vm_type); the agent reports it back in its VM records. Absent when the instance was not created through PPN.
+    #[serde(rename = "vmType", skip_serializing_if = "::std::option::Option::is_none")]
+    pub vm_type: ::std::option::Option<VmType>,
 }
 ///The state an instance is asked to reach: running or stopped.
 #[derive(
@@ -1046,7 +1059,7 @@ impl ::std::convert::TryFrom<::std::string::String> for ExportState {
 pub struct FilesystemUsage {
     ///When the measurement was taken.
     #[serde(rename = "measuredAt")]
-    pub measured_at: Timestamp,
+    pub measured_at: crate::Timestamp,
     ///Capacity of the filesystem, in bytes.
     #[serde(rename = "totalBytes")]
     pub total_bytes: u64,
@@ -1062,7 +1075,7 @@ pub struct FleetStatus {
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub counts: ::std::option::Option<NodeCounts>,
     ///When the controller assembled this answer, by its own clock.
-    pub last_updated: Timestamp,
+    pub last_updated: crate::Timestamp,
     ///Every known node, in any status, ordered by node_id.
     pub nodes: ::std::vec::Vec<NodeRecord>,
 }
@@ -1219,6 +1232,19 @@ impl<'de> ::serde::Deserialize<'de> for HostId {
             })
     }
 }
+///meters.json in the agent's state directory: the last value of every usage meter of every app this host has run, saved before each reported.json is written. The agent starts from these values when it restarts, so the meters in reported.json never go down across an agent restart, and an app that is removed and placed again continues from where it stood.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HostMeterLedger {
+    ///One entry per app this host has ever metered, in appId order.
+    pub apps: ::std::vec::Vec<AppMeters>,
+    ///The host whose meters these are.
+    #[serde(rename = "hostId")]
+    pub host_id: HostId,
+    ///When the agent saved this copy.
+    #[serde(rename = "savedAt")]
+    pub saved_at: crate::Timestamp,
+}
 ///A TCP/UDP port number on the host, from 1 to 65535.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(transparent)]
@@ -1294,7 +1320,7 @@ pub struct HostReportedState {
     pub message: ::std::option::Option<StateMessage>,
     ///When the host wrote this copy of the document.
     #[serde(rename = "reportedAt")]
-    pub reported_at: Timestamp,
+    pub reported_at: crate::Timestamp,
     ///The lifecycle phase the host is in.
     pub state: HostState,
     ///Versions of the software components running on this host.
@@ -1749,7 +1775,7 @@ pub struct NodeHeartbeat {
     #[serde(default = "defaults::node_heartbeat_spawn_port")]
     pub spawn_port: HostPort,
     ///When the agent built this heartbeat, by the node's own clock. Informational only: staleness is judged on when the controller received the heartbeat, so a node with a wrong clock is not misjudged.
-    pub timestamp_utc: Timestamp,
+    pub timestamp_utc: crate::Timestamp,
     ///Every VM the agent knows of on this node, in any state. Replaces the controller's list for this node wholesale: a VM missing here is taken to be gone from the node.
     pub vms: ::std::vec::Vec<VmRecord>,
     ///The node's WireGuard address (VM_WG_IP). Replaces the address the controller uses to reach the agent.
@@ -1779,7 +1805,7 @@ pub struct NodeRecord {
     pub boot_id: ::std::option::Option<BootId>,
     ///End of validity of the node certificate with cert_serial. Absent when none was issued.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub cert_not_after: ::std::option::Option<Timestamp>,
+    pub cert_not_after: ::std::option::Option<crate::Timestamp>,
     ///Serial number of the mTLS server certificate the controller last issued to this node. Absent when none was issued.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub cert_serial: ::std::option::Option<CertSerial>,
@@ -1788,13 +1814,13 @@ pub struct NodeRecord {
     pub cordon_reason: ::std::option::Option<StateMessage>,
     ///When the node was put under the data-plane cordon, either by an operator (POST /v1/nodes/{node_id}/cordon) or by the agent itself when its runtime stalled. A cordoned node keeps its status and its running VMs but gets no new VMs. null or absent when not cordoned.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub cordoned_at: ::std::option::Option<Timestamp>,
+    pub cordoned_at: ::std::option::Option<crate::Timestamp>,
     ///Real CPU load of the node's VM processes in fractional CPUs, from the last heartbeat that reported it.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub cpu_usage: ::std::option::Option<f64>,
     ///When the controller soft-cordoned the node for disk pressure, because the free disk its heartbeats report fell below the cordon threshold. Separate from the data-plane cordon: the node stays "ready", is never reaped and keeps its running VMs, but gets no new ones. Cleared once free disk climbs back past the higher un-cordon threshold, so the state does not flap. null or absent when not disk-cordoned.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub disk_cordoned_at: ::std::option::Option<Timestamp>,
+    pub disk_cordoned_at: ::std::option::Option<crate::Timestamp>,
     ///Real disk space in GB taken by the node's VM storage and overlay files, from the last heartbeat that reported it. Covers the VMs only, unlike available_disk_gb, which is about the whole filesystem.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub disk_usage_gb: ::std::option::Option<u64>,
@@ -1809,7 +1835,7 @@ pub struct NodeRecord {
     ///Whether /dev/kvm exists on the host.
     pub kvm_available: bool,
     ///When the controller RECEIVED the node's latest heartbeat (or its registration, before any heartbeat), by the controller's clock, never the node's. A node silent for more than 30 s by this time turns "unreachable".
-    pub last_heartbeat: Timestamp,
+    pub last_heartbeat: crate::Timestamp,
     ///Real resident memory of the node's VM processes in MB, from the last heartbeat that reported it.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub memory_usage_mb: ::std::option::Option<u64>,
@@ -1819,7 +1845,7 @@ pub struct NodeRecord {
     pub ram_available_mb: u64,
     ///When the controller first enrolled the node, by registration or, for a PPN agent, by its first heartbeat.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub registered_at: ::std::option::Option<Timestamp>,
+    pub registered_at: ::std::option::Option<crate::Timestamp>,
     ///Whether the node is last resort for placement. false when omitted.
     #[serde(default)]
     pub reserved: bool,
@@ -2226,7 +2252,7 @@ pub struct ReportedCheckpoint {
     pub message: ::std::option::Option<StateMessage>,
     ///When the checkpoint became ready; absent or null until it has.
     #[serde(rename = "readyAt", skip_serializing_if = "::std::option::Option::is_none")]
-    pub ready_at: ::std::option::Option<Timestamp>,
+    pub ready_at: ::std::option::Option<crate::Timestamp>,
     ///Opaque reference to the checkpoint's stored data, at most 512 characters; absent or null until there is one.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub reference: ::std::option::Option<StateMessage>,
@@ -2254,7 +2280,7 @@ pub struct ReportedExport {
     pub message: ::std::option::Option<StateMessage>,
     ///When the export became ready; absent or null until it has.
     #[serde(rename = "readyAt", skip_serializing_if = "::std::option::Option::is_none")]
-    pub ready_at: ::std::option::Option<Timestamp>,
+    pub ready_at: ::std::option::Option<crate::Timestamp>,
     ///Size of the exported data, in bytes; absent or null until known.
     #[serde(
         rename = "sizeBytes",
@@ -2279,7 +2305,7 @@ pub struct ReportedInstance {
         rename = "convergedAt",
         skip_serializing_if = "::std::option::Option::is_none"
     )]
-    pub converged_at: ::std::option::Option<Timestamp>,
+    pub converged_at: ::std::option::Option<crate::Timestamp>,
     ///The deployment of the app that this instance carries.
     #[serde(rename = "deploymentId")]
     pub deployment_id: DeploymentId,
@@ -2303,7 +2329,7 @@ pub struct ReportedInstance {
         rename = "lastHealthyAt",
         skip_serializing_if = "::std::option::Option::is_none"
     )]
-    pub last_healthy_at: ::std::option::Option<Timestamp>,
+    pub last_healthy_at: ::std::option::Option<crate::Timestamp>,
     ///The most recent of the restarts counted in restartCount. Missing until the first one happens.
     #[serde(
         rename = "lastRestart",
@@ -2331,7 +2357,7 @@ pub struct ReportedInstance {
         rename = "startedAt",
         skip_serializing_if = "::std::option::Option::is_none"
     )]
-    pub started_at: ::std::option::Option<Timestamp>,
+    pub started_at: ::std::option::Option<crate::Timestamp>,
     ///The instance's lifecycle phase.
     pub state: InstanceState,
 }
@@ -2340,7 +2366,7 @@ pub struct ReportedInstance {
 #[serde(deny_unknown_fields)]
 pub struct ReportedRestart {
     ///When the guest reported the restart.
-    pub at: Timestamp,
+    pub at: crate::Timestamp,
     ///Position of this restart in the current run of restarts: 1 for the first since the tenant last stayed up long enough to have its budget restored, rising at most to budget.
     pub attempt: u64,
     ///Delay before the tenant was started again, in milliseconds.
@@ -2853,49 +2879,6 @@ impl<'de> ::serde::Deserialize<'de> for TenantId {
             })
     }
 }
-///An instant in ISO 8601 (RFC 3339) form that always carries its offset, either Z or ±hh:mm; fractional seconds are optional, down to nanoseconds.
-#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(transparent)]
-pub struct Timestamp(pub ::chrono::DateTime<::chrono::offset::Utc>);
-impl ::std::ops::Deref for Timestamp {
-    type Target = ::chrono::DateTime<::chrono::offset::Utc>;
-    fn deref(&self) -> &::chrono::DateTime<::chrono::offset::Utc> {
-        &self.0
-    }
-}
-impl ::std::convert::From<Timestamp> for ::chrono::DateTime<::chrono::offset::Utc> {
-    fn from(value: Timestamp) -> Self {
-        value.0
-    }
-}
-impl ::std::convert::From<::chrono::DateTime<::chrono::offset::Utc>> for Timestamp {
-    fn from(value: ::chrono::DateTime<::chrono::offset::Utc>) -> Self {
-        Self(value)
-    }
-}
-impl ::std::fmt::Display for Timestamp {
-    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-impl ::std::str::FromStr for Timestamp {
-    type Err = <::chrono::DateTime<::chrono::offset::Utc> as ::std::str::FromStr>::Err;
-    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
-        Ok(Self(value.parse()?))
-    }
-}
-impl ::std::convert::TryFrom<&str> for Timestamp {
-    type Error = <::chrono::DateTime<::chrono::offset::Utc> as ::std::str::FromStr>::Err;
-    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
-        value.parse()
-    }
-}
-impl ::std::convert::TryFrom<String> for Timestamp {
-    type Error = <::chrono::DateTime<::chrono::offset::Utc> as ::std::str::FromStr>::Err;
-    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
-        value.parse()
-    }
-}
 ///Cumulative usage of an app since this host first encountered it. The counters never decrease, so the usage over any interval is the difference between two readings, and skipping a reading only costs precision; a counter that has gone down means the host restarted it. Time is split into running and idle, because a running app occupies the memory it was granted whereas an idle one occupies only the disk holding its snapshot; pricing either is outside the scope of this document.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -3001,7 +2984,7 @@ pub struct VmRecord {
     pub command: ::std::option::Option<Argv>,
     ///When the controller accepted the VM's create request. Absent on PPN records.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub created_at: ::std::option::Option<Timestamp>,
+    pub created_at: ::std::option::Option<crate::Timestamp>,
     ///Nominal (thin-provisioned) local-disk footprint in GB reserved for this VM on its node's disk ledger at placement, and released when it is deleted. Real consumption is usually lower. Absent on records from agents that do not report it.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub disk_gb: ::std::option::Option<u64>,
@@ -3018,7 +3001,7 @@ pub struct VmRecord {
     pub restore_checkpoint: ::std::option::Option<CheckpointRef>,
     ///When the VM last started running. null or absent while it has not started.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub started_at: ::std::option::Option<Timestamp>,
+    pub started_at: ::std::option::Option<crate::Timestamp>,
     ///The VM's state as its node last saw it.
     pub state: VmState,
     ///The tenant the VM belongs to, copied by the controller from the create request into the record it keeps. null or absent when the VM has no tenant.
