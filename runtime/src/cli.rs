@@ -19,11 +19,14 @@ struct Cli {
 enum Command {
     /// Check a wire document (reported.json, a heartbeat, ...) against its schema.
     Validate(crate::validate::ValidateArgs),
+    /// Run the node agent: enroll, heartbeat, run machines, write reported.json.
+    Agent(crate::agent::AgentArgs),
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Validate(args) => crate::validate::run(&args),
+        Command::Agent(args) => crate::agent::run(&args),
     }
 }
