@@ -103,3 +103,8 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Opt
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+pub mod agent_harness;
+pub mod background;
+pub mod standin_ppn_controller;
+pub mod standin_smolvm;

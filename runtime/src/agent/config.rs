@@ -55,7 +55,12 @@ pub struct ConfigError {
 
 impl std::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.variable, self.problem)
+        // `VM_NODE_ID is required: ...` or `VM_NODE_ID="bad id" is not ...`.
+        if self.problem.starts_with("is required") {
+            write!(f, "{} {}", self.variable, self.problem)
+        } else {
+            write!(f, "{}={}", self.variable, self.problem)
+        }
     }
 }
 
@@ -238,6 +243,28 @@ impl AgentConfig {
             stop_timeout: Duration::from_millis(stop_timeout_ms),
             default_command,
         })
+    }
+}
+
+impl AgentConfig {
+    /// The settings in force, one `VM_NAME=value` line each, as `--check` prints them.
+    pub fn describe(&self) -> String {
+        let lines = [
+            ("VM_FLEET_ENDPOINT", self.fleet_endpoint.clone()),
+            ("VM_NODE_ID", self.node_id.to_string()),
+            ("VM_WG_IP", self.wg_ip.0.to_string()),
+            ("VM_HEARTBEAT_INTERVAL_S", self.heartbeat_interval.as_secs().to_string()),
+            ("VM_SPAWN_PORT", self.spawn_port.to_string()),
+            ("VM_RESERVED", self.reserved.to_string()),
+            ("VM_STATE_DIR", self.state_dir.display().to_string()),
+            ("VM_RUNTIME", self.runtime.name().to_string()),
+            ("VM_RUNTIME_ADDRESS", self.runtime_address.clone()),
+            ("VM_LISTEN_ADDRESS", self.listen_address.to_string()),
+            ("VM_RECONCILE_INTERVAL_MS", self.reconcile_interval.as_millis().to_string()),
+            ("VM_STOP_TIMEOUT_MS", self.stop_timeout.as_millis().to_string()),
+            ("VM_DEFAULT_COMMAND", self.default_command.join(" ")),
+        ];
+        lines.iter().map(|(k, v)| format!("{k}={v}\n")).collect()
     }
 }
 

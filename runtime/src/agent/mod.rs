@@ -65,6 +65,9 @@ pub struct AgentArgs {
     /// Command the process driver runs for a spawn that names none [default: sleep infinity].
     #[arg(long, env = "VM_DEFAULT_COMMAND", value_name = "ARGV")]
     pub default_command: Option<String>,
+    /// Check the settings, print them one per line, and exit (0 when they are good).
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// The agent's link with its controller, as reported.json's `state` tells it.
@@ -153,6 +156,10 @@ pub fn run(args: &AgentArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.check {
+        print!("{}", config.describe());
+        return ExitCode::SUCCESS;
+    }
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -183,6 +190,7 @@ async fn serve(config: AgentConfig) -> anyhow::Result<()> {
     use anyhow::Context;
     std::fs::create_dir_all(&config.state_dir)
         .with_context(|| format!("cannot create the state directory {}", config.state_dir.display()))?;
+    remove_stale_temp_files(&config.state_dir);
     let desired = DesiredStore::open(config.state_dir.join("desired.json"), config.node_id.clone())
         .context("desired.json")?;
     let driver = crate::drivers::driver_for(
@@ -239,6 +247,20 @@ async fn serve(config: AgentConfig) -> anyhow::Result<()> {
     let _ = api.await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Temp files of writes a crash interrupted (the target file itself is always whole).
+fn remove_stale_temp_files(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') && name.ends_with(".tmp") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 async fn shutdown_signal() {
