@@ -108,3 +108,4 @@ pub mod agent_harness;
 pub mod background;
 pub mod standin_ppn_controller;
 pub mod standin_smolvm;
+pub mod reported_watch;

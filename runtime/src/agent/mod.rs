@@ -244,7 +244,11 @@ async fn serve(config: AgentConfig) -> anyhow::Result<()> {
     agent.driver.shutdown().await;
     // The last word: what the machines came to.
     reconcile::pass(&agent, &mut pass_state).await;
-    let _ = api.await;
+    // Graceful shutdown waits for idle keep-alive connections too: bounded.
+    let mut api = api;
+    if tokio::time::timeout(std::time::Duration::from_secs(2), &mut api).await.is_err() {
+        api.abort();
+    }
     tracing::info!("stopped");
     Ok(())
 }

@@ -352,18 +352,19 @@ impl Driver for ProcessDriver {
     }
 
     async fn shutdown(&self) {
-        let mut tasks = Vec::new();
-        for m in lock(&self.machines).values_mut() {
-            // Stopped, not Gone: an agent going away keeps its machines' volumes. The machines
-            // stay listed so the last reported.json shows them stopped.
-            m.control.send_modify(|c| c.want = Want::Stopped);
-            tasks.push(std::mem::replace(&mut m.task, tokio::spawn(async {})));
-        }
-        for m in lock(&self.retiring).iter_mut() {
-            tasks.push(std::mem::replace(&mut m.task, tokio::spawn(async {})));
-        }
-        for t in tasks {
-            let _ = t.await;
+        // Stopped, not Gone: an agent going away keeps its machines' volumes. The machines
+        // stay listed so the last reported.json shows them stopped.
+        let lives: Vec<Arc<Mutex<Live>>> = lock(&self.machines)
+            .values()
+            .map(|m| {
+                m.control.send_modify(|c| c.want = Want::Stopped);
+                m.live.clone()
+            })
+            .chain(lock(&self.retiring).iter().map(|m| m.live.clone()))
+            .collect();
+        let deadline = Instant::now() + self.settings.stop_timeout + Duration::from_secs(2);
+        while Instant::now() < deadline && lives.iter().any(|l| lock(l).pid.is_some()) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 }
