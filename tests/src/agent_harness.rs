@@ -96,6 +96,11 @@ impl AgentProcess {
     /// SIGKILLs the agent and starts it again on the same state directory and port.
     pub fn restart(&mut self, controller: &str) {
         self.running.kill();
+        self.restart_after_kill(controller);
+    }
+
+    /// Starts the agent again after it was killed.
+    pub fn restart_after_kill(&mut self, controller: &str) {
         self.running = Running::spawn(&mut agent_command(
             controller,
             &self.state_dir,
