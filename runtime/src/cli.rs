@@ -20,7 +20,7 @@ enum Command {
     /// Check a wire document (reported.json, a heartbeat, ...) against its schema.
     Validate(crate::validate::ValidateArgs),
     /// Run the node agent: enroll, heartbeat, run machines, write reported.json.
-    Agent(crate::agent::AgentArgs),
+    Agent(Box<crate::agent::AgentArgs>),
 }
 
 pub fn main() -> ExitCode {

@@ -84,13 +84,17 @@ impl AgentProcess {
     }
 
     fn wait_until_serving(&self) {
-        wait_for("the agent's first reported.json", Duration::from_secs(20), || {
-            let served = reqwest::blocking::get(self.url("/v1/reported"))
-                .ok()
-                .filter(|r| r.status().is_success())?;
-            drop(served);
-            self.state_dir.join("reported.json").exists().then_some(())
-        });
+        wait_for(
+            "the agent's first reported.json",
+            Duration::from_secs(20),
+            || {
+                let served = reqwest::blocking::get(self.url("/v1/reported"))
+                    .ok()
+                    .filter(|r| r.status().is_success())?;
+                drop(served);
+                self.state_dir.join("reported.json").exists().then_some(())
+            },
+        );
     }
 
     /// SIGKILLs the agent and starts it again on the same state directory and port.

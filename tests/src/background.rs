@@ -17,7 +17,9 @@ impl BackgroundServer {
     pub fn start(router: axum::Router, port: u16) -> BackgroundServer {
         let listener = std::net::TcpListener::bind(("127.0.0.1", port))
             .unwrap_or_else(|e| panic!("binding 127.0.0.1:{port}: {e}"));
-        listener.set_nonblocking(true).expect("non-blocking listener");
+        listener
+            .set_nonblocking(true)
+            .expect("non-blocking listener");
         let addr = listener.local_addr().expect("local addr");
         let (stop, stopped) = oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {

@@ -106,6 +106,6 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Opt
 
 pub mod agent_harness;
 pub mod background;
+pub mod reported_watch;
 pub mod standin_ppn_controller;
 pub mod standin_smolvm;
-pub mod reported_watch;

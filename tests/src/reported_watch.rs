@@ -37,8 +37,16 @@ fn check_meters(app: &str, old: &UsageMeters, new: &UsageMeters) -> Option<Strin
         ("cpuMs", old.cpu_ms, new.cpu_ms),
         ("rxBytes", old.rx_bytes, new.rx_bytes),
         ("txBytes", old.tx_bytes, new.tx_bytes),
-        ("diskProvisionedMibSeconds", old.disk_provisioned_mib_seconds, new.disk_provisioned_mib_seconds),
-        ("diskUsedMibSeconds", old.disk_used_mib_seconds, new.disk_used_mib_seconds),
+        (
+            "diskProvisionedMibSeconds",
+            old.disk_provisioned_mib_seconds,
+            new.disk_provisioned_mib_seconds,
+        ),
+        (
+            "diskUsedMibSeconds",
+            old.disk_used_mib_seconds,
+            new.disk_used_mib_seconds,
+        ),
     ];
     pairs
         .iter()
@@ -64,7 +72,10 @@ impl ReportedWatch {
                         Ok(doc) => {
                             if let Some(last) = s.last {
                                 if doc.reported_at < last {
-                                    s.problems.push(format!("reportedAt went back from {last} to {}", doc.reported_at));
+                                    s.problems.push(format!(
+                                        "reportedAt went back from {last} to {}",
+                                        doc.reported_at
+                                    ));
                                 }
                             }
                             if s.last != Some(doc.reported_at) {

@@ -45,7 +45,11 @@ impl StandinSmolvm {
     pub fn start() -> StandinSmolvm {
         let runtime = Arc::new(Mutex::new(Runtime::default()));
         let stalled = Arc::new(AtomicBool::new(false));
-        let boot_id = format!("{}-{}", std::process::id(), chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0));
+        let boot_id = format!(
+            "{}-{}",
+            std::process::id(),
+            chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
+        );
         let ctx = Ctx {
             runtime: runtime.clone(),
             stalled: stalled.clone(),
@@ -97,7 +101,11 @@ fn note(ctx: &Ctx, call: String) {
 
 async fn health(State(ctx): State<Ctx>) -> Json<Value> {
     let rt = ctx.runtime.lock().unwrap();
-    let running = rt.machines.values().filter(|m| m["state"] == "running").count();
+    let running = rt
+        .machines
+        .values()
+        .filter(|m| m["state"] == "running")
+        .count();
     Json(json!({
         "status": "ok",
         "version": "0.5.2",
@@ -119,8 +127,15 @@ async fn capacity(State(ctx): State<Ctx>) -> Response {
         );
     }
     let rt = ctx.runtime.lock().unwrap();
-    let running: Vec<&Value> = rt.machines.values().filter(|m| m["state"] == "running").collect();
-    let cpus: u64 = running.iter().map(|m| m["cpus"].as_u64().unwrap_or(0)).sum();
+    let running: Vec<&Value> = rt
+        .machines
+        .values()
+        .filter(|m| m["state"] == "running")
+        .collect();
+    let cpus: u64 = running
+        .iter()
+        .map(|m| m["cpus"].as_u64().unwrap_or(0))
+        .sum();
     let mem: u64 = running.iter().map(|m| m["mem"].as_u64().unwrap_or(0)).sum();
     Json(json!({
         "allocated_cpus": cpus,
@@ -135,17 +150,33 @@ async fn capacity(State(ctx): State<Ctx>) -> Response {
 
 async fn list(State(ctx): State<Ctx>) -> Json<Vec<Value>> {
     note(&ctx, "GET /api/v1/machines".into());
-    Json(ctx.runtime.lock().unwrap().machines.values().cloned().collect())
+    Json(
+        ctx.runtime
+            .lock()
+            .unwrap()
+            .machines
+            .values()
+            .cloned()
+            .collect(),
+    )
 }
 
 async fn create(State(ctx): State<Ctx>, Json(body): Json<Value>) -> Response {
     let Some(name) = body["name"].as_str().map(str::to_string) else {
-        return error(StatusCode::BAD_REQUEST, "INVALID_REQUEST", "name is required".into());
+        return error(
+            StatusCode::BAD_REQUEST,
+            "INVALID_REQUEST",
+            "name is required".into(),
+        );
     };
     note(&ctx, format!("POST /api/v1/machines {name}"));
     let mut rt = ctx.runtime.lock().unwrap();
     if rt.machines.contains_key(&name) {
-        return error(StatusCode::CONFLICT, "CONFLICT", format!("machine {name} exists"));
+        return error(
+            StatusCode::CONFLICT,
+            "CONFLICT",
+            format!("machine {name} exists"),
+        );
     }
     let machine = json!({
         "name": name,
@@ -163,7 +194,11 @@ async fn create(State(ctx): State<Ctx>, Json(body): Json<Value>) -> Response {
 async fn get_one(State(ctx): State<Ctx>, Path(id): Path<String>) -> Response {
     match ctx.runtime.lock().unwrap().machines.get(&id) {
         Some(m) => Json(m.clone()).into_response(),
-        None => error(StatusCode::NOT_FOUND, "NOT_FOUND", format!("machine {id} not found")),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "NOT_FOUND",
+            format!("machine {id} not found"),
+        ),
     }
 }
 
@@ -175,7 +210,11 @@ fn set_state(ctx: &Ctx, id: &str, state: &str) -> Response {
             m["state"] = json!(state);
             Json(m.clone()).into_response()
         }
-        None => error(StatusCode::NOT_FOUND, "NOT_FOUND", format!("machine {id} not found")),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "NOT_FOUND",
+            format!("machine {id} not found"),
+        ),
     }
 }
 
@@ -191,6 +230,10 @@ async fn remove(State(ctx): State<Ctx>, Path(id): Path<String>) -> Response {
     note(&ctx, format!("DELETE {id}"));
     match ctx.runtime.lock().unwrap().machines.remove(&id) {
         Some(_) => StatusCode::NO_CONTENT.into_response(),
-        None => error(StatusCode::NOT_FOUND, "NOT_FOUND", format!("machine {id} not found")),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "NOT_FOUND",
+            format!("machine {id} not found"),
+        ),
     }
 }

@@ -36,7 +36,11 @@ fn run(mut cmd: Command) -> (i32, String, String) {
 #[test]
 fn each_missing_required_variable_is_named_and_exits_2() {
     for (missing, _) in REQUIRED {
-        let env: Vec<(&str, &str)> = REQUIRED.iter().copied().filter(|(k, _)| *k != missing).collect();
+        let env: Vec<(&str, &str)> = REQUIRED
+            .iter()
+            .copied()
+            .filter(|(k, _)| *k != missing)
+            .collect();
         let (code, _, stderr) = run(agent(&env, &[]));
         assert_eq!(code, 2, "without {missing}: {stderr}");
         let lines: Vec<&str> = stderr.lines().collect();
@@ -55,7 +59,11 @@ fn each_missing_required_variable_is_named_and_exits_2() {
 #[test]
 fn malformed_values_are_named_with_what_is_expected() {
     let cases = [
-        ("VM_FLEET_ENDPOINT", "controller:9203", "http:// or https:// URL"),
+        (
+            "VM_FLEET_ENDPOINT",
+            "controller:9203",
+            "http:// or https:// URL",
+        ),
         ("VM_NODE_ID", "node 1!", "fleet-unique id"),
         ("VM_WG_IP", "10.8.0.300", "IPv4"),
         ("VM_HEARTBEAT_INTERVAL_S", "0", "seconds"),
@@ -69,7 +77,10 @@ fn malformed_values_are_named_with_what_is_expected() {
         let (code, _, stderr) = run(agent(&env, &[]));
         assert_eq!(code, 2, "{variable}={value}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
-        assert!(stderr.contains(variable) && stderr.contains(value), "{stderr}");
+        assert!(
+            stderr.contains(variable) && stderr.contains(value),
+            "{stderr}"
+        );
         assert!(stderr.contains(expected), "{variable}: {stderr}");
     }
 }

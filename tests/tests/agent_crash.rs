@@ -30,7 +30,11 @@ fn reported_json_survives_sigkill_at_any_moment() {
         // What the kill left: whole, valid, and not older than anything read before it.
         let left = agent.reported();
         if let Some(seen) = before_kill {
-            assert!(left.reported_at >= seen, "kill {kills}: the file went back to {}", left.reported_at);
+            assert!(
+                left.reported_at >= seen,
+                "kill {kills}: the file went back to {}",
+                left.reported_at
+            );
         }
         agent.restart_after_kill(&controller);
     }
@@ -44,7 +48,10 @@ fn reported_json_survives_sigkill_at_any_moment() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".tmp"))
         .collect();
-    assert!(leftovers.len() <= 1, "stale temp files are cleaned at start: {leftovers:?}");
+    assert!(
+        leftovers.len() <= 1,
+        "stale temp files are cleaned at start: {leftovers:?}"
+    );
 
     // The agent's death takes its tenants with it: only the current agent's tenant runs.
     drop(agent);

@@ -22,7 +22,11 @@ fn desired_on_disk(agent: &AgentProcess) -> HostDesiredState {
 #[test]
 fn spawn_list_and_delete_go_through_desired_json() {
     let agent = agent();
-    let (status, body) = agent.send(Method::POST, "/v1/spawn", Some(&spawn_body("vm-a", &["sleep", "600"])));
+    let (status, body) = agent.send(
+        Method::POST,
+        "/v1/spawn",
+        Some(&spawn_body("vm-a", &["sleep", "600"])),
+    );
     assert_eq!(status, 200, "{body}");
     let record: VmRecord = fleetwire_types::read_value(&body).expect("a VmRecord");
     assert_eq!(record.vm_id.as_str(), "vm-a");
@@ -40,13 +44,28 @@ fn spawn_list_and_delete_go_through_desired_json() {
     assert_eq!(listed[0].vm_id.as_str(), "vm-a");
 
     // The same id again is a conflict; a body that is not a CreateVmRequest is refused.
-    let (status, body) = agent.send(Method::POST, "/v1/spawn", Some(&spawn_body("vm-a", &["true"])));
+    let (status, body) = agent.send(
+        Method::POST,
+        "/v1/spawn",
+        Some(&spawn_body("vm-a", &["true"])),
+    );
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["code"], "conflict");
-    let (status, body) = agent.send(Method::POST, "/v1/spawn", Some(&json!({"vm_type": "x", "ram_mb": 0, "vcpu_count": 1})));
+    let (status, body) = agent.send(
+        Method::POST,
+        "/v1/spawn",
+        Some(&json!({"vm_type": "x", "ram_mb": 0, "vcpu_count": 1})),
+    );
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["code"], "invalid_document");
-    assert!(body["violations"].as_array().unwrap().iter().any(|v| v["instance_path"] == "/ram_mb"), "{body}");
+    assert!(
+        body["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["instance_path"] == "/ram_mb"),
+        "{body}"
+    );
 
     let (status, _) = agent.send(Method::DELETE, "/v1/vms/vm-a", None);
     assert_eq!(status, 204);
@@ -64,7 +83,11 @@ fn spawn_list_and_delete_go_through_desired_json() {
 #[test]
 fn a_refused_hand_edit_sets_message_and_a_good_one_clears_it() {
     let agent = agent();
-    let (status, body) = agent.send(Method::POST, "/v1/spawn", Some(&spawn_body("keeper", &["sleep", "600"])));
+    let (status, body) = agent.send(
+        Method::POST,
+        "/v1/spawn",
+        Some(&spawn_body("keeper", &["sleep", "600"])),
+    );
     assert_eq!(status, 200, "{body}");
     let path = agent.state_dir.join("desired.json");
     let good = std::fs::read(&path).unwrap();
@@ -73,9 +96,15 @@ fn a_refused_hand_edit_sets_message_and_a_good_one_clears_it() {
     let mut bad: serde_json::Value = serde_json::from_slice(&good).unwrap();
     bad["instances"][0]["command"] = json!([]);
     std::fs::write(&path, serde_json::to_vec(&bad).unwrap()).unwrap();
-    let r = agent.wait_reported("the refusal", Duration::from_secs(5), |r| r.message.clone().map(|m| (m, r.clone())));
+    let r = agent.wait_reported("the refusal", Duration::from_secs(5), |r| {
+        r.message.clone().map(|m| (m, r.clone()))
+    });
     let (message, report) = r;
-    assert!(message.contains("/instances/0/command"), "{}", message.as_str());
+    assert!(
+        message.contains("/instances/0/command"),
+        "{}",
+        message.as_str()
+    );
     assert!(message.contains("minItems"), "{}", message.as_str());
     assert!(message.chars().count() <= 512);
     // It keeps running what it ran.
@@ -85,7 +114,10 @@ fn a_refused_hand_edit_sets_message_and_a_good_one_clears_it() {
     // Not JSON at all.
     std::fs::write(&path, b"{\"hostId\": \"node-1\", ").unwrap();
     agent.wait_reported("the JSON refusal", Duration::from_secs(5), |r| {
-        r.message.as_ref().filter(|m| m.contains("not a JSON document")).map(|_| ())
+        r.message
+            .as_ref()
+            .filter(|m| m.contains("not a JSON document"))
+            .map(|_| ())
     });
 
     // For another host.
@@ -93,7 +125,10 @@ fn a_refused_hand_edit_sets_message_and_a_good_one_clears_it() {
     other["hostId"] = json!("node-2");
     std::fs::write(&path, serde_json::to_vec(&other).unwrap()).unwrap();
     agent.wait_reported("the host refusal", Duration::from_secs(5), |r| {
-        r.message.as_ref().filter(|m| m.contains("/hostId") && m.contains("node-2")).map(|_| ())
+        r.message
+            .as_ref()
+            .filter(|m| m.contains("/hostId") && m.contains("node-2"))
+            .map(|_| ())
     });
 
     // A readable one is taken up and clears the message: here, one that stops the instance.
@@ -113,10 +148,17 @@ fn a_refused_put_sets_message_and_a_good_put_clears_it() {
         "resources": {"vcpuCount": 1, "memoryMib": 16, "diskMib": 0}}]});
     let (status, body) = agent.send(Method::PUT, "/v1/desired", Some(&bad));
     assert_eq!(status, 400, "{body}");
-    assert_eq!(body["violations"][0]["instance_path"], "/instances/0/desiredState");
+    assert_eq!(
+        body["violations"][0]["instance_path"],
+        "/instances/0/desiredState"
+    );
     let message = agent.wait_reported("the refusal", Duration::from_secs(5), |r| r.message.clone());
     assert!(message.contains("PUT /v1/desired"), "{}", message.as_str());
-    assert!(message.contains("/instances/0/desiredState"), "{}", message.as_str());
+    assert!(
+        message.contains("/instances/0/desiredState"),
+        "{}",
+        message.as_str()
+    );
 
     // Duplicate app ids are refused too, with the pointer of the second.
     let dup_instance = json!({"appId": "a", "deploymentId": "d", "desiredState": "stopped",
@@ -129,6 +171,8 @@ fn a_refused_put_sets_message_and_a_good_put_clears_it() {
     let good = json!({"hostId": "node-1", "generation": 7, "instances": []});
     let (status, body) = agent.send(Method::PUT, "/v1/desired", Some(&good));
     assert_eq!(status, 200, "{body}");
-    agent.wait_reported("the message to clear", Duration::from_secs(5), |r| r.message.is_none().then_some(()));
+    agent.wait_reported("the message to clear", Duration::from_secs(5), |r| {
+        r.message.is_none().then_some(())
+    });
     assert_eq!(desired_on_disk(&agent).generation, Some(7));
 }

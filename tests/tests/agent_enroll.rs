@@ -15,7 +15,9 @@ use fleetwire_e2e::agent_harness::AgentProcess;
 use fleetwire_e2e::background::BackgroundServer;
 use fleetwire_e2e::wait_for;
 use fleetwire_types::{HostState, NodeHeartbeat, RegisterNodeRequest, RegisterNodeResponse};
-use rcgen::{CertificateParams, CertificateSigningRequestParams, IsCa, Issuer, KeyPair, PublicKeyData};
+use rcgen::{
+    CertificateParams, CertificateSigningRequestParams, IsCa, Issuer, KeyPair, PublicKeyData,
+};
 use serde_json::{json, Value};
 
 #[derive(Default)]
@@ -37,12 +39,22 @@ fn ca() -> (String, Issuer<'static, KeyPair>) {
     (cert.pem(), Issuer::new(params, key))
 }
 
-async fn register(State((seen, ca_pem, issuer)): State<(Shared, String, Arc<Issuer<'static, KeyPair>>)>, Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
+async fn register(
+    State((seen, ca_pem, issuer)): State<(Shared, String, Arc<Issuer<'static, KeyPair>>)>,
+    Json(body): Json<Value>,
+) -> (StatusCode, Json<Value>) {
     let req: RegisterNodeRequest = match fleetwire_types::read_value(&body) {
         Ok(r) => r,
-        Err(e) => return (StatusCode::BAD_REQUEST, Json(json!({"code": "invalid_document", "message": e.to_string()}))),
+        Err(e) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                Json(json!({"code": "invalid_document", "message": e.to_string()})),
+            )
+        }
     };
-    let csr = CertificateSigningRequestParams::from_pem(req.csr_pem.as_ref().expect("a CSR").as_str()).expect("a CSR");
+    let csr =
+        CertificateSigningRequestParams::from_pem(req.csr_pem.as_ref().expect("a CSR").as_str())
+            .expect("a CSR");
     let cert = csr.signed_by(&issuer).expect("signing").pem();
     let answer = json!({
         "node": {
@@ -60,7 +72,10 @@ async fn register(State((seen, ca_pem, issuer)): State<(Shared, String, Arc<Issu
     (StatusCode::OK, Json(answer))
 }
 
-async fn heartbeat(State((seen, _, _)): State<(Shared, String, Arc<Issuer<'static, KeyPair>>)>, Json(body): Json<Value>) -> StatusCode {
+async fn heartbeat(
+    State((seen, _, _)): State<(Shared, String, Arc<Issuer<'static, KeyPair>>)>,
+    Json(body): Json<Value>,
+) -> StatusCode {
     fleetwire_types::read_value::<NodeHeartbeat>(&body).expect("a valid NodeHeartbeat");
     let mut s = seen.lock().unwrap();
     s.heartbeats += 1;
@@ -82,7 +97,9 @@ fn registers_with_a_csr_stores_the_certificate_and_registers_again_after_a_404()
     let controller = BackgroundServer::start(router, 0);
     let agent = AgentProcess::start(&controller.url(), &[("VM_RESERVED", "true")]);
 
-    agent.wait_reported("ready", Duration::from_secs(20), |r| (r.state == HostState::Ready).then_some(()));
+    agent.wait_reported("ready", Duration::from_secs(20), |r| {
+        (r.state == HostState::Ready).then_some(())
+    });
     {
         let s = seen.lock().unwrap();
         let req = &s.registrations[0];
@@ -92,25 +109,46 @@ fn registers_with_a_csr_stores_the_certificate_and_registers_again_after_a_404()
         assert!(req.total_cpus > 0 && req.total_memory_mb > 0);
         // The CSR carries the public half of the key kept on the node, and nothing else of it.
         let key_path = agent.state_dir.join("node.key");
-        assert_eq!(std::fs::metadata(&key_path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&key_path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         let key = KeyPair::from_pem(&std::fs::read_to_string(&key_path).unwrap()).unwrap();
-        let csr = CertificateSigningRequestParams::from_pem(req.csr_pem.as_ref().unwrap().as_str()).unwrap();
+        let csr = CertificateSigningRequestParams::from_pem(req.csr_pem.as_ref().unwrap().as_str())
+            .unwrap();
         assert_eq!(csr.public_key.der_bytes(), key.der_bytes());
         assert!(!serde_json::to_string(req).unwrap().contains("PRIVATE KEY"));
         // What came back is stored.
-        assert_eq!(std::fs::read_to_string(agent.state_dir.join("node.crt")).unwrap(), s.cert_pem);
-        assert_eq!(std::fs::read_to_string(agent.state_dir.join("ca.crt")).unwrap(), ca_pem);
+        assert_eq!(
+            std::fs::read_to_string(agent.state_dir.join("node.crt")).unwrap(),
+            s.cert_pem
+        );
+        assert_eq!(
+            std::fs::read_to_string(agent.state_dir.join("ca.crt")).unwrap(),
+            ca_pem
+        );
     }
 
-    wait_for("a heartbeat", Duration::from_secs(10), || (seen.lock().unwrap().heartbeats > 0).then_some(()));
+    wait_for("a heartbeat", Duration::from_secs(10), || {
+        (seen.lock().unwrap().heartbeats > 0).then_some(())
+    });
     seen.lock().unwrap().forget_next = true;
     wait_for("a second registration", Duration::from_secs(15), || {
         (seen.lock().unwrap().registrations.len() >= 2).then_some(())
     });
     // Same key both times.
     let s = seen.lock().unwrap();
-    assert_eq!(s.registrations[0].csr_pem.is_some(), s.registrations[1].csr_pem.is_some());
-    let a = CertificateSigningRequestParams::from_pem(s.registrations[0].csr_pem.as_ref().unwrap().as_str()).unwrap();
-    let b = CertificateSigningRequestParams::from_pem(s.registrations[1].csr_pem.as_ref().unwrap().as_str()).unwrap();
+    assert_eq!(
+        s.registrations[0].csr_pem.is_some(),
+        s.registrations[1].csr_pem.is_some()
+    );
+    let a = CertificateSigningRequestParams::from_pem(
+        s.registrations[0].csr_pem.as_ref().unwrap().as_str(),
+    )
+    .unwrap();
+    let b = CertificateSigningRequestParams::from_pem(
+        s.registrations[1].csr_pem.as_ref().unwrap().as_str(),
+    )
+    .unwrap();
     assert_eq!(a.public_key.der_bytes(), b.public_key.der_bytes());
 }

@@ -12,7 +12,10 @@ use reqwest::Method;
 
 /// `name{labels} value` lines of an OpenMetrics page, by `name{labels}`.
 fn series(page: &str) -> HashMap<String, f64> {
-    assert!(page.trim_end().ends_with("# EOF"), "an OpenMetrics page ends with # EOF");
+    assert!(
+        page.trim_end().ends_with("# EOF"),
+        "an OpenMetrics page ends with # EOF"
+    );
     page.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .map(|l| {
@@ -23,33 +26,61 @@ fn series(page: &str) -> HashMap<String, f64> {
 }
 
 fn wire<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_value(v).unwrap().as_str().unwrap().to_string()
+    serde_json::to_value(v)
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 #[test]
 fn metrics_say_what_reported_json_says() {
     let agent = AgentProcess::start(&format!("http://127.0.0.1:{}", free_port()), &[]);
     // One tenant that burns some CPU then sleeps, one that fails, so every kind of figure moves.
-    let busy = spawn_body("busy", &["/bin/sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; sleep 600"]);
+    let busy = spawn_body(
+        "busy",
+        &[
+            "/bin/sh",
+            "-c",
+            "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; sleep 600",
+        ],
+    );
     assert_eq!(agent.send(Method::POST, "/v1/spawn", Some(&busy)).0, 200);
     let failing = spawn_body("failing", &["/bin/false"]);
     assert_eq!(agent.send(Method::POST, "/v1/spawn", Some(&failing)).0, 200);
     agent.wait_reported("CPU to be metered", Duration::from_secs(20), |r| {
-        r.instances.iter().find(|i| i.app_id.as_str() == "busy")?.meters.as_ref().filter(|m| m.cpu_ms > 0).map(|_| ())
+        r.instances
+            .iter()
+            .find(|i| i.app_id.as_str() == "busy")?
+            .meters
+            .as_ref()
+            .filter(|m| m.cpu_ms > 0)
+            .map(|_| ())
     });
 
     // The same pass on both routes: reported, metrics, reported again, until the two match.
-    let (report, page) = fleetwire_e2e::wait_for("one pass seen on both routes", Duration::from_secs(10), || {
-        let before: HostReportedState = agent.get("/v1/reported");
-        let page = agent.get_text("/metrics");
-        let after: HostReportedState = agent.get("/v1/reported");
-        (before == after).then_some((before, page))
-    });
+    let (report, page) = fleetwire_e2e::wait_for(
+        "one pass seen on both routes",
+        Duration::from_secs(10),
+        || {
+            let before: HostReportedState = agent.get("/v1/reported");
+            let page = agent.get_text("/metrics");
+            let after: HostReportedState = agent.get("/v1/reported");
+            (before == after).then_some((before, page))
+        },
+    );
     let s = series(&page);
     let host = report.host_id.as_str();
     for state in ["registering", "ready", "draining", "unreachable"] {
-        let want = if wire(&report.state) == state { 1.0 } else { 0.0 };
-        assert_eq!(s[&format!("fleetwire_host_state{{host_id=\"{host}\",state=\"{state}\"}}")], want);
+        let want = if wire(&report.state) == state {
+            1.0
+        } else {
+            0.0
+        };
+        assert_eq!(
+            s[&format!("fleetwire_host_state{{host_id=\"{host}\",state=\"{state}\"}}")],
+            want
+        );
     }
     assert_eq!(
         s[&format!("fleetwire_host_resources{{host_id=\"{host}\",kind=\"allocatable\",resource=\"memory_mib\"}}")],
@@ -65,19 +96,34 @@ fn metrics_say_what_reported_json_says() {
             ("cpu_ms", m.cpu_ms),
             ("rx_bytes", m.rx_bytes),
             ("tx_bytes", m.tx_bytes),
-            ("disk_provisioned_mib_seconds", m.disk_provisioned_mib_seconds),
+            (
+                "disk_provisioned_mib_seconds",
+                m.disk_provisioned_mib_seconds,
+            ),
             ("disk_used_mib_seconds", m.disk_used_mib_seconds),
         ] {
             let key = format!("fleetwire_app_{name}_total{{app_id=\"{app}\"}}");
             assert_eq!(s.get(&key).copied(), Some(value as f64), "{key}");
         }
         let dep = i.deployment_id.as_str();
-        for state in ["pending", "starting", "running", "unhealthy", "stopping", "stopped", "idle", "failed"] {
+        for state in [
+            "pending",
+            "starting",
+            "running",
+            "unhealthy",
+            "stopping",
+            "stopped",
+            "idle",
+            "failed",
+        ] {
             let key = format!("fleetwire_instance_state{{app_id=\"{app}\",deployment_id=\"{dep}\",state=\"{state}\"}}");
             let want = if wire(&i.state) == state { 1.0 } else { 0.0 };
             assert_eq!(s[&key], want, "{key}");
         }
-        assert_eq!(s[&format!("fleetwire_instance_restart_count{{app_id=\"{app}\"}}")], i.restart_count as f64);
+        assert_eq!(
+            s[&format!("fleetwire_instance_restart_count{{app_id=\"{app}\"}}")],
+            i.restart_count as f64
+        );
     }
     // And the file on disk is that same document (or a later pass of it).
     assert!(agent.reported().reported_at >= report.reported_at);
@@ -88,9 +134,17 @@ fn meters_never_decrease_across_agent_restarts() {
     let controller = format!("http://127.0.0.1:{}", free_port());
     let mut agent = AgentProcess::start(&controller, &[]);
     let watch = ReportedWatch::start(agent.state_dir.join("reported.json"));
-    let busy = spawn_body("metered", &["/bin/sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; sleep 600"]);
+    let busy = spawn_body(
+        "metered",
+        &[
+            "/bin/sh",
+            "-c",
+            "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; sleep 600",
+        ],
+    );
     assert_eq!(agent.send(Method::POST, "/v1/spawn", Some(&busy)).0, 200);
-    let running_ms = |r: &HostReportedState| r.instances.first()?.meters.as_ref().map(|m| m.running_ms);
+    let running_ms =
+        |r: &HostReportedState| r.instances.first()?.meters.as_ref().map(|m| m.running_ms);
 
     let mut last = 0;
     for round in 0..3 {
@@ -102,9 +156,10 @@ fn meters_never_decrease_across_agent_restarts() {
             // A clean stop: SIGTERM, the agent drains and exits 0.
             // SAFETY: signalling the agent this test started.
             unsafe { libc::kill(agent.pid() as i32, libc::SIGTERM) };
-            let status = fleetwire_e2e::wait_for("the agent to exit", Duration::from_secs(20), || {
-                agent.running.child.try_wait().expect("try_wait")
-            });
+            let status =
+                fleetwire_e2e::wait_for("the agent to exit", Duration::from_secs(20), || {
+                    agent.running.child.try_wait().expect("try_wait")
+                });
             assert_eq!(status.code(), Some(0));
             let stopped = agent.reported();
             assert_eq!(wire(&stopped.state), "draining");

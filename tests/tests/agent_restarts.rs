@@ -66,9 +66,17 @@ fn a_tenant_exiting_with_3_is_restarted_within_its_budget_with_growing_backoff()
     let lr = last.last_restart.expect("lastRestart");
     assert_eq!((lr.attempt, lr.budget, lr.backoff_ms), (3, 3, 400));
     assert_eq!(lr.exit, TenantExit::Code(3));
-    assert!(lr.reason.contains("exited with code 3"), "{}", lr.reason.as_str());
+    assert!(
+        lr.reason.contains("exited with code 3"),
+        "{}",
+        lr.reason.as_str()
+    );
     let message = last.message.expect("a failed instance says why");
-    assert!(message.contains("gave up after 3 restarts"), "{}", message.as_str());
+    assert!(
+        message.contains("gave up after 3 restarts"),
+        "{}",
+        message.as_str()
+    );
 }
 
 /// The pid of the process whose command line contains `token`.
@@ -87,12 +95,20 @@ fn a_tenant_killed_by_a_signal_shows_the_signal() {
     let token = format!("{}.{}", 1000 + std::process::id() % 1000, agent.port);
     put_desired(
         &agent,
-        vec![instance("victim", &["sleep", &token], json!({"initialBackoffMs": 50}))],
+        vec![instance(
+            "victim",
+            &["sleep", &token],
+            json!({"initialBackoffMs": 50}),
+        )],
     );
     agent.wait_reported("the tenant to run", Duration::from_secs(10), |r| {
-        find(r, "victim").filter(|i| i.state == InstanceState::Running).map(|_| ())
+        find(r, "victim")
+            .filter(|i| i.state == InstanceState::Running)
+            .map(|_| ())
     });
-    let pid = fleetwire_e2e::wait_for("the tenant's pid", Duration::from_secs(5), || pid_of(&token));
+    let pid = fleetwire_e2e::wait_for("the tenant's pid", Duration::from_secs(5), || {
+        pid_of(&token)
+    });
     // SAFETY: kill(2) on a process this test's agent started.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
     let i = agent.wait_reported("the kill to be reported", Duration::from_secs(10), |r| {
@@ -102,10 +118,16 @@ fn a_tenant_killed_by_a_signal_shows_the_signal() {
     assert_eq!(lr.exit, TenantExit::Signal(9));
     assert_eq!(lr.attempt, 1);
     assert_eq!(i.last_exit_code, Some(128 + 9));
-    assert!(lr.reason.contains("killed by signal 9"), "{}", lr.reason.as_str());
+    assert!(
+        lr.reason.contains("killed by signal 9"),
+        "{}",
+        lr.reason.as_str()
+    );
     // And it runs again.
     agent.wait_reported("the tenant to run again", Duration::from_secs(10), |r| {
-        find(r, "victim").filter(|i| i.state == InstanceState::Running).map(|_| ())
+        find(r, "victim")
+            .filter(|i| i.state == InstanceState::Running)
+            .map(|_| ())
     });
 }
 
@@ -114,7 +136,11 @@ fn stopping_sends_sigterm_then_sigkill_to_the_process_group() {
     let agent = AgentProcess::start(&unreachable_controller(), &[("VM_STOP_TIMEOUT_MS", "300")]);
     // `polite` ends on SIGTERM; `stubborn` (and the sleep it starts) ignores it.
     let polite = instance("polite", &["sleep", "600"], json!({}));
-    let stubborn = instance("stubborn", &["/bin/sh", "-c", "trap '' TERM; sleep 600"], json!({}));
+    let stubborn = instance(
+        "stubborn",
+        &["/bin/sh", "-c", "trap '' TERM; sleep 600"],
+        json!({}),
+    );
     put_desired(&agent, vec![polite.clone(), stubborn.clone()]);
     agent.wait_reported("both to run", Duration::from_secs(10), |r| {
         let up = |a| find(r, a).is_some_and(|i| i.state == InstanceState::Running);
@@ -129,8 +155,16 @@ fn stopping_sends_sigterm_then_sigkill_to_the_process_group() {
         let down = |a| find(r, a).is_some_and(|i| i.state == InstanceState::Stopped);
         (down("polite") && down("stubborn")).then(|| r.clone())
     });
-    assert_eq!(find(&r, "polite").unwrap().last_exit_code, Some(128 + 15), "SIGTERM");
-    assert_eq!(find(&r, "stubborn").unwrap().last_exit_code, Some(128 + 9), "SIGKILL");
+    assert_eq!(
+        find(&r, "polite").unwrap().last_exit_code,
+        Some(128 + 15),
+        "SIGTERM"
+    );
+    assert_eq!(
+        find(&r, "stubborn").unwrap().last_exit_code,
+        Some(128 + 9),
+        "SIGKILL"
+    );
     // A stop asked for is not a restart.
     assert_eq!(find(&r, "polite").unwrap().restart_count, 0);
     // Converged on "stopped".

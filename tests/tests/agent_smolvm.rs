@@ -26,10 +26,17 @@ fn the_smolvm_driver_drives_the_runtime_api_and_self_cordons_on_503() {
     let runtime_url = runtime.url();
     let agent = AgentProcess::start(
         &controller.url(),
-        &[("VM_RUNTIME", "smolvm"), ("VM_RUNTIME_ADDRESS", runtime_url.as_str())],
+        &[
+            ("VM_RUNTIME", "smolvm"),
+            ("VM_RUNTIME_ADDRESS", runtime_url.as_str()),
+        ],
     );
 
-    let (status, body) = agent.send(Method::POST, "/v1/spawn", Some(&spawn_body("m1", &["/bin/app", "--serve"])));
+    let (status, body) = agent.send(
+        Method::POST,
+        "/v1/spawn",
+        Some(&spawn_body("m1", &["/bin/app", "--serve"])),
+    );
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["state"], "Running");
     let machine = runtime.machines()["m1"].clone();
@@ -39,15 +46,26 @@ fn the_smolvm_driver_drives_the_runtime_api_and_self_cordons_on_503() {
     assert_eq!(machine["cmd"], serde_json::json!(["/bin/app", "--serve"]));
     assert_eq!(machine["storage_gb"], 1);
     agent.wait_reported("m1 running", Duration::from_secs(10), |r| {
-        r.instances.iter().find(|i| i.app_id.as_str() == "m1" && i.state == InstanceState::Running).map(|_| ())
+        r.instances
+            .iter()
+            .find(|i| i.app_id.as_str() == "m1" && i.state == InstanceState::Running)
+            .map(|_| ())
     });
 
     // The heartbeat forwards what the runtime says.
-    let hb = wait_for("a heartbeat with the runtime's figures", Duration::from_secs(10), || {
-        last_heartbeat(&controller, 0).filter(|h| h.runtime_capacity.is_some())
-    });
-    assert_eq!(hb.runtime_boot_id.as_ref().unwrap().as_str(), runtime.boot_id);
-    assert_eq!(hb.runtime_capacity.as_ref().unwrap().allocated_memory_mb, 64);
+    let hb = wait_for(
+        "a heartbeat with the runtime's figures",
+        Duration::from_secs(10),
+        || last_heartbeat(&controller, 0).filter(|h| h.runtime_capacity.is_some()),
+    );
+    assert_eq!(
+        hb.runtime_boot_id.as_ref().unwrap().as_str(),
+        runtime.boot_id
+    );
+    assert_eq!(
+        hb.runtime_capacity.as_ref().unwrap().allocated_memory_mb,
+        64
+    );
     assert!(!hb.runtime_stalled);
     assert_eq!(hb.vms.len(), 1);
 
@@ -58,7 +76,11 @@ fn the_smolvm_driver_drives_the_runtime_api_and_self_cordons_on_503() {
         last_heartbeat(&controller, seen).filter(|h| h.runtime_stalled)
     });
     assert!(hb.runtime_capacity.is_none());
-    let (status, body) = agent.send(Method::POST, "/v1/spawn", Some(&spawn_body("m2", &["/bin/app"])));
+    let (status, body) = agent.send(
+        Method::POST,
+        "/v1/spawn",
+        Some(&spawn_body("m2", &["/bin/app"])),
+    );
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["code"], "no_capacity");
     assert!(!runtime.machines().contains_key("m2"));
@@ -67,16 +89,27 @@ fn the_smolvm_driver_drives_the_runtime_api_and_self_cordons_on_503() {
     runtime.set_stalled(false);
     let seen = controller.heartbeats().len();
     wait_for("an unstalled heartbeat", Duration::from_secs(10), || {
-        last_heartbeat(&controller, seen).filter(|h| !h.runtime_stalled && h.runtime_capacity.is_some())
+        last_heartbeat(&controller, seen)
+            .filter(|h| !h.runtime_stalled && h.runtime_capacity.is_some())
     });
-    let (status, body) = agent.send(Method::POST, "/v1/spawn", Some(&spawn_body("m2", &["/bin/app"])));
+    let (status, body) = agent.send(
+        Method::POST,
+        "/v1/spawn",
+        Some(&spawn_body("m2", &["/bin/app"])),
+    );
     assert_eq!(status, 200, "{body}");
 
     // Deleting removes the machine from the runtime.
     assert_eq!(agent.send(Method::DELETE, "/v1/vms/m1", None).0, 204);
-    wait_for("m1 removed from the runtime", Duration::from_secs(10), || {
-        (!runtime.machines().contains_key("m1")).then_some(())
-    });
-    assert!(runtime.calls().iter().any(|c| c == "DELETE m1"), "{:?}", runtime.calls());
+    wait_for(
+        "m1 removed from the runtime",
+        Duration::from_secs(10),
+        || (!runtime.machines().contains_key("m1")).then_some(()),
+    );
+    assert!(
+        runtime.calls().iter().any(|c| c == "DELETE m1"),
+        "{:?}",
+        runtime.calls()
+    );
     assert!(runtime.machines().contains_key("m2"));
 }

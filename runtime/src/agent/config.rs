@@ -182,7 +182,10 @@ impl AgentConfig {
             },
         };
 
-        let runtime = match optional(&args.runtime).map(str::to_ascii_lowercase).as_deref() {
+        let runtime = match optional(&args.runtime)
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
             None | Some("process") => RuntimeKind::Process,
             Some("smolvm") => RuntimeKind::Smolvm,
             Some(other) => {
@@ -253,15 +256,24 @@ impl AgentConfig {
             ("VM_FLEET_ENDPOINT", self.fleet_endpoint.clone()),
             ("VM_NODE_ID", self.node_id.to_string()),
             ("VM_WG_IP", self.wg_ip.0.to_string()),
-            ("VM_HEARTBEAT_INTERVAL_S", self.heartbeat_interval.as_secs().to_string()),
+            (
+                "VM_HEARTBEAT_INTERVAL_S",
+                self.heartbeat_interval.as_secs().to_string(),
+            ),
             ("VM_SPAWN_PORT", self.spawn_port.to_string()),
             ("VM_RESERVED", self.reserved.to_string()),
             ("VM_STATE_DIR", self.state_dir.display().to_string()),
             ("VM_RUNTIME", self.runtime.name().to_string()),
             ("VM_RUNTIME_ADDRESS", self.runtime_address.clone()),
             ("VM_LISTEN_ADDRESS", self.listen_address.to_string()),
-            ("VM_RECONCILE_INTERVAL_MS", self.reconcile_interval.as_millis().to_string()),
-            ("VM_STOP_TIMEOUT_MS", self.stop_timeout.as_millis().to_string()),
+            (
+                "VM_RECONCILE_INTERVAL_MS",
+                self.reconcile_interval.as_millis().to_string(),
+            ),
+            (
+                "VM_STOP_TIMEOUT_MS",
+                self.stop_timeout.as_millis().to_string(),
+            ),
             ("VM_DEFAULT_COMMAND", self.default_command.join(" ")),
         ];
         lines.iter().map(|(k, v)| format!("{k}={v}\n")).collect()
@@ -301,17 +313,27 @@ mod tests {
         }
         let mut a = args();
         a.reserved = Some("maybe".into());
-        assert_eq!(AgentConfig::from_args(&a).unwrap_err().variable, "VM_RESERVED");
+        assert_eq!(
+            AgentConfig::from_args(&a).unwrap_err().variable,
+            "VM_RESERVED"
+        );
     }
 
     #[test]
     fn malformed_values_name_their_variable() {
-        let cases: [(fn(&mut AgentArgs), &str); 5] = [
-            (|a| a.fleet_endpoint = Some("ftp://x".into()), "VM_FLEET_ENDPOINT"),
+        type Case = (fn(&mut AgentArgs), &'static str);
+        let cases: [Case; 5] = [
+            (
+                |a| a.fleet_endpoint = Some("ftp://x".into()),
+                "VM_FLEET_ENDPOINT",
+            ),
             (|a| a.node_id = Some("bad id".into()), "VM_NODE_ID"),
             (|a| a.wg_ip = Some("10.0.0.300".into()), "VM_WG_IP"),
             (|a| a.spawn_port = Some("0".into()), "VM_SPAWN_PORT"),
-            (|a| a.heartbeat_interval_s = Some("ten".into()), "VM_HEARTBEAT_INTERVAL_S"),
+            (
+                |a| a.heartbeat_interval_s = Some("ten".into()),
+                "VM_HEARTBEAT_INTERVAL_S",
+            ),
         ];
         for (set, variable) in cases {
             let mut a = args();

@@ -138,7 +138,10 @@ impl DesiredStore {
                 violations.push(violation(
                     &format!("/instances/{i}/appId"),
                     "uniqueAppId",
-                    format!("appId {:?} is already used by /instances/{first}", inst.app_id.as_str()),
+                    format!(
+                        "appId {:?} is already used by /instances/{first}",
+                        inst.app_id.as_str()
+                    ),
                 ));
             }
             if let Some(vm) = &inst.vm_id {
@@ -146,7 +149,10 @@ impl DesiredStore {
                     violations.push(violation(
                         &format!("/instances/{i}/vmId"),
                         "uniqueVmId",
-                        format!("vmId {:?} is already used by /instances/{first}", vm.as_str()),
+                        format!(
+                            "vmId {:?} is already used by /instances/{first}",
+                            vm.as_str()
+                        ),
                     ));
                 }
             }
@@ -167,7 +173,10 @@ impl DesiredStore {
     }
 
     /// Takes `doc` up: checked, written atomically, put in force, refusal cleared.
-    pub async fn replace(&self, doc: HostDesiredState) -> Result<Arc<HostDesiredState>, ApiFailure> {
+    pub async fn replace(
+        &self,
+        doc: HostDesiredState,
+    ) -> Result<Arc<HostDesiredState>, ApiFailure> {
         let _writing = self.writer.lock().await;
         self.install(doc)
     }

@@ -8,9 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
-use fleetwire_types::{
-    PemCsr, RegisterNodeRequest, RegisterNodeResponse, RuntimeName, RuntimeUrl,
-};
+use fleetwire_types::{PemCsr, RegisterNodeRequest, RegisterNodeResponse, RuntimeName, RuntimeUrl};
 use rcgen::{CertificateParams, DnType, KeyPair, SanType};
 use reqwest::StatusCode;
 
@@ -30,10 +28,15 @@ pub fn node_key(state_dir: &Path) -> anyhow::Result<KeyPair> {
         Ok(pem) => {
             let meta = std::fs::metadata(&path)?;
             if meta.permissions().mode() & 0o077 != 0 {
-                tracing::warn!("{}: permissions were {:o}, set to 600", path.display(), meta.permissions().mode() & 0o777);
+                tracing::warn!(
+                    "{}: permissions were {:o}, set to 600",
+                    path.display(),
+                    meta.permissions().mode() & 0o777
+                );
                 std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
             }
-            KeyPair::from_pem(&pem).with_context(|| format!("{}: not a PEM private key", path.display()))
+            KeyPair::from_pem(&pem)
+                .with_context(|| format!("{}: not a PEM private key", path.display()))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let key = KeyPair::generate().context("generating the node key")?;
@@ -127,7 +130,8 @@ pub async fn register(
     http: &reqwest::Client,
     key: &KeyPair,
 ) -> Result<Enrolled, RegisterError> {
-    let request = register_request(agent, key).map_err(|e| RegisterError::Refused(format!("{e:#}")))?;
+    let request =
+        register_request(agent, key).map_err(|e| RegisterError::Refused(format!("{e:#}")))?;
     let url = format!("{}/v1/nodes/register", agent.config.fleet_endpoint);
     let resp = http
         .post(&url)
@@ -154,7 +158,10 @@ pub async fn register(
         s if s.is_server_error() => Err(RegisterError::Unreachable(format!("POST {url}: {s}"))),
         s => Err(RegisterError::Refused(format!(
             "POST {url}: {s}: {}",
-            String::from_utf8_lossy(&body).chars().take(500).collect::<String>()
+            String::from_utf8_lossy(&body)
+                .chars()
+                .take(500)
+                .collect::<String>()
         ))),
     }
 }
@@ -210,7 +217,10 @@ mod tests {
         let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(800));
         let delays: Vec<u64> = (0..6).map(|_| b.next_delay().as_millis() as u64).collect();
         for (d, window) in delays.iter().zip([100, 200, 400, 800, 800, 800]) {
-            assert!((window / 2..=window).contains(d), "{d} not in the upper half of {window}");
+            assert!(
+                (window / 2..=window).contains(d),
+                "{d} not in the upper half of {window}"
+            );
         }
         b.reset();
         assert!(b.next_delay() <= Duration::from_millis(100));
@@ -220,7 +230,10 @@ mod tests {
     fn the_key_is_kept_with_mode_600_and_the_csr_carries_it() {
         let dir = tempfile::tempdir().unwrap();
         let key = node_key(dir.path()).unwrap();
-        let mode = std::fs::metadata(dir.path().join(KEY_FILE)).unwrap().permissions().mode();
+        let mode = std::fs::metadata(dir.path().join(KEY_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
         let again = node_key(dir.path()).unwrap();
         assert_eq!(key.der_bytes(), again.der_bytes(), "the same key is reused");

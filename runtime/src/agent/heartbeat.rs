@@ -100,7 +100,8 @@ fn hostname() -> String {
 /// The name as the schema allows it (at most 255 characters).
 pub fn hostname_of(facts: &HostFacts) -> Hostname {
     let cut: String = facts.hostname.chars().take(255).collect();
-    cut.parse().unwrap_or_else(|_| "".parse().expect("empty hostname"))
+    cut.parse()
+        .unwrap_or_else(|_| "".parse().expect("empty hostname"))
 }
 
 /// A boot id as the schema allows it (at most 128 characters).
@@ -110,7 +111,9 @@ pub fn boot_id_of(raw: &str) -> BootId {
 }
 
 pub fn agent_version() -> AgentVersion {
-    env!("CARGO_PKG_VERSION").parse().expect("the crate version")
+    env!("CARGO_PKG_VERSION")
+        .parse()
+        .expect("the crate version")
 }
 
 /// Builds this interval's heartbeat from the host and the last pass.
@@ -183,7 +186,10 @@ async fn send_heartbeat(agent: &Agent, http: &reqwest::Client) -> Beat {
         Ok(resp) => {
             let status = resp.status();
             let text = resp.text().await.unwrap_or_default();
-            Beat::Refused(format!("POST {url}: {status}: {}", text.chars().take(300).collect::<String>()))
+            Beat::Refused(format!(
+                "POST {url}: {status}: {}",
+                text.chars().take(300).collect::<String>()
+            ))
         }
         Err(e) => Beat::Unreachable(format!("POST {url}: {e}")),
     }

@@ -12,8 +12,8 @@ use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use fleetwire_types::{
     ApiErrorCode, AppId, Command, CreateVmRequest, DeploymentId, DesiredInstance,
-    DesiredInstanceState, Health, HealthStatus, HostDesiredState, InstanceResources,
-    InstanceState, VmId, VmRecord, VmState, VmType,
+    DesiredInstanceState, Health, HealthStatus, HostDesiredState, InstanceResources, InstanceState,
+    VmId, VmRecord, VmState, VmType,
 };
 use tokio::sync::watch;
 
@@ -40,12 +40,19 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .with_state(agent)
 }
 
-pub async fn serve(agent: Arc<Agent>, listener: tokio::net::TcpListener, mut stop: watch::Receiver<bool>) {
+pub async fn serve(
+    agent: Arc<Agent>,
+    listener: tokio::net::TcpListener,
+    mut stop: watch::Receiver<bool>,
+) {
     let app = router(agent);
     let shutdown = async move {
         let _ = stop.wait_for(|s| *s).await;
     };
-    if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+    {
         tracing::error!("local API: {e}");
     }
 }
@@ -60,7 +67,11 @@ fn vm_state(state: InstanceState) -> VmState {
 }
 
 /// The VM records (PPN's shape) of the desired instances, with their live state.
-pub fn vm_records(config: &AgentConfig, desired: &HostDesiredState, observation: &Observation) -> Vec<VmRecord> {
+pub fn vm_records(
+    config: &AgentConfig,
+    desired: &HostDesiredState,
+    observation: &Observation,
+) -> Vec<VmRecord> {
     desired
         .instances
         .iter()
@@ -68,11 +79,16 @@ pub fn vm_records(config: &AgentConfig, desired: &HostDesiredState, observation:
             let live = observation.instances.iter().find(|i| i.app_id == d.app_id);
             let state = live.map_or(VmState::Provisioning, |i| vm_state(i.state));
             VmRecord {
-                vm_id: d.vm_id.clone().unwrap_or_else(|| {
-                    d.app_id.as_str().parse().expect("an AppId is a VmId")
-                }),
+                vm_id: d
+                    .vm_id
+                    .clone()
+                    .unwrap_or_else(|| d.app_id.as_str().parse().expect("an AppId is a VmId")),
                 vm_type: d.vm_type.clone().unwrap_or_else(|| {
-                    config.runtime.name().parse::<VmType>().expect("a runtime name is a VmType")
+                    config
+                        .runtime
+                        .name()
+                        .parse::<VmType>()
+                        .expect("a runtime name is a VmType")
                 }),
                 state,
                 ram_alloc_mb: d.resources.memory_mib.get(),
@@ -133,7 +149,10 @@ async fn spawn(
     })?;
     let instance = DesiredInstance {
         app_id: app_id.clone(),
-        deployment_id: vm_id.as_str().parse::<DeploymentId>().expect("a VmId is a DeploymentId"),
+        deployment_id: vm_id
+            .as_str()
+            .parse::<DeploymentId>()
+            .expect("a VmId is a DeploymentId"),
         desired_state: DesiredInstanceState::Running,
         command,
         resources: InstanceResources {
@@ -155,7 +174,10 @@ async fn spawn(
                 .iter()
                 .any(|i| i.app_id == app_id || i.vm_id.as_ref() == Some(&vm_id))
             {
-                return Err(conflict(format!("VM {} already exists on this node", vm_id.as_str())));
+                return Err(conflict(format!(
+                    "VM {} already exists on this node",
+                    vm_id.as_str()
+                )));
             }
             doc.instances.push(instance);
             Ok(())
@@ -167,9 +189,8 @@ async fn spawn(
     loop {
         if let Some(p) = agent.published() {
             let live = p.observation.instances.iter().find(|i| i.app_id == app_id);
-            let settled = live.is_some_and(|i| {
-                matches!(i.state, InstanceState::Running | InstanceState::Failed)
-            });
+            let settled = live
+                .is_some_and(|i| matches!(i.state, InstanceState::Running | InstanceState::Failed));
             if settled || Instant::now() >= deadline {
                 if let Some(record) = vm_records(&agent.config, &p.desired, &p.observation)
                     .into_iter()
@@ -195,7 +216,9 @@ async fn spawn(
                 .into_iter()
                 .find(|r| r.vm_id == vm_id)
                 .map(Json)
-                .ok_or_else(|| ApiFailure::not_found(format!("VM {} was removed meanwhile", vm_id.as_str())));
+                .ok_or_else(|| {
+                    ApiFailure::not_found(format!("VM {} was removed meanwhile", vm_id.as_str()))
+                });
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
@@ -214,7 +237,9 @@ async fn delete_vm(
                 i.app_id.as_str() != vm_id && i.vm_id.as_ref().is_none_or(|v| v.as_str() != vm_id)
             });
             if doc.instances.len() == before {
-                return Err(ApiFailure::not_found(format!("no VM {vm_id:?} on this node")));
+                return Err(ApiFailure::not_found(format!(
+                    "no VM {vm_id:?} on this node"
+                )));
             }
             Ok(())
         })

@@ -68,7 +68,10 @@ impl MeterBook {
                         raise(apps.entry(a.app_id).or_insert_with(zero), &a.meters);
                     }
                 }
-                Err(r) => tracing::warn!("{}: ignored, not a valid HostMeterLedger: {r}", path.display()),
+                Err(r) => tracing::warn!(
+                    "{}: ignored, not a valid HostMeterLedger: {r}",
+                    path.display()
+                ),
             },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => tracing::warn!("{}: cannot read: {e}", path.display()),

@@ -162,8 +162,7 @@ pub fn run(args: &AgentArgs) -> ExitCode {
     }
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
         .try_init();
@@ -188,11 +187,18 @@ pub fn run(args: &AgentArgs) -> ExitCode {
 
 async fn serve(config: AgentConfig) -> anyhow::Result<()> {
     use anyhow::Context;
-    std::fs::create_dir_all(&config.state_dir)
-        .with_context(|| format!("cannot create the state directory {}", config.state_dir.display()))?;
+    std::fs::create_dir_all(&config.state_dir).with_context(|| {
+        format!(
+            "cannot create the state directory {}",
+            config.state_dir.display()
+        )
+    })?;
     remove_stale_temp_files(&config.state_dir);
-    let desired = DesiredStore::open(config.state_dir.join("desired.json"), config.node_id.clone())
-        .context("desired.json")?;
+    let desired = DesiredStore::open(
+        config.state_dir.join("desired.json"),
+        config.node_id.clone(),
+    )
+    .context("desired.json")?;
     let driver = crate::drivers::driver_for(
         config.runtime.name(),
         &DriverSettings {
@@ -246,7 +252,10 @@ async fn serve(config: AgentConfig) -> anyhow::Result<()> {
     reconcile::pass(&agent, &mut pass_state).await;
     // Graceful shutdown waits for idle keep-alive connections too: bounded.
     let mut api = api;
-    if tokio::time::timeout(std::time::Duration::from_secs(2), &mut api).await.is_err() {
+    if tokio::time::timeout(std::time::Duration::from_secs(2), &mut api)
+        .await
+        .is_err()
+    {
         api.abort();
     }
     tracing::info!("stopped");

@@ -306,10 +306,8 @@ impl Driver for ProcessDriver {
         let now = Instant::now();
         let machines = lock(&self.machines);
         let retiring = lock(&self.retiring);
-        let mut instances: Vec<InstanceStatus> = machines
-            .values()
-            .map(|m| self.status_of(m, now))
-            .collect();
+        let mut instances: Vec<InstanceStatus> =
+            machines.values().map(|m| self.status_of(m, now)).collect();
         for m in retiring.iter().filter(|m| !m.task.is_finished()) {
             let mut s = self.status_of(m, now);
             s.state = InstanceState::Stopping;
@@ -608,14 +606,11 @@ fn spawn_tenant(
             loop {
                 // SAFETY: waitid on our own child with a valid siginfo pointer.
                 let rc = unsafe {
-                    libc::waitid(
-                        libc::P_PID,
-                        pid,
-                        &mut info,
-                        libc::WEXITED | libc::WNOWAIT,
-                    )
+                    libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT)
                 };
-                if rc == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                if rc == 0
+                    || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+                {
                     break;
                 }
             }

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use fleetwire_types::{
-    AppId, Argv, BootId, ComputeUsage, CreateMachineRequest, DesiredInstance,
-    DesiredInstanceState, HostVersions, InstanceState, MachineName, RuntimeCapacity,
-    RuntimeError, RuntimeHealth, RuntimeMachine, Timestamp, WireDocument,
+    AppId, Argv, BootId, ComputeUsage, CreateMachineRequest, DesiredInstance, DesiredInstanceState,
+    HostVersions, InstanceState, MachineName, RuntimeCapacity, RuntimeError, RuntimeHealth,
+    RuntimeMachine, Timestamp, WireDocument,
 };
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -36,8 +36,12 @@ struct State {
     /// The last runtime failure per machine, shown as the instance's message.
     errors: HashMap<AppId, String>,
     /// CPU seen per machine: runs that ended, and the last sample of the current VM process.
-    cpu: HashMap<AppId, (u64, Option<(u32, ProcSample, Instant)>)>,
+    cpu: HashMap<AppId, CpuSeen>,
 }
+
+/// CPU of a machine's VM processes: the ms of runs that ended, and the last sample of the
+/// current one (pid, sample, when).
+type CpuSeen = (u64, Option<(u32, ProcSample, Instant)>);
 
 /// A runtime answer that was not what the API promises.
 #[derive(Debug)]
@@ -57,7 +61,9 @@ impl SmolvmDriver {
     pub fn new(settings: &DriverSettings) -> anyhow::Result<SmolvmDriver> {
         Ok(SmolvmDriver {
             base: settings.runtime_address.clone(),
-            http: reqwest::Client::builder().timeout(REQUEST_TIMEOUT).build()?,
+            http: reqwest::Client::builder()
+                .timeout(REQUEST_TIMEOUT)
+                .build()?,
             state: Mutex::new(State::default()),
         })
     }
@@ -105,7 +111,12 @@ impl SmolvmDriver {
             .collect()
     }
 
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Result<(), CallError> {
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<(), CallError> {
         let url = format!("{}{path}", self.base);
         let mut req = self.http.request(method.clone(), &url);
         if let Some(body) = body {
@@ -124,17 +135,19 @@ impl SmolvmDriver {
     }
 
     async fn create(&self, d: &DesiredInstance) -> Result<(), CallError> {
-        let name: MachineName = d
-            .app_id
-            .as_str()
-            .parse()
-            .map_err(|e| CallError(format!("{}: not a machine name: {e}", d.app_id.as_str())))?;
-        let cmd: Argv = serde_json::from_value(serde_json::to_value(&d.command).unwrap_or_default())
-            .map_err(|e| CallError(format!("command: {e}")))?;
+        let name: MachineName =
+            d.app_id.as_str().parse().map_err(|e| {
+                CallError(format!("{}: not a machine name: {e}", d.app_id.as_str()))
+            })?;
+        let cmd: Argv =
+            serde_json::from_value(serde_json::to_value(&d.command).unwrap_or_default())
+                .map_err(|e| CallError(format!("command: {e}")))?;
         let request = CreateMachineRequest {
             name,
-            cpus: std::num::NonZeroU32::new(d.resources.vcpu_count.get().min(u32::MAX as u64) as u32)
-                .unwrap_or(std::num::NonZeroU32::MIN),
+            cpus: std::num::NonZeroU32::new(
+                d.resources.vcpu_count.get().min(u32::MAX as u64) as u32
+            )
+            .unwrap_or(std::num::NonZeroU32::MIN),
             mem: d.resources.memory_mib,
             cmd: Some(cmd),
             entrypoint: None,
@@ -155,15 +168,23 @@ impl SmolvmDriver {
             .await
     }
 
-    async fn converge_one(&self, d: &DesiredInstance, found: Option<&RuntimeMachine>) -> Result<(), CallError> {
+    async fn converge_one(
+        &self,
+        d: &DesiredInstance,
+        found: Option<&RuntimeMachine>,
+    ) -> Result<(), CallError> {
         let name = d.app_id.as_str();
         let created_for = lock(&self.state).created_for.get(&d.app_id).cloned();
         let mut exists = found.is_some();
         // A machine created for an older deployment is replaced: a new deployment boots afresh.
         if let (Some(_), Some(dep)) = (found, &created_for) {
             if *dep != d.deployment_id {
-                self.call(reqwest::Method::DELETE, &format!("/api/v1/machines/{name}"), None)
-                    .await?;
+                self.call(
+                    reqwest::Method::DELETE,
+                    &format!("/api/v1/machines/{name}"),
+                    None,
+                )
+                .await?;
                 exists = false;
             }
         }
@@ -181,12 +202,20 @@ impl SmolvmDriver {
         let running = exists && found.is_some_and(|m| m.state == "running");
         match d.desired_state {
             DesiredInstanceState::Running if !running => {
-                self.call(reqwest::Method::POST, &format!("/api/v1/machines/{name}/start"), None)
-                    .await
+                self.call(
+                    reqwest::Method::POST,
+                    &format!("/api/v1/machines/{name}/start"),
+                    None,
+                )
+                .await
             }
             DesiredInstanceState::Stopped if running => {
-                self.call(reqwest::Method::POST, &format!("/api/v1/machines/{name}/stop"), None)
-                    .await
+                self.call(
+                    reqwest::Method::POST,
+                    &format!("/api/v1/machines/{name}/stop"),
+                    None,
+                )
+                .await
             }
             _ => Ok(()),
         }
@@ -195,7 +224,10 @@ impl SmolvmDriver {
 
 fn error_of(method: &str, path: &str, status: StatusCode, body: &[u8]) -> CallError {
     match fleetwire_types::read::<RuntimeError>(body) {
-        Ok(e) => CallError(format!("{method} {path}: {status}: {} ({})", e.error, e.code)),
+        Ok(e) => CallError(format!(
+            "{method} {path}: {status}: {} ({})",
+            e.error, e.code
+        )),
         Err(_) => CallError(format!("{method} {path}: {status}")),
     }
 }
@@ -230,7 +262,10 @@ impl Driver for SmolvmDriver {
             machines.iter().map(|m| (m.name.as_str(), m)).collect();
         let mut errors = HashMap::new();
         for d in desired {
-            if let Err(err) = self.converge_one(d, by_name.get(d.app_id.as_str()).copied()).await {
+            if let Err(err) = self
+                .converge_one(d, by_name.get(d.app_id.as_str()).copied())
+                .await
+            {
                 tracing::warn!(app = d.app_id.as_str(), error = %err, "runtime call failed");
                 errors.insert(d.app_id.clone(), err.0);
             }
@@ -261,10 +296,18 @@ impl Driver for SmolvmDriver {
             Ok((status, body)) if status.is_success() => {
                 match fleetwire_types::read::<RuntimeCapacity>(&body) {
                     Ok(c) => (Some(c), false, None),
-                    Err(r) => (None, false, Some(format!("GET /capacity: not a valid RuntimeCapacity: {r}"))),
+                    Err(r) => (
+                        None,
+                        false,
+                        Some(format!("GET /capacity: not a valid RuntimeCapacity: {r}")),
+                    ),
                 }
             }
-            Ok((status, body)) => (None, false, Some(error_of("GET", "/capacity", status, &body).0)),
+            Ok((status, body)) => (
+                None,
+                false,
+                Some(error_of("GET", "/capacity", status, &body).0),
+            ),
             Err(e) => (None, false, Some(e.0)),
         };
         let machines = self.machines().await;
@@ -282,7 +325,9 @@ impl Driver for SmolvmDriver {
         let mut instances = Vec::new();
         for d in state.desired.clone() {
             let machine = listed.get(d.app_id.as_str());
-            let pid = machine.and_then(|m| m.pid).filter(|_| machine.is_some_and(|m| m.state == "running"));
+            let pid = machine
+                .and_then(|m| m.pid)
+                .filter(|_| machine.is_some_and(|m| m.state == "running"));
             let sample = pid.and_then(proc_stats::sample);
             let cpu = state.cpu.entry(d.app_id.clone()).or_insert((0, None));
             let mut cpu_share = None;
@@ -292,7 +337,8 @@ impl Driver for SmolvmDriver {
                         if prev_pid == pid {
                             let wall = now.duration_since(at).as_millis() as f64;
                             if wall >= 1.0 {
-                                cpu_share = Some(s.cpu_ms.saturating_sub(prev.cpu_ms) as f64 / wall);
+                                cpu_share =
+                                    Some(s.cpu_ms.saturating_sub(prev.cpu_ms) as f64 / wall);
                             }
                         } else {
                             cpu.0 += prev.cpu_ms;
@@ -313,13 +359,17 @@ impl Driver for SmolvmDriver {
                 memory_total_bytes: d.resources.memory_mib.get() * MIB,
                 memory_used_bytes: s.rss_bytes,
             });
-            let message = state.errors.get(&d.app_id).cloned().or_else(|| match machine {
-                None => problem.clone(),
-                Some(m) if state_of(&m.state) == InstanceState::Pending => {
-                    Some(format!("runtime reports state {:?}", m.state))
-                }
-                Some(_) => None,
-            });
+            let message = state
+                .errors
+                .get(&d.app_id)
+                .cloned()
+                .or_else(|| match machine {
+                    None => problem.clone(),
+                    Some(m) if state_of(&m.state) == InstanceState::Pending => {
+                        Some(format!("runtime reports state {:?}", m.state))
+                    }
+                    Some(_) => None,
+                });
             instances.push(InstanceStatus {
                 app_id: d.app_id.clone(),
                 deployment_id: d.deployment_id.clone(),
@@ -368,4 +418,3 @@ impl Driver for SmolvmDriver {
         // Machines belong to the runtime and outlive the agent: nothing to stop here.
     }
 }
-

@@ -29,9 +29,13 @@ const INSTANCE_STATES: [InstanceState; 8] = [
     InstanceState::Failed,
 ];
 
-/// The meters, by the name their series carry (`fleetwire_app_<name>_total`).
-pub const METERS: [(&str, &str, fn(&UsageMeters) -> u64); 7] = [
-    ("running_ms", "Time the app spent running, in ms", |m| m.running_ms),
+type Meter = (&'static str, &'static str, fn(&UsageMeters) -> u64);
+
+/// The meters, by the name their series carry (`fleetwire_app_<name>_total`), with their help.
+pub const METERS: [Meter; 7] = [
+    ("running_ms", "Time the app spent running, in ms", |m| {
+        m.running_ms
+    }),
     ("idle_ms", "Time the app spent idle, in ms", |m| m.idle_ms),
     ("cpu_ms", "CPU time over all vCPUs, in ms", |m| m.cpu_ms),
     ("rx_bytes", "Bytes delivered to the guest", |m| m.rx_bytes),
@@ -82,7 +86,10 @@ pub fn render(report: &HostReportedState) -> String {
         "fleetwire_host_resources",
         "The host's capacity and what is still allocatable, by resource",
     );
-    for (kind, c) in [("capacity", &report.capacity), ("allocatable", &report.allocatable)] {
+    for (kind, c) in [
+        ("capacity", &report.capacity),
+        ("allocatable", &report.allocatable),
+    ] {
         for (resource, value) in [
             ("vcpu_count", c.vcpu_count),
             ("memory_mib", c.memory_mib),

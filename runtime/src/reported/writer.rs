@@ -108,7 +108,11 @@ mod tests {
         )
         .unwrap();
         let err = write_document(&path, &bad).unwrap_err();
-        assert!(err.to_string().contains("/instances/0/restartPolicy/backoffFactor"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("/instances/0/restartPolicy/backoffFactor"),
+            "{err}"
+        );
         assert_eq!(std::fs::read(&path).unwrap(), before);
         let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "no temp file is left behind");
