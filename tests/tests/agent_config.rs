@@ -139,3 +139,34 @@ fn flags_mirror_the_variables() {
     assert_eq!(s["VM_SPAWN_PORT"], "9300");
     assert_eq!(s["VM_RESERVED"], "true");
 }
+
+#[test]
+fn the_systemd_unit_restarts_on_failure_and_sets_only_variables_the_agent_reads() {
+    let unit = std::fs::read_to_string(
+        fleetwire_e2e::workspace().join("packaging/fleetwire-agent.service"),
+    )
+    .expect("packaging/fleetwire-agent.service");
+    let lines: Vec<&str> = unit
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#'))
+        .collect();
+    assert!(lines.contains(&"Restart=on-failure"));
+    assert!(lines.contains(&"ExecStart=/usr/local/bin/fleetwire agent"));
+    let env: Vec<(&str, &str)> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("Environment="))
+        .map(|kv| kv.split_once('=').expect("NAME=value"))
+        .collect();
+    assert!(!env.is_empty());
+    // The unit's settings plus the three required ones make a configuration the agent accepts,
+    // and each one it sets is a variable the agent reads (--check prints every one it knows).
+    let mut all = REQUIRED.to_vec();
+    all.extend(env.iter().copied());
+    let (code, stdout, stderr) = run(agent(&all, &["--check"]));
+    assert_eq!(code, 0, "{stderr}");
+    let s = settings(&stdout);
+    for (k, v) in env {
+        assert_eq!(s.get(k).map(String::as_str), Some(v), "{k}");
+    }
+}
