@@ -72,12 +72,19 @@ enum Want {
 }
 
 struct Machine {
-    app_id: AppId,
+    watched: Arc<Watched>,
     spec: BootSpec,
     control: watch::Sender<Control>,
-    live: Arc<Mutex<Live>>,
     task: JoinHandle<()>,
+}
+
+/// What `observe` reads of a machine; shared so that it reads it without holding the map lock.
+struct Watched {
+    app_id: AppId,
+    spec: BootSpec,
+    live: Arc<Mutex<Live>>,
     volume: PathBuf,
+    /// The volume's used bytes, when they were measured (wall clock and monotonic).
     volume_used: Mutex<Option<(u64, Timestamp, Instant)>>,
 }
 
@@ -169,29 +176,34 @@ impl ProcessDriver {
             predecessor,
         }));
         Machine {
-            app_id: d.app_id.clone(),
+            watched: Arc::new(Watched {
+                app_id: d.app_id.clone(),
+                spec: spec.clone(),
+                live,
+                volume,
+                volume_used: Mutex::new(None),
+            }),
             spec,
             control: tx,
-            live,
             task,
-            volume,
-            volume_used: Mutex::new(None),
         }
     }
 
-    fn status_of(&self, m: &Machine, now: Instant) -> InstanceStatus {
+    /// Reads /proc and the volume with no lock held, then records what it read.
+    fn status_of(m: &Watched, now: Instant) -> InstanceStatus {
+        let pid = lock(&m.live).pid;
+        let sample = pid.and_then(proc_stats::sample);
+        let volume = Self::volume_of(m, now);
         let mut live = lock(&m.live);
-        if let Some(pid) = live.pid {
-            if let Some(sample) = proc_stats::sample(pid) {
-                if let Some((prev, at)) = live.last_sample {
-                    let wall = now.duration_since(at).as_millis() as f64;
-                    if wall >= 1.0 {
-                        live.cpu_share =
-                            Some(sample.cpu_ms.saturating_sub(prev.cpu_ms) as f64 / wall);
-                    }
+        // Recorded only if the run sampled is still the current one.
+        if let (Some(sample), true) = (sample, live.pid == pid) {
+            if let Some((prev, at)) = live.last_sample {
+                let wall = now.duration_since(at).as_millis() as f64;
+                if wall >= 1.0 {
+                    live.cpu_share = Some(sample.cpu_ms.saturating_sub(prev.cpu_ms) as f64 / wall);
                 }
-                live.last_sample = Some((sample, now));
             }
+            live.last_sample = Some((sample, now));
         }
         let compute = match (live.pid, live.last_sample) {
             (Some(_), Some((sample, _))) => Some(ComputeUsage {
@@ -219,23 +231,25 @@ impl ProcessDriver {
         };
         drop(live);
         InstanceStatus {
-            volume: Some(self.volume_of(m, now)),
+            volume: Some(volume),
             ..status
         }
     }
 
-    fn volume_of(&self, m: &Machine, now: Instant) -> VolumeStatus {
-        let mut cached = lock(&m.volume_used);
-        let stale = cached
+    fn volume_of(m: &Watched, now: Instant) -> VolumeStatus {
+        let stale = lock(&m.volume_used)
             .as_ref()
             .is_none_or(|(_, _, at)| now.duration_since(*at) >= VOLUME_MEASURE_EVERY);
         if stale && m.volume.is_dir() {
-            *cached = Some((proc_stats::tree_size(&m.volume), Timestamp::now(), now));
+            let bytes = proc_stats::tree_size(&m.volume);
+            *lock(&m.volume_used) = Some((bytes, Timestamp::now(), now));
         }
         VolumeStatus {
             path: m.volume.clone(),
             size_bytes: m.spec.resources.disk_mib * MIB,
-            used: cached.as_ref().map(|(bytes, at, _)| (*bytes, *at)),
+            used: lock(&m.volume_used)
+                .as_ref()
+                .map(|(bytes, at, _)| (*bytes, *at)),
         }
     }
 }
@@ -304,17 +318,23 @@ impl Driver for ProcessDriver {
 
     async fn observe(&self) -> Observation {
         let now = Instant::now();
-        let machines = lock(&self.machines);
-        let retiring = lock(&self.retiring);
+        let current: Vec<Arc<Watched>> = lock(&self.machines)
+            .values()
+            .map(|m| m.watched.clone())
+            .collect();
+        let stopping: Vec<Arc<Watched>> = lock(&self.retiring)
+            .iter()
+            .filter(|m| !m.task.is_finished())
+            .map(|m| m.watched.clone())
+            .collect();
         let mut instances: Vec<InstanceStatus> =
-            machines.values().map(|m| self.status_of(m, now)).collect();
-        for m in retiring.iter().filter(|m| !m.task.is_finished()) {
-            let mut s = self.status_of(m, now);
+            current.iter().map(|m| Self::status_of(m, now)).collect();
+        for m in &stopping {
+            let mut s = Self::status_of(m, now);
             s.state = InstanceState::Stopping;
             s.volume = None;
             instances.push(s);
         }
-        drop((machines, retiring));
         instances.sort_by(|a, b| a.app_id.cmp(&b.app_id));
 
         let running = instances.iter().filter(|i| i.pid.is_some());
@@ -356,9 +376,9 @@ impl Driver for ProcessDriver {
             .values()
             .map(|m| {
                 m.control.send_modify(|c| c.want = Want::Stopped);
-                m.live.clone()
+                m.watched.live.clone()
             })
-            .chain(lock(&self.retiring).iter().map(|m| m.live.clone()))
+            .chain(lock(&self.retiring).iter().map(|m| m.watched.live.clone()))
             .collect();
         let deadline = Instant::now() + self.settings.stop_timeout + Duration::from_secs(2);
         while Instant::now() < deadline && lives.iter().any(|l| lock(l).pid.is_some()) {

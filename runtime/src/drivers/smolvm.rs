@@ -316,19 +316,25 @@ impl Driver for SmolvmDriver {
             .or_else(|| machines.as_ref().err().map(|e| e.0.clone()));
 
         let now = Instant::now();
-        let mut state = lock(&self.state);
         let listed: HashMap<String, RuntimeMachine> = machines
             .unwrap_or_default()
             .into_iter()
             .map(|m| (m.name.as_str().to_string(), m))
             .collect();
+        // The VM processes run on this host: their figures come from /proc, read before locking.
+        let samples: HashMap<u32, ProcSample> = listed
+            .values()
+            .filter(|m| m.state == "running")
+            .filter_map(|m| Some((m.pid?, proc_stats::sample(m.pid?)?)))
+            .collect();
+        let mut state = lock(&self.state);
         let mut instances = Vec::new();
         for d in state.desired.clone() {
             let machine = listed.get(d.app_id.as_str());
             let pid = machine
                 .and_then(|m| m.pid)
                 .filter(|_| machine.is_some_and(|m| m.state == "running"));
-            let sample = pid.and_then(proc_stats::sample);
+            let sample = pid.and_then(|p| samples.get(&p).copied());
             let cpu = state.cpu.entry(d.app_id.clone()).or_insert((0, None));
             let mut cpu_share = None;
             match (pid, sample) {
