@@ -170,3 +170,29 @@ fn stopping_sends_sigterm_then_sigkill_to_the_process_group() {
     // Converged on "stopped".
     assert!(find(&r, "polite").unwrap().converged_at.is_some());
 }
+
+#[test]
+fn a_tenant_that_stays_up_long_enough_earns_its_budget_back() {
+    let agent = AgentProcess::start(&unreachable_controller(), &[]);
+    // Up 300 ms each time, which is past resetAfterMs: every restart is the first of a new run,
+    // so a budget of 1 never runs out.
+    put_desired(
+        &agent,
+        vec![instance(
+            "phoenix",
+            &["/bin/sh", "-c", "sleep 0.3; exit 3"],
+            json!({"maxRestarts": 1, "initialBackoffMs": 50, "resetAfterMs": 200}),
+        )],
+    );
+    let i = agent.wait_reported("three restarts", Duration::from_secs(20), |r| {
+        let i = find(r, "phoenix")?;
+        assert_ne!(
+            i.state,
+            InstanceState::Failed,
+            "the budget was restored each time"
+        );
+        (i.restart_count >= 3).then(|| i.clone())
+    });
+    let lr = i.last_restart.expect("lastRestart");
+    assert_eq!((lr.attempt, lr.budget, lr.backoff_ms), (1, 1, 50));
+}
