@@ -159,3 +159,69 @@ impl MeterBook {
         write_document(&self.path, &ledger).map(|_| ())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drivers::VolumeStatus;
+    use std::time::Duration;
+
+    fn instance(state: InstanceState, cpu_ms: u64) -> InstanceStatus {
+        InstanceStatus {
+            app_id: "a".parse().unwrap(),
+            deployment_id: "d".parse().unwrap(),
+            state,
+            resources: fleetwire_types::InstanceResources {
+                vcpu_count: std::num::NonZeroU64::new(1).unwrap(),
+                memory_mib: std::num::NonZeroU64::new(64).unwrap(),
+                disk_mib: 10,
+            },
+            restart_count: 0,
+            last_restart: None,
+            last_exit_code: None,
+            started_at: None,
+            compute: None,
+            cpu_ms,
+            message: None,
+            volume: Some(VolumeStatus {
+                path: "/v".into(),
+                size_bytes: 10 << 20,
+                used: Some((1 << 20, Timestamp::now())),
+            }),
+            pid: None,
+        }
+    }
+
+    #[test]
+    fn accrues_by_state_keeps_fractions_and_survives_a_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("meters.json");
+        let host: HostId = "h".parse().unwrap();
+        let mut book = MeterBook::load(
+            path.clone(),
+            host.clone(),
+            &dir.path().join("reported.json"),
+        );
+        let t0 = Instant::now();
+        book.observe(&[instance(InstanceState::Running, 100)], t0);
+        // 1.5 s running, then 0.5 s stopped; the driver's CPU count restarts (a new agent run).
+        book.observe(
+            &[instance(InstanceState::Running, 250)],
+            t0 + Duration::from_millis(1500),
+        );
+        book.observe(
+            &[instance(InstanceState::Stopped, 30)],
+            t0 + Duration::from_millis(2000),
+        );
+        let m = book.all()[&"a".parse::<AppId>().unwrap()].clone();
+        assert_eq!((m.running_ms, m.idle_ms), (1500, 500));
+        assert_eq!(m.cpu_ms, 100 + 150 + 30);
+        // 10 MiB for 2 s; 1 MiB used for 2 s.
+        assert_eq!(m.disk_provisioned_mib_seconds, 20);
+        assert_eq!(m.disk_used_mib_seconds, 2);
+        book.save().unwrap();
+
+        let reloaded = MeterBook::load(path, host, &dir.path().join("reported.json"));
+        assert_eq!(reloaded.all()[&"a".parse::<AppId>().unwrap()], m);
+    }
+}
