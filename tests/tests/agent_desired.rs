@@ -39,6 +39,11 @@ fn spawn_list_and_delete_go_through_desired_json() {
     assert_eq!(doc.instances[0].vm_type.as_ref().unwrap().as_str(), "test");
     assert!(doc.generation.unwrap() >= 1);
 
+    let served: HostDesiredState = agent.get("/v1/desired");
+    assert_eq!(served, doc);
+    let health: fleetwire_types::Health = agent.get("/healthz");
+    assert_eq!(health.status, fleetwire_types::HealthStatus::Ok);
+
     let listed: Vec<VmRecord> = agent.get("/v1/vms");
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].vm_id.as_str(), "vm-a");

@@ -56,7 +56,14 @@ fn the_smolvm_driver_drives_the_runtime_api_and_self_cordons_on_503() {
     let hb = wait_for(
         "a heartbeat with the runtime's figures",
         Duration::from_secs(10),
-        || last_heartbeat(&controller, 0).filter(|h| h.runtime_capacity.is_some()),
+        || {
+            last_heartbeat(&controller, 0).filter(|h| {
+                h.vms.len() == 1
+                    && h.runtime_capacity
+                        .as_ref()
+                        .is_some_and(|c| c.allocated_memory_mb > 0)
+            })
+        },
     );
     assert_eq!(
         hb.runtime_boot_id.as_ref().unwrap().as_str(),

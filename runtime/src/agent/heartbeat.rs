@@ -122,7 +122,7 @@ pub fn build_heartbeat(agent: &Agent) -> NodeHeartbeat {
     let published = agent.published();
     let (vms, runtime) = match &published {
         Some(p) => (
-            vm_records(&agent.config, &p.desired, &p.observation),
+            vm_records(&agent.config, &p.desired, &p.observation.instances),
             Some(&p.observation.runtime),
         ),
         None => (Vec::new(), None),
@@ -214,6 +214,13 @@ pub async fn run(agent: Arc<Agent>, mut stop: watch::Receiver<bool>) {
             return;
         }
     };
+    // Registration carries the runtime's boot id, known after the first pass.
+    for _ in 0..100 {
+        if agent.published().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let mut registered = false;
     let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
     loop {

@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use super::config::AgentConfig;
 use super::Agent;
-use crate::drivers::Observation;
+use crate::drivers::InstanceStatus;
 use crate::http::{unknown_route, wrong_method, ApiFailure, Valid, MAX_BODY_BYTES};
 
 /// How long `POST /v1/spawn` waits for the machine to come up before answering with what it is.
@@ -70,13 +70,13 @@ fn vm_state(state: InstanceState) -> VmState {
 pub fn vm_records(
     config: &AgentConfig,
     desired: &HostDesiredState,
-    observation: &Observation,
+    instances: &[InstanceStatus],
 ) -> Vec<VmRecord> {
     desired
         .instances
         .iter()
         .map(|d| {
-            let live = observation.instances.iter().find(|i| i.app_id == d.app_id);
+            let live = instances.iter().find(|i| i.app_id == d.app_id);
             let state = live.map_or(VmState::Provisioning, |i| vm_state(i.state));
             VmRecord {
                 vm_id: d
@@ -187,32 +187,15 @@ async fn spawn(
 
     let deadline = Instant::now() + SPAWN_WAIT;
     loop {
-        if let Some(p) = agent.published() {
-            let live = p.observation.instances.iter().find(|i| i.app_id == app_id);
-            let settled = live
-                .is_some_and(|i| matches!(i.state, InstanceState::Running | InstanceState::Failed));
-            if settled || Instant::now() >= deadline {
-                if let Some(record) = vm_records(&agent.config, &p.desired, &p.observation)
-                    .into_iter()
-                    .find(|r| r.vm_id == vm_id)
-                {
-                    if settled || Instant::now() >= deadline {
-                        return Ok(Json(record));
-                    }
-                }
-            }
-        }
-        if Instant::now() >= deadline {
-            // Not yet in a published pass: answer from the document alone.
-            let desired = agent.desired.current();
-            let empty = Observation {
-                instances: Vec::new(),
-                runtime: agent
-                    .published()
-                    .map(|p| p.observation.runtime.clone())
-                    .ok_or_else(|| ApiFailure::internal("no reconcile pass has completed yet"))?,
-            };
-            return vm_records(&agent.config, &desired, &empty)
+        let instances = agent
+            .published()
+            .map(|p| p.observation.instances.clone())
+            .unwrap_or_default();
+        let settled = instances.iter().any(|i| {
+            i.app_id == app_id && matches!(i.state, InstanceState::Running | InstanceState::Failed)
+        });
+        if settled || Instant::now() >= deadline {
+            return vm_records(&agent.config, &agent.desired.current(), &instances)
                 .into_iter()
                 .find(|r| r.vm_id == vm_id)
                 .map(Json)
@@ -250,7 +233,7 @@ async fn delete_vm(
 
 async fn list_vms(State(agent): State<Arc<Agent>>) -> Json<Vec<VmRecord>> {
     Json(match agent.published() {
-        Some(p) => vm_records(&agent.config, &p.desired, &p.observation),
+        Some(p) => vm_records(&agent.config, &p.desired, &p.observation.instances),
         None => Vec::new(),
     })
 }
