@@ -201,3 +201,21 @@ pub fn spawn_body(vm_id: &str, command: &[&str]) -> serde_json::Value {
         "command": command,
     })
 }
+
+impl Drop for AgentProcess {
+    /// Stops the agent the clean way first (SIGTERM drains its tenants, process groups and all),
+    /// so no test leaves a tenant behind; `Running` SIGKILLs it afterwards if it is still there.
+    fn drop(&mut self) {
+        if let Ok(None) = self.running.child.try_wait() {
+            // SAFETY: kill(2) on the agent this harness started.
+            unsafe { libc::kill(self.running.pid() as i32, libc::SIGTERM) };
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while std::time::Instant::now() < deadline {
+                if !matches!(self.running.child.try_wait(), Ok(None)) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}

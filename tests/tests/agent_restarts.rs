@@ -85,8 +85,13 @@ fn pid_of(token: &str) -> Option<i32> {
         let pid: i32 = e.file_name().to_str()?.parse().ok()?;
         let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        (cmdline.contains(token) && !cmdline.contains("pgrep")).then_some(pid)
+        (cmdline.contains(token) && !cmdline.starts_with("/bin/sh")).then_some(pid)
     })
+}
+
+fn cmdline(pid: i32) -> String {
+    let bytes = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    String::from_utf8_lossy(&bytes).replace('\0', " ")
 }
 
 #[test]
@@ -195,4 +200,47 @@ fn a_tenant_that_stays_up_long_enough_earns_its_budget_back() {
     });
     let lr = i.last_restart.expect("lastRestart");
     assert_eq!((lr.attempt, lr.budget, lr.backoff_ms), (1, 1, 50));
+}
+
+#[test]
+fn a_restarted_agent_ends_what_a_killed_one_left_running() {
+    let controller = unreachable_controller();
+    let mut agent = AgentProcess::start(&controller, &[]);
+    let token = format!("{}.{}", 2000 + std::process::id() % 1000, agent.port);
+    // The shell dies with the agent; the sleep it started would outlive both.
+    let script = format!("sleep {token}; :");
+    put_desired(
+        &agent,
+        vec![instance("family", &["/bin/sh", "-c", &script], json!({}))],
+    );
+    let orphan = fleetwire_e2e::wait_for("the grandchild", Duration::from_secs(10), || {
+        pid_of(&format!("sleep {token}"))
+            .filter(|pid| cmdline(*pid).starts_with(&format!("sleep {token}")))
+    });
+    agent.restart(&controller);
+    fleetwire_e2e::wait_for(
+        "the orphaned group to be ended",
+        Duration::from_secs(10),
+        || {
+            let cmdline = std::fs::read(format!("/proc/{orphan}/cmdline")).unwrap_or_default();
+            (!String::from_utf8_lossy(&cmdline).contains(&token)).then_some(())
+        },
+    );
+    // And the machine runs again under the new agent.
+    agent.wait_reported("the tenant to run again", Duration::from_secs(10), |r| {
+        find(r, "family")
+            .filter(|i| i.state == InstanceState::Running)
+            .map(|_| ())
+    });
+    // A clean stop ends the whole group, grandchild included.
+    // SAFETY: signalling the agent this test started.
+    unsafe { libc::kill(agent.pid() as i32, libc::SIGTERM) };
+    fleetwire_e2e::wait_for(
+        "the agent to drain and exit",
+        Duration::from_secs(20),
+        || agent.running.child.try_wait().expect("try_wait"),
+    );
+    fleetwire_e2e::wait_for("no tenant left", Duration::from_secs(10), || {
+        pid_of(&format!("sleep {token}")).is_none().then_some(())
+    });
 }

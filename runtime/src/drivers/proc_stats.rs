@@ -51,6 +51,34 @@ fn parse_stat(text: &str, ticks: u64, page: u64) -> Option<ProcSample> {
     })
 }
 
+/// The fields of `/proc/<pid>/stat` after the command name, field 3 first.
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// When the process started, in clock ticks since boot (field 22): with the pid, it names a
+/// process for good, since a pid can be reused but not at the same instant.
+pub fn start_time(pid: u32) -> Option<u64> {
+    stat_fields(pid)?.get(22 - 3)?.parse().ok()
+}
+
+/// Whether any process is in process group `pgid` (field 5).
+pub fn group_alive(pgid: u32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        e.file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+            .and_then(stat_fields)
+            .and_then(|f| f.get(5 - 3)?.parse::<u32>().ok())
+            == Some(pgid)
+    })
+}
+
 /// Bytes taken by the regular files under `dir` (symlinks are not followed).
 pub fn tree_size(dir: &Path) -> u64 {
     let mut total = 0;

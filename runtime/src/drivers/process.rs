@@ -134,6 +134,8 @@ impl ProcessDriver {
     pub fn new(settings: &DriverSettings) -> anyhow::Result<ProcessDriver> {
         std::fs::create_dir_all(settings.state_dir.join("volumes"))?;
         std::fs::create_dir_all(settings.state_dir.join("logs"))?;
+        reap_leftover_groups(&settings.state_dir.join("run"));
+        std::fs::create_dir_all(settings.state_dir.join("run"))?;
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
@@ -170,6 +172,11 @@ impl ProcessDriver {
             spec: spec.clone(),
             volume: volume.clone(),
             log,
+            group_file: self
+                .settings
+                .state_dir
+                .join("run")
+                .join(format!("{}.pgid", d.app_id.as_str())),
             control: rx,
             live: live.clone(),
             stop_timeout: self.settings.stop_timeout,
@@ -391,6 +398,8 @@ struct Supervisor {
     spec: BootSpec,
     volume: PathBuf,
     log: PathBuf,
+    /// Names the running tenant's process group, so that an agent that crashed can end it.
+    group_file: PathBuf,
     control: watch::Receiver<Control>,
     live: Arc<Mutex<Live>>,
     stop_timeout: Duration,
@@ -442,7 +451,7 @@ async fn supervise(mut sv: Supervisor) {
             break;
         };
 
-        let (pid, exited) = match spawn_tenant(&sv.spec, &sv.volume, &sv.log) {
+        let (pid, exited) = match spawn_tenant(&sv.spec, &sv.volume, &sv.log, &sv.group_file) {
             Ok(started) => started,
             Err(err) => {
                 tracing::warn!(error = %err, "tenant did not start");
@@ -545,6 +554,7 @@ async fn supervise(mut sv: Supervisor) {
 }
 
 fn record_end(sv: &Supervisor, ended: Option<&Ended>) {
+    let _ = std::fs::remove_file(&sv.group_file);
     sv.update(|l| {
         l.pid = None;
         l.last_sample = None;
@@ -590,6 +600,7 @@ fn spawn_tenant(
     spec: &BootSpec,
     volume: &Path,
     log: &Path,
+    group_file: &Path,
 ) -> std::io::Result<(u32, oneshot::Receiver<Ended>)> {
     std::fs::create_dir_all(volume)?;
     let out = std::fs::OpenOptions::new()
@@ -616,6 +627,13 @@ fn spawn_tenant(
     }
     let mut child = cmd.spawn()?;
     let pid = child.id();
+    if let Some(started) = proc_stats::start_time(pid) {
+        let _ = crate::reported::atomic_write(
+            group_file,
+            format!("{pid} {started}\n").as_bytes(),
+            0o644,
+        );
+    }
     let (tx, rx) = oneshot::channel();
     std::thread::Builder::new()
         .name(format!("wait-{pid}"))
@@ -646,6 +664,40 @@ fn spawn_tenant(
             let _ = tx.send(Ended { exit, cpu_ms });
         })?;
     Ok((pid, rx))
+}
+
+/// The tenant dies with the agent (PR_SET_PDEATHSIG), but what it started may not: at start,
+/// SIGKILL the process groups a previous agent left running. A group is named by its leader's
+/// pid and start time, so a pid reused since is never touched.
+fn reap_leftover_groups(run_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(run_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        let mut parts = text.split_whitespace();
+        let (Some(Ok(pgid)), Some(Ok(started))) = (
+            parts.next().map(str::parse::<u32>),
+            parts.next().map(str::parse::<u64>),
+        ) else {
+            let _ = std::fs::remove_file(entry.path());
+            continue;
+        };
+        // A live process with the leader's pid is the leader only if it started when it did; with
+        // the leader gone, its members keep the group id from being reused.
+        let ours = match proc_stats::start_time(pgid) {
+            Some(t) => t == started,
+            None => proc_stats::group_alive(pgid),
+        };
+        if ours {
+            tracing::warn!(
+                pgid,
+                "ending a tenant process group left by a previous agent"
+            );
+            signal_group(pgid, libc::SIGKILL);
+        }
+        let _ = std::fs::remove_file(entry.path());
+    }
 }
 
 /// SIGTERM to the tenant's process group; SIGKILL after `timeout` if it is still there.
