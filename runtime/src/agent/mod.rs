@@ -176,7 +176,7 @@ pub fn run(args: &AgentArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(serve(config)) {
+    match runtime.block_on(serve_until(config, shutdown_signal())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fleetwire agent: {e:#}");
@@ -185,7 +185,12 @@ pub fn run(args: &AgentArgs) -> ExitCode {
     }
 }
 
-async fn serve(config: AgentConfig) -> anyhow::Result<()> {
+/// Runs the agent until `shutdown` completes, then drains its machines and returns. For
+/// embedding (e.g. `fleetwire up`); `fleetwire agent` stops on SIGTERM or SIGINT.
+pub async fn serve_until(
+    config: AgentConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
     use anyhow::Context;
     std::fs::create_dir_all(&config.state_dir).with_context(|| {
         format!(
@@ -237,7 +242,7 @@ async fn serve(config: AgentConfig) -> anyhow::Result<()> {
     let link = tokio::spawn(heartbeat::run(agent.clone(), stop_rx.clone()));
     let api = tokio::spawn(local_api::serve(agent.clone(), listener, stop_rx.clone()));
 
-    shutdown_signal().await;
+    shutdown.await;
     tracing::info!("stopping: draining the machines");
     agent.update_link(|l| l.draining = true);
     let _ = stop_tx.send(true);
