@@ -287,6 +287,16 @@ impl<'de> ::serde::Deserialize<'de> for AppId {
             })
     }
 }
+///The meters of one app.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AppMeters {
+    ///The app metered.
+    #[serde(rename = "appId")]
+    pub app_id: AppId,
+    ///Its meters, as last reported.
+    pub meters: UsageMeters,
+}
 ///A command line as an argument vector: 1 to 256 non-empty strings of at most 4096 characters each, the first being the program.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(transparent)]
@@ -864,6 +874,9 @@ pub struct DesiredInstance {
     ///The id by which the PPN fleet wire format knows this instance's microVM, for hosts that also answer PPN controllers. Absent when the instance was not created through PPN.
     #[serde(rename = "vmId", skip_serializing_if = "::std::option::Option::is_none")]
     pub vm_id: ::std::option::Option<VmId>,
+    ///The kind of VM, as named in the PPN create request that placed the instance (vm_type); the agent reports it back in its VM records. Absent when the instance was not created through PPN.
+    #[serde(rename = "vmType", skip_serializing_if = "::std::option::Option::is_none")]
+    pub vm_type: ::std::option::Option<VmType>,
 }
 ///The state an instance is asked to reach: running or stopped.
 #[derive(
@@ -1223,6 +1236,19 @@ impl<'de> ::serde::Deserialize<'de> for HostId {
                 <D::Error as ::serde::de::Error>::custom(e.to_string())
             })
     }
+}
+///meters.json in the agent's state directory: the last value of every usage meter of every app this host has run, saved before each reported.json is written. The agent starts from these values when it restarts, so the meters in reported.json never go down across an agent restart, and an app that is removed and placed again continues from where it stood.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HostMeterLedger {
+    ///One entry per app this host has ever metered, in appId order.
+    pub apps: ::std::vec::Vec<AppMeters>,
+    ///The host whose meters these are.
+    #[serde(rename = "hostId")]
+    pub host_id: HostId,
+    ///When the agent saved this copy.
+    #[serde(rename = "savedAt")]
+    pub saved_at: crate::Timestamp,
 }
 ///A TCP/UDP port number on the host, from 1 to 65535.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]

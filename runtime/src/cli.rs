@@ -17,19 +17,26 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// A fleet of one on this machine: a controller and a local agent (process driver), all state
+    /// under ./.fleetwire; Ctrl-C stops both.
+    Up(crate::up::UpArgs),
     /// Run the fleet controller (enrollment, heartbeats, placement) on port 9203.
     Controller(crate::controller::ControllerArgs),
     /// Simulate many nodes heartbeating against a controller and report throughput and latency.
     Loadgen(crate::loadgen::LoadgenArgs),
     /// Check a wire document (reported.json, a heartbeat, ...) against its schema.
     Validate(crate::validate::ValidateArgs),
+    /// Run the node agent: enroll, heartbeat, run machines, write reported.json.
+    Agent(Box<crate::agent::AgentArgs>),
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Up(args) => crate::up::run(&args),
         Command::Validate(args) => crate::validate::run(&args),
         Command::Controller(args) => crate::controller::run(args),
         Command::Loadgen(args) => crate::loadgen::run(args),
+        Command::Agent(args) => crate::agent::run(&args),
     }
 }

@@ -1,8 +1,12 @@
 //! fleetwire's programs, built only on the generated types of `fleetwire-types`.
 
+pub mod agent;
 pub mod cli;
 pub mod controller;
+pub mod drivers;
 pub mod http;
 pub mod loadgen;
+pub mod reported;
 pub mod store;
+pub mod up;
 pub mod validate;

@@ -36,6 +36,27 @@ pub fn fleetwire_bin() -> PathBuf {
         if release {
             cargo.arg("--release");
         }
+        // Cargo sets the test's own package variables (CARGO_MANIFEST_DIR, CARGO_PKG_NAME, ...)
+        // in this process. Build scripts that watch them (ring's does) would then see a change
+        // and rebuild, and the next `cargo test` would rebuild them back: hide them.
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            let package_var = name.starts_with("CARGO_PKG_")
+                || name.starts_with("CARGO_BIN_EXE_")
+                || [
+                    "CARGO_MANIFEST_DIR",
+                    "CARGO_MANIFEST_PATH",
+                    "CARGO_MANIFEST_LINKS",
+                    "CARGO_CRATE_NAME",
+                    "CARGO_PRIMARY_PACKAGE",
+                    "CARGO_TARGET_TMPDIR",
+                    "CARGO_RUSTC_CURRENT_DIR",
+                ]
+                .contains(&name.as_ref());
+            if package_var {
+                cargo.env_remove(name.as_ref());
+            }
+        }
         let status = cargo.status().expect("running cargo build");
         assert!(status.success(), "cargo build -p fleetwire failed");
         let bin = profile_dir.join("fleetwire");
@@ -103,3 +124,9 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Opt
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+pub mod agent_harness;
+pub mod background;
+pub mod reported_watch;
+pub mod standin_ppn_controller;
+pub mod standin_smolvm;

@@ -1,0 +1,344 @@
+//! The agent's environment contract (seed 003's `VM_*` variables plus fleetwire's own), checked
+//! once at start: a missing or malformed setting stops the agent with one line naming it.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use fleetwire_types::{HostId, Ipv4Address};
+
+use super::AgentArgs;
+
+/// Which runtime driver runs the machines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeKind {
+    Process,
+    Smolvm,
+}
+
+impl RuntimeKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            RuntimeKind::Process => "process",
+            RuntimeKind::Smolvm => "smolvm",
+        }
+    }
+}
+
+/// The agent's settings, every one checked.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The controller's base URL, without a trailing slash.
+    pub fleet_endpoint: String,
+    pub node_id: HostId,
+    pub wg_ip: Ipv4Address,
+    pub heartbeat_interval: Duration,
+    pub spawn_port: u16,
+    pub reserved: bool,
+    pub state_dir: PathBuf,
+    pub runtime: RuntimeKind,
+    /// Base URL of the runtime's API (smolvm driver), without a trailing slash.
+    pub runtime_address: String,
+    pub listen_address: IpAddr,
+    pub reconcile_interval: Duration,
+    pub stop_timeout: Duration,
+    /// The argv the process driver runs for a spawn request that names no command.
+    pub default_command: Vec<String>,
+}
+
+/// A setting that stops the agent: which variable, and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub variable: &'static str,
+    pub problem: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `VM_NODE_ID is required: ...` or `VM_NODE_ID="bad id" is not ...`.
+        if self.problem.starts_with("is required") {
+            write!(f, "{} {}", self.variable, self.problem)
+        } else {
+            write!(f, "{}={}", self.variable, self.problem)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn err(variable: &'static str, problem: impl Into<String>) -> ConfigError {
+    ConfigError {
+        variable,
+        problem: problem.into(),
+    }
+}
+
+fn required<'a>(
+    value: &'a Option<String>,
+    variable: &'static str,
+    expected: &str,
+) -> Result<&'a str, ConfigError> {
+    match value.as_deref().map(str::trim) {
+        Some(v) if !v.is_empty() => Ok(v),
+        _ => Err(err(variable, format!("is required: {expected}"))),
+    }
+}
+
+/// Present and not blank, else `None` (an optional setting then takes its default).
+fn optional(value: &Option<String>) -> Option<&str> {
+    value.as_deref().map(str::trim).filter(|v| !v.is_empty())
+}
+
+fn http_url(variable: &'static str, raw: &str, expected: &str) -> Result<String, ConfigError> {
+    let lower = raw.to_ascii_lowercase();
+    let rest = lower
+        .strip_prefix("http://")
+        .or_else(|| lower.strip_prefix("https://"));
+    match rest {
+        Some(host) if !host.is_empty() && !host.starts_with('/') => {
+            Ok(raw.trim_end_matches('/').to_string())
+        }
+        _ => Err(err(
+            variable,
+            format!("{raw:?} is not an http:// or https:// URL: {expected}"),
+        )),
+    }
+}
+
+fn number<T: std::str::FromStr>(
+    variable: &'static str,
+    value: &Option<String>,
+    default: T,
+    expected: &str,
+    ok: impl Fn(&T) -> bool,
+) -> Result<T, ConfigError> {
+    match optional(value) {
+        None => Ok(default),
+        Some(raw) => match raw.parse::<T>() {
+            Ok(n) if ok(&n) => Ok(n),
+            _ => Err(err(variable, format!("{raw:?} is not {expected}"))),
+        },
+    }
+}
+
+/// `true`/`1` (any case) mean true, `false`/`0` false, as PPN agents read `VM_RESERVED`.
+fn boolean(variable: &'static str, value: &Option<String>) -> Result<bool, ConfigError> {
+    match optional(value).map(str::to_ascii_lowercase).as_deref() {
+        None | Some("false") | Some("0") => Ok(false),
+        Some("true") | Some("1") => Ok(true),
+        Some(other) => Err(err(
+            variable,
+            format!("{other:?} is not a boolean: use true or 1, false or 0 (any case)"),
+        )),
+    }
+}
+
+impl AgentConfig {
+    /// Checks every setting in the order of the contract: the required three first.
+    pub fn from_args(args: &AgentArgs) -> Result<AgentConfig, ConfigError> {
+        let endpoint_expected = "the fleet controller's URL, e.g. http://10.0.0.1:9203";
+        let fleet_endpoint = http_url(
+            "VM_FLEET_ENDPOINT",
+            required(&args.fleet_endpoint, "VM_FLEET_ENDPOINT", endpoint_expected)?,
+            endpoint_expected,
+        )?;
+
+        let id_expected = "the node's fleet-unique id: a letter or digit, then up to 62 letters, digits, '_' or '-'";
+        let raw_id = required(&args.node_id, "VM_NODE_ID", id_expected)?;
+        let node_id: HostId = raw_id
+            .parse()
+            .map_err(|_| err("VM_NODE_ID", format!("{raw_id:?} is not {id_expected}")))?;
+
+        let ip_expected = "the node's WireGuard IPv4 address, e.g. 10.8.0.12";
+        let raw_ip = required(&args.wg_ip, "VM_WG_IP", ip_expected)?;
+        let wg_ip: Ipv4Address = raw_ip
+            .parse::<Ipv4Addr>()
+            .ok()
+            .and_then(|ip| ip.to_string().parse().ok())
+            .ok_or_else(|| err("VM_WG_IP", format!("{raw_ip:?} is not {ip_expected}")))?;
+
+        let heartbeat_s = number(
+            "VM_HEARTBEAT_INTERVAL_S",
+            &args.heartbeat_interval_s,
+            10u64,
+            "a whole number of seconds from 1 to 3600",
+            |n| (1..=3600).contains(n),
+        )?;
+        let spawn_port = number(
+            "VM_SPAWN_PORT",
+            &args.spawn_port,
+            9204u16,
+            "a TCP port from 1 to 65535",
+            |n| *n >= 1,
+        )?;
+        let reserved = boolean("VM_RESERVED", &args.reserved)?;
+
+        let state_dir = match optional(&args.state_dir) {
+            Some(dir) => PathBuf::from(dir),
+            // systemd's StateDirectory= hands the directory over in $STATE_DIRECTORY.
+            None => match std::env::var("STATE_DIRECTORY") {
+                Ok(dir) if !dir.is_empty() => PathBuf::from(dir),
+                _ => PathBuf::from(".fleetwire").join(format!("agent-{}", node_id.as_str())),
+            },
+        };
+
+        let runtime = match optional(&args.runtime)
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            None | Some("process") => RuntimeKind::Process,
+            Some("smolvm") => RuntimeKind::Smolvm,
+            Some(other) => {
+                return Err(err(
+                    "VM_RUNTIME",
+                    format!("{other:?} is not a runtime this agent drives: use process or smolvm"),
+                ))
+            }
+        };
+        let address_expected = "the runtime API's URL, e.g. http://127.0.0.1:8080";
+        let runtime_address = http_url(
+            "VM_RUNTIME_ADDRESS",
+            optional(&args.runtime_address).unwrap_or("http://127.0.0.1:8080"),
+            address_expected,
+        )?;
+
+        let listen_address = match optional(&args.listen_address) {
+            None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            Some(raw) => raw.parse().map_err(|_| {
+                err(
+                    "VM_LISTEN_ADDRESS",
+                    format!("{raw:?} is not an IP address to listen on, e.g. 0.0.0.0"),
+                )
+            })?,
+        };
+        let reconcile_ms = number(
+            "VM_RECONCILE_INTERVAL_MS",
+            &args.reconcile_interval_ms,
+            1000u64,
+            "a whole number of milliseconds from 10 to 600000",
+            |n| (10..=600_000).contains(n),
+        )?;
+        let stop_timeout_ms = number(
+            "VM_STOP_TIMEOUT_MS",
+            &args.stop_timeout_ms,
+            10_000u64,
+            "a whole number of milliseconds from 0 to 600000",
+            |n| *n <= 600_000,
+        )?;
+        let default_command: Vec<String> = optional(&args.default_command)
+            .unwrap_or("sleep infinity")
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+
+        Ok(AgentConfig {
+            fleet_endpoint,
+            node_id,
+            wg_ip,
+            heartbeat_interval: Duration::from_secs(heartbeat_s),
+            spawn_port,
+            reserved,
+            state_dir,
+            runtime,
+            runtime_address,
+            listen_address,
+            reconcile_interval: Duration::from_millis(reconcile_ms),
+            stop_timeout: Duration::from_millis(stop_timeout_ms),
+            default_command,
+        })
+    }
+}
+
+impl AgentConfig {
+    /// The settings in force, one `VM_NAME=value` line each, as `--check` prints them.
+    pub fn describe(&self) -> String {
+        let lines = [
+            ("VM_FLEET_ENDPOINT", self.fleet_endpoint.clone()),
+            ("VM_NODE_ID", self.node_id.to_string()),
+            ("VM_WG_IP", self.wg_ip.0.to_string()),
+            (
+                "VM_HEARTBEAT_INTERVAL_S",
+                self.heartbeat_interval.as_secs().to_string(),
+            ),
+            ("VM_SPAWN_PORT", self.spawn_port.to_string()),
+            ("VM_RESERVED", self.reserved.to_string()),
+            ("VM_STATE_DIR", self.state_dir.display().to_string()),
+            ("VM_RUNTIME", self.runtime.name().to_string()),
+            ("VM_RUNTIME_ADDRESS", self.runtime_address.clone()),
+            ("VM_LISTEN_ADDRESS", self.listen_address.to_string()),
+            (
+                "VM_RECONCILE_INTERVAL_MS",
+                self.reconcile_interval.as_millis().to_string(),
+            ),
+            (
+                "VM_STOP_TIMEOUT_MS",
+                self.stop_timeout.as_millis().to_string(),
+            ),
+            ("VM_DEFAULT_COMMAND", self.default_command.join(" ")),
+        ];
+        lines.iter().map(|(k, v)| format!("{k}={v}\n")).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> AgentArgs {
+        AgentArgs {
+            fleet_endpoint: Some("http://127.0.0.1:9203/".into()),
+            node_id: Some("n1".into()),
+            wg_ip: Some("10.0.0.1".into()),
+            ..AgentArgs::default()
+        }
+    }
+
+    #[test]
+    fn defaults_apply() {
+        let c = AgentConfig::from_args(&args()).unwrap();
+        assert_eq!(c.fleet_endpoint, "http://127.0.0.1:9203");
+        assert_eq!(c.heartbeat_interval, Duration::from_secs(10));
+        assert_eq!(c.spawn_port, 9204);
+        assert!(!c.reserved);
+        assert_eq!(c.runtime, RuntimeKind::Process);
+        assert_eq!(c.default_command, vec!["sleep", "infinity"]);
+    }
+
+    #[test]
+    fn reserved_accepts_ppn_spellings() {
+        for (raw, want) in [("TRUE", true), ("1", true), ("False", false), ("0", false)] {
+            let mut a = args();
+            a.reserved = Some(raw.into());
+            assert_eq!(AgentConfig::from_args(&a).unwrap().reserved, want, "{raw}");
+        }
+        let mut a = args();
+        a.reserved = Some("maybe".into());
+        assert_eq!(
+            AgentConfig::from_args(&a).unwrap_err().variable,
+            "VM_RESERVED"
+        );
+    }
+
+    #[test]
+    fn malformed_values_name_their_variable() {
+        type Case = (fn(&mut AgentArgs), &'static str);
+        let cases: [Case; 5] = [
+            (
+                |a| a.fleet_endpoint = Some("ftp://x".into()),
+                "VM_FLEET_ENDPOINT",
+            ),
+            (|a| a.node_id = Some("bad id".into()), "VM_NODE_ID"),
+            (|a| a.wg_ip = Some("10.0.0.300".into()), "VM_WG_IP"),
+            (|a| a.spawn_port = Some("0".into()), "VM_SPAWN_PORT"),
+            (
+                |a| a.heartbeat_interval_s = Some("ten".into()),
+                "VM_HEARTBEAT_INTERVAL_S",
+            ),
+        ];
+        for (set, variable) in cases {
+            let mut a = args();
+            set(&mut a);
+            assert_eq!(AgentConfig::from_args(&a).unwrap_err().variable, variable);
+        }
+    }
+}

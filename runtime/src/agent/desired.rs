@@ -1,0 +1,264 @@
+//! desired.json: the host's intent. Replaced atomically by the local API, or by an operator by
+//! hand (noticed by [`DesiredStore::poll`]). A document that is not a readable desired-state
+//! document for this host is refused: the last accepted one stays in force and the refusal is
+//! reported as reported.json's `message` until a readable document is taken up.
+
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use axum::http::StatusCode;
+use fleetwire_types::{ApiErrorCode, HostDesiredState, HostId, JsonPointer, Violation};
+
+use crate::http::ApiFailure;
+use crate::reported::{write_document, WriteError};
+
+/// The identity of a file version: any replacement or edit changes one of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    ino: u64,
+    len: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+fn stamp(path: &Path) -> Option<FileStamp> {
+    let m = std::fs::metadata(path).ok()?;
+    Some(FileStamp {
+        ino: m.ino(),
+        len: m.len(),
+        mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+        ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
+    })
+}
+
+pub struct DesiredStore {
+    path: PathBuf,
+    host_id: HostId,
+    current: RwLock<Arc<HostDesiredState>>,
+    refusal: RwLock<Option<String>>,
+    /// Serializes writers; readers never wait on it.
+    writer: tokio::sync::Mutex<()>,
+    seen: Mutex<Option<FileStamp>>,
+}
+
+fn read_lock<T: Clone>(l: &RwLock<T>) -> T {
+    l.read().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+fn set<T>(l: &RwLock<T>, value: T) {
+    *l.write().unwrap_or_else(|p| p.into_inner()) = value;
+}
+
+fn violation(pointer: &str, keyword: &str, message: String) -> Violation {
+    Violation {
+        instance_path: pointer.parse::<JsonPointer>().expect("a JSON pointer"),
+        schema_path: "".parse::<JsonPointer>().expect("the empty pointer"),
+        keyword: keyword.to_string(),
+        message,
+    }
+}
+
+impl DesiredStore {
+    /// Opens `path`, creating an empty document for `host_id` when there is none. A file that
+    /// is there but refused leaves the host with no instances and the refusal as its message.
+    pub fn open(path: PathBuf, host_id: HostId) -> anyhow::Result<DesiredStore> {
+        let empty = HostDesiredState {
+            host_id: host_id.clone(),
+            generation: Some(0),
+            instances: Vec::new(),
+        };
+        let store = DesiredStore {
+            path,
+            host_id,
+            current: RwLock::new(Arc::new(empty.clone())),
+            refusal: RwLock::new(None),
+            writer: tokio::sync::Mutex::new(()),
+            seen: Mutex::new(None),
+        };
+        if !store.path.exists() {
+            write_document(&store.path, &empty)?;
+        }
+        store.poll();
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The document in force.
+    pub fn current(&self) -> Arc<HostDesiredState> {
+        read_lock(&self.current)
+    }
+
+    /// Why the last document given was refused, while it is.
+    pub fn refusal(&self) -> Option<String> {
+        read_lock(&self.refusal)
+    }
+
+    /// Records a refusal (a bad `PUT /v1/desired` body, say): the document in force stays.
+    pub fn refuse(&self, source: &str, failure: &ApiFailure) {
+        let why = match failure.body.violations.first() {
+            Some(v) => {
+                let more = failure.body.violations.len() - 1;
+                let first = fleetwire_types::describe(v);
+                if more > 0 {
+                    format!("{first} (and {more} more)")
+                } else {
+                    first
+                }
+            }
+            None => failure.body.message.to_string(),
+        };
+        let message = format!("{source} refused, still running the previous document: {why}");
+        tracing::warn!("{message}");
+        set(&self.refusal, Some(message));
+    }
+
+    /// Checks what the schema cannot: the document is for this host, and its ids are unique.
+    pub fn check(&self, doc: &HostDesiredState) -> Result<(), ApiFailure> {
+        let mut violations = Vec::new();
+        if doc.host_id != self.host_id {
+            violations.push(violation(
+                "/hostId",
+                "hostId",
+                format!(
+                    "the document is for host {:?}, this is {:?}",
+                    doc.host_id.as_str(),
+                    self.host_id.as_str()
+                ),
+            ));
+        }
+        let mut apps: HashMap<&str, usize> = HashMap::new();
+        let mut vms: HashMap<&str, usize> = HashMap::new();
+        for (i, inst) in doc.instances.iter().enumerate() {
+            if let Some(first) = apps.insert(inst.app_id.as_str(), i) {
+                violations.push(violation(
+                    &format!("/instances/{i}/appId"),
+                    "uniqueAppId",
+                    format!(
+                        "appId {:?} is already used by /instances/{first}",
+                        inst.app_id.as_str()
+                    ),
+                ));
+            }
+            if let Some(vm) = &inst.vm_id {
+                if let Some(first) = vms.insert(vm.as_str(), i) {
+                    violations.push(violation(
+                        &format!("/instances/{i}/vmId"),
+                        "uniqueVmId",
+                        format!(
+                            "vmId {:?} is already used by /instances/{first}",
+                            vm.as_str()
+                        ),
+                    ));
+                }
+            }
+        }
+        if violations.is_empty() {
+            return Ok(());
+        }
+        let mut failure = ApiFailure::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ApiErrorCode::InvalidDocument,
+            format!(
+                "not a desired-state document for this host: {}",
+                fleetwire_types::describe(&violations[0])
+            ),
+        );
+        failure.body.violations = violations;
+        Err(failure)
+    }
+
+    /// Takes `doc` up: checked, written atomically, put in force, refusal cleared.
+    pub async fn replace(
+        &self,
+        doc: HostDesiredState,
+    ) -> Result<Arc<HostDesiredState>, ApiFailure> {
+        let _writing = self.writer.lock().await;
+        self.install(doc)
+    }
+
+    /// Applies `change` to the document in force and takes the result up, its generation
+    /// increased.
+    pub async fn update<R>(
+        &self,
+        change: impl FnOnce(&mut HostDesiredState) -> Result<R, ApiFailure>,
+    ) -> Result<R, ApiFailure> {
+        let _writing = self.writer.lock().await;
+        let mut doc = (*self.current()).clone();
+        let result = change(&mut doc)?;
+        doc.generation = Some(doc.generation.unwrap_or(0).saturating_add(1));
+        self.install(doc)?;
+        Ok(result)
+    }
+
+    fn install(&self, doc: HostDesiredState) -> Result<Arc<HostDesiredState>, ApiFailure> {
+        self.check(&doc)?;
+        write_document(&self.path, &doc).map_err(|e| match e {
+            WriteError::Invalid { ref violations, .. } => {
+                let violations = violations.clone();
+                let mut f = ApiFailure::new(
+                    StatusCode::BAD_REQUEST,
+                    ApiErrorCode::InvalidDocument,
+                    e.to_string(),
+                );
+                f.body.violations = violations;
+                f
+            }
+            WriteError::Io { .. } => ApiFailure::internal(e.to_string()),
+        })?;
+        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = stamp(&self.path);
+        let doc = Arc::new(doc);
+        set(&self.current, doc.clone());
+        set(&self.refusal, None);
+        Ok(doc)
+    }
+
+    /// Looks at the file: when it changed since last seen, reads it and takes it up or
+    /// refuses it. Returns whether anything changed. Cheap when nothing did (one `stat`).
+    pub fn poll(&self) -> bool {
+        let now = stamp(&self.path);
+        {
+            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            if *seen == now && seen.is_some() {
+                return false;
+            }
+            *seen = now;
+        }
+        let source = "desired.json";
+        let bytes = match std::fs::read(&self.path) {
+            Ok(b) => b,
+            Err(e) => {
+                let failure = ApiFailure::new(
+                    StatusCode::NOT_FOUND,
+                    ApiErrorCode::NotFound,
+                    format!("cannot read {}: {e}", self.path.display()),
+                );
+                self.refuse(source, &failure);
+                return true;
+            }
+        };
+        match fleetwire_types::read::<HostDesiredState>(&bytes) {
+            Ok(doc) if *self.current() == doc && self.refusal().is_none() => false,
+            Ok(doc) => match self.check(&doc) {
+                Ok(()) => {
+                    tracing::info!(generation = ?doc.generation, "desired.json taken up");
+                    set(&self.current, Arc::new(doc));
+                    set(&self.refusal, None);
+                    true
+                }
+                Err(failure) => {
+                    self.refuse(source, &failure);
+                    true
+                }
+            },
+            Err(rejection) => {
+                self.refuse(source, &ApiFailure::rejected("HostDesiredState", rejection));
+                true
+            }
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! Enrollment: the node's key (generated once, kept in the state directory with mode 0600,
+//! never sent anywhere), a CSR for it, `POST /v1/nodes/register`, and the certificate that
+//! comes back. While the controller is down the caller retries with [`Backoff`].
+
+use std::net::IpAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use fleetwire_types::{
+    BoundedVec, PemCsr, RegisterNodeRequest, RegisterNodeResponse, RuntimeName, RuntimeUrl,
+};
+use rcgen::{CertificateParams, DnType, KeyPair, SanType};
+use reqwest::StatusCode;
+
+use super::heartbeat::{agent_version, boot_id_of, hostname_of, HostFacts};
+use super::Agent;
+use crate::reported::atomic_write;
+
+pub const KEY_FILE: &str = "node.key";
+pub const CERT_FILE: &str = "node.crt";
+pub const CA_FILE: &str = "ca.crt";
+
+/// The node's private key: read from the state directory, or generated and stored there
+/// (mode 0600) on first start. A key file with looser permissions is tightened.
+pub fn node_key(state_dir: &Path) -> anyhow::Result<KeyPair> {
+    let path = state_dir.join(KEY_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(pem) => {
+            let meta = std::fs::metadata(&path)?;
+            if meta.permissions().mode() & 0o077 != 0 {
+                tracing::warn!(
+                    "{}: permissions were {:o}, set to 600",
+                    path.display(),
+                    meta.permissions().mode() & 0o777
+                );
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+            }
+            KeyPair::from_pem(&pem)
+                .with_context(|| format!("{}: not a PEM private key", path.display()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let key = KeyPair::generate().context("generating the node key")?;
+            atomic_write(&path, key.serialize_pem().as_bytes(), 0o600)
+                .with_context(|| format!("writing {}", path.display()))?;
+            tracing::info!("generated the node key {}", path.display());
+            Ok(key)
+        }
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// A CSR for `key` naming the node and its WireGuard address. The controller decides what the
+/// certificate really says; this only carries the public key.
+pub fn csr_pem(key: &KeyPair, node_id: &str, wg_ip: IpAddr) -> anyhow::Result<PemCsr> {
+    let mut params = CertificateParams::new(vec![node_id.to_string()])?;
+    params.subject_alt_names.push(SanType::IpAddress(wg_ip));
+    params.distinguished_name.push(DnType::CommonName, node_id);
+    let pem = params.serialize_request(key)?.pem()?;
+    pem.parse()
+        .map_err(|e| anyhow::anyhow!("the CSR is not a PemCsr: {e}"))
+}
+
+/// How a registration ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Enrolled {
+    /// The controller took the registration.
+    Registered,
+    /// The controller has no registration route (a PPN controller): heartbeats enroll.
+    ByHeartbeat,
+}
+
+#[derive(Debug)]
+pub enum RegisterError {
+    /// No answer, or a 5xx: try again later.
+    Unreachable(String),
+    /// The controller answered no (422 unknown runtime, 400 ...): logged, retried later.
+    Refused(String),
+}
+
+pub fn register_request(agent: &Agent, key: &KeyPair) -> anyhow::Result<RegisterNodeRequest> {
+    let facts = HostFacts::read(&agent.config.state_dir);
+    let published = agent.published();
+    let runtime = published.as_ref().map(|p| &p.observation.runtime);
+    let smolvm_address = match agent.driver.name() {
+        "smolvm" => Some(
+            agent
+                .config
+                .runtime_address
+                .parse::<RuntimeUrl>()
+                .map_err(|e| anyhow::anyhow!("VM_RUNTIME_ADDRESS: {e}"))?,
+        ),
+        _ => None,
+    };
+    Ok(RegisterNodeRequest {
+        node_id: agent.config.node_id.clone(),
+        hostname: hostname_of(&facts),
+        wg_ip: agent.config.wg_ip.clone(),
+        addresses: BoundedVec::new(Vec::new()).expect("no extra addresses is within bounds"),
+        spawn_port: agent
+            .config
+            .spawn_port
+            .to_string()
+            .parse()
+            .expect("a configured port is a HostPort"),
+        runtime: agent
+            .driver
+            .name()
+            .parse::<RuntimeName>()
+            .expect("driver names are runtime names"),
+        smolvm_address,
+        boot_id: runtime.and_then(|r| r.boot_id.clone()),
+        host_boot_id: Some(boot_id_of(&facts.boot_id)),
+        csr_pem: Some(csr_pem(
+            key,
+            agent.config.node_id.as_str(),
+            IpAddr::V4(agent.config.wg_ip.0),
+        )?),
+        total_cpus: facts.cpu_cores,
+        total_memory_mb: facts.ram_total_mb,
+        total_disk_gb: facts.disk_total_bytes / (1024 * 1024 * 1024),
+        kvm_available: facts.kvm_available,
+        reserved: agent.config.reserved,
+        agent_version: Some(agent_version()),
+    })
+}
+
+/// One registration attempt.
+pub async fn register(
+    agent: &Agent,
+    http: &reqwest::Client,
+    key: &KeyPair,
+) -> Result<Enrolled, RegisterError> {
+    let request =
+        register_request(agent, key).map_err(|e| RegisterError::Refused(format!("{e:#}")))?;
+    let url = format!("{}/v1/nodes/register", agent.config.fleet_endpoint);
+    let resp = http
+        .post(&url)
+        .json(&request)
+        .send()
+        .await
+        .map_err(|e| RegisterError::Unreachable(format!("POST {url}: {e}")))?;
+    let status = resp.status();
+    let body = resp
+        .bytes()
+        .await
+        .map_err(|e| RegisterError::Unreachable(format!("POST {url}: {e}")))?;
+    match status {
+        s if s.is_success() => {
+            let answer = fleetwire_types::read::<RegisterNodeResponse>(&body).map_err(|r| {
+                RegisterError::Refused(format!("POST {url}: not a RegisterNodeResponse: {r}"))
+            })?;
+            store_certificate(&agent.config.state_dir, &answer)
+                .map_err(|e| RegisterError::Refused(format!("{e:#}")))?;
+            tracing::info!(status = ?answer.node.status, "registered");
+            Ok(Enrolled::Registered)
+        }
+        StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => Ok(Enrolled::ByHeartbeat),
+        s if s.is_server_error() => Err(RegisterError::Unreachable(format!("POST {url}: {s}"))),
+        s => Err(RegisterError::Refused(format!(
+            "POST {url}: {s}: {}",
+            String::from_utf8_lossy(&body)
+                .chars()
+                .take(500)
+                .collect::<String>()
+        ))),
+    }
+}
+
+fn store_certificate(state_dir: &Path, answer: &RegisterNodeResponse) -> anyhow::Result<()> {
+    if let Some(cert) = &answer.cert_pem {
+        atomic_write(&state_dir.join(CERT_FILE), cert.as_bytes(), 0o644)
+            .context("storing node.crt")?;
+        tracing::info!("stored the node certificate");
+    }
+    if let Some(ca) = &answer.ca_pem {
+        atomic_write(&state_dir.join(CA_FILE), ca.as_bytes(), 0o644).context("storing ca.crt")?;
+    }
+    Ok(())
+}
+
+/// Capped exponential backoff with jitter: each delay is drawn from the upper half of a window
+/// that doubles up to `cap`, so many nodes coming back at once do not retry in step.
+pub struct Backoff {
+    initial: Duration,
+    cap: Duration,
+    window: Duration,
+}
+
+impl Backoff {
+    pub fn new(initial: Duration, cap: Duration) -> Backoff {
+        Backoff {
+            initial,
+            cap,
+            window: initial,
+        }
+    }
+
+    pub fn reset(&mut self) {
+        self.window = self.initial;
+    }
+
+    pub fn next_delay(&mut self) -> Duration {
+        let window = self.window.as_millis() as u64;
+        let delay = rand::random_range(window / 2..=window.max(1));
+        self.window = (self.window * 2).min(self.cap);
+        Duration::from_millis(delay)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcgen::PublicKeyData;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_with_jitter() {
+        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(800));
+        let delays: Vec<u64> = (0..6).map(|_| b.next_delay().as_millis() as u64).collect();
+        for (d, window) in delays.iter().zip([100, 200, 400, 800, 800, 800]) {
+            assert!(
+                (window / 2..=window).contains(d),
+                "{d} not in the upper half of {window}"
+            );
+        }
+        b.reset();
+        assert!(b.next_delay() <= Duration::from_millis(100));
+    }
+
+    #[test]
+    fn the_key_is_kept_with_mode_600_and_the_csr_carries_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = node_key(dir.path()).unwrap();
+        let mode = std::fs::metadata(dir.path().join(KEY_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let again = node_key(dir.path()).unwrap();
+        assert_eq!(key.der_bytes(), again.der_bytes(), "the same key is reused");
+        let csr = csr_pem(&key, "n1", "10.0.0.1".parse().unwrap()).unwrap();
+        let parsed = rcgen::CertificateSigningRequestParams::from_pem(csr.as_str()).unwrap();
+        assert_eq!(parsed.public_key.der_bytes(), key.der_bytes());
+    }
+}

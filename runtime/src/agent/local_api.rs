@@ -1,0 +1,296 @@
+//! The agent's local API on `VM_SPAWN_PORT`: PPN's agent routes (`POST /v1/spawn`,
+//! `DELETE /v1/vms/{vm_id}`) plus `GET /v1/vms`, `GET /healthz`, `GET /metrics`,
+//! `GET /v1/reported` and `PUT /v1/desired`. Every body goes through the generated validators.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post, put};
+use axum::{Json, Router};
+use fleetwire_types::{
+    ApiErrorCode, AppId, Command, CreateVmRequest, DeploymentId, DesiredInstance,
+    DesiredInstanceState, Health, HealthStatus, HostDesiredState, InstanceResources, InstanceState,
+    VmId, VmRecord, VmState, VmType,
+};
+use tokio::sync::watch;
+
+use super::config::AgentConfig;
+use super::Agent;
+use crate::drivers::InstanceStatus;
+use crate::http::{unknown_route, wrong_method, ApiFailure, Valid, MAX_BODY_BYTES};
+
+/// How long `POST /v1/spawn` waits for the machine to come up before answering with what it is.
+const SPAWN_WAIT: Duration = Duration::from_secs(10);
+
+pub fn router(agent: Arc<Agent>) -> Router {
+    Router::new()
+        .route("/v1/spawn", post(spawn))
+        .route("/v1/vms", get(list_vms))
+        .route("/v1/vms/{vm_id}", delete(delete_vm))
+        .route("/v1/desired", put(put_desired).get(get_desired))
+        .route("/v1/reported", get(get_reported))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(wrong_method)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(agent)
+}
+
+pub async fn serve(
+    agent: Arc<Agent>,
+    listener: tokio::net::TcpListener,
+    mut stop: watch::Receiver<bool>,
+) {
+    let app = router(agent);
+    let shutdown = async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+    {
+        tracing::error!("local API: {e}");
+    }
+}
+
+fn vm_state(state: InstanceState) -> VmState {
+    match state {
+        InstanceState::Running | InstanceState::Unhealthy => VmState::Running,
+        InstanceState::Pending | InstanceState::Starting => VmState::Provisioning,
+        InstanceState::Stopping | InstanceState::Stopped | InstanceState::Idle => VmState::Stopped,
+        InstanceState::Failed => VmState::Error,
+    }
+}
+
+/// The VM records (PPN's shape) of the desired instances, with their live state.
+pub fn vm_records(
+    config: &AgentConfig,
+    desired: &HostDesiredState,
+    instances: &[InstanceStatus],
+) -> Vec<VmRecord> {
+    desired
+        .instances
+        .iter()
+        .map(|d| {
+            let live = instances.iter().find(|i| i.app_id == d.app_id);
+            let state = live.map_or(VmState::Provisioning, |i| vm_state(i.state));
+            VmRecord {
+                vm_id: d
+                    .vm_id
+                    .clone()
+                    .unwrap_or_else(|| d.app_id.as_str().parse().expect("an AppId is a VmId")),
+                vm_type: d.vm_type.clone().unwrap_or_else(|| {
+                    config
+                        .runtime
+                        .name()
+                        .parse::<VmType>()
+                        .expect("a runtime name is a VmType")
+                }),
+                state,
+                ram_alloc_mb: d.resources.memory_mib.get(),
+                vcpu_count: d.resources.vcpu_count.get().min(u32::MAX as u64) as u32,
+                started_at: live
+                    .filter(|i| i.pid.is_some() || state == VmState::Running)
+                    .and_then(|i| i.started_at),
+                tenant_id: d.tenant_id.clone(),
+                host_ports: Vec::new(),
+                node_id: Some(config.node_id.clone()),
+                disk_gb: Some(d.resources.disk_mib / 1024),
+                command: serde_json::to_value(&d.command)
+                    .ok()
+                    .and_then(|v| serde_json::from_value(v).ok()),
+                restore_checkpoint: None,
+                created_at: None,
+            }
+        })
+        .collect()
+}
+
+fn conflict(message: String) -> ApiFailure {
+    ApiFailure::new(StatusCode::CONFLICT, ApiErrorCode::Conflict, message)
+}
+
+fn new_vm_id() -> VmId {
+    let n: u64 = rand::random();
+    format!("vm-{n:016x}").parse().expect("a generated VmId")
+}
+
+/// `POST /v1/spawn`: PPN's create request (plus an optional `command`) becomes an instance of
+/// desired.json; the answer is the VM's record once it runs (or after [`SPAWN_WAIT`]).
+async fn spawn(
+    State(agent): State<Arc<Agent>>,
+    Valid(req): Valid<CreateVmRequest>,
+) -> Result<Json<VmRecord>, ApiFailure> {
+    if let Some(p) = agent.published() {
+        if p.observation.runtime.stalled {
+            return Err(ApiFailure::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ApiErrorCode::NoCapacity,
+                "the runtime is stalled (GET /capacity answers 503): this node takes no new VMs",
+            ));
+        }
+    }
+    let vm_id = req.vm_id.clone().unwrap_or_else(new_vm_id);
+    let app_id: AppId = vm_id.as_str().parse().expect("a VmId is an AppId");
+    let argv: Vec<String> = match &req.command {
+        Some(argv) => argv.0.iter().map(|a| a.to_string()).collect(),
+        None => agent.config.default_command.clone(),
+    };
+    let command: Command = serde_json::from_value(serde_json::json!(argv)).map_err(|e| {
+        ApiFailure::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ApiErrorCode::InvalidDocument,
+            format!("no command to run (VM_DEFAULT_COMMAND is empty?): {e}"),
+        )
+    })?;
+    let instance = DesiredInstance {
+        app_id: app_id.clone(),
+        deployment_id: vm_id
+            .as_str()
+            .parse::<DeploymentId>()
+            .expect("a VmId is a DeploymentId"),
+        desired_state: DesiredInstanceState::Running,
+        command,
+        resources: InstanceResources {
+            vcpu_count: std::num::NonZeroU64::from(req.vcpu_count),
+            memory_mib: req.ram_mb,
+            disk_mib: req.disk_gb.get().saturating_mul(1024),
+        },
+        restart_policy: None,
+        env: Default::default(),
+        vm_id: Some(vm_id.clone()),
+        tenant_id: req.tenant_id.clone(),
+        vm_type: Some(req.vm_type.clone()),
+    };
+    agent
+        .desired
+        .update(|doc| {
+            if doc
+                .instances
+                .iter()
+                .any(|i| i.app_id == app_id || i.vm_id.as_ref() == Some(&vm_id))
+            {
+                return Err(conflict(format!(
+                    "VM {} already exists on this node",
+                    vm_id.as_str()
+                )));
+            }
+            doc.instances.push(instance);
+            Ok(())
+        })
+        .await?;
+    agent.wake.notify_one();
+
+    let deadline = Instant::now() + SPAWN_WAIT;
+    loop {
+        let instances = agent
+            .published()
+            .map(|p| p.observation.instances.clone())
+            .unwrap_or_default();
+        let settled = instances.iter().any(|i| {
+            i.app_id == app_id && matches!(i.state, InstanceState::Running | InstanceState::Failed)
+        });
+        if settled || Instant::now() >= deadline {
+            return vm_records(&agent.config, &agent.desired.current(), &instances)
+                .into_iter()
+                .find(|r| r.vm_id == vm_id)
+                .map(Json)
+                .ok_or_else(|| {
+                    ApiFailure::not_found(format!("VM {} was removed meanwhile", vm_id.as_str()))
+                });
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// `DELETE /v1/vms/{vm_id}`: removes the instance from desired.json; the driver stops it.
+async fn delete_vm(
+    State(agent): State<Arc<Agent>>,
+    Path(vm_id): Path<String>,
+) -> Result<StatusCode, ApiFailure> {
+    agent
+        .desired
+        .update(|doc| {
+            let before = doc.instances.len();
+            doc.instances.retain(|i| {
+                i.app_id.as_str() != vm_id && i.vm_id.as_ref().is_none_or(|v| v.as_str() != vm_id)
+            });
+            if doc.instances.len() == before {
+                return Err(ApiFailure::not_found(format!(
+                    "no VM {vm_id:?} on this node"
+                )));
+            }
+            Ok(())
+        })
+        .await?;
+    agent.wake.notify_one();
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn list_vms(State(agent): State<Arc<Agent>>) -> Json<Vec<VmRecord>> {
+    Json(match agent.published() {
+        Some(p) => vm_records(&agent.config, &p.desired, &p.observation.instances),
+        None => Vec::new(),
+    })
+}
+
+/// `PUT /v1/desired`: the whole document. A refused one is answered with its violations and
+/// reported as reported.json's `message`; the document in force stays.
+async fn put_desired(
+    State(agent): State<Arc<Agent>>,
+    body: Result<Valid<HostDesiredState>, ApiFailure>,
+) -> Result<Json<HostDesiredState>, ApiFailure> {
+    let outcome = match body {
+        Ok(Valid(doc)) => agent.desired.replace(doc).await,
+        Err(failure) => Err(failure),
+    };
+    agent.wake.notify_one();
+    match outcome {
+        Ok(doc) => Ok(Json((*doc).clone())),
+        Err(failure) => {
+            agent.desired.refuse("PUT /v1/desired", &failure);
+            Err(failure)
+        }
+    }
+}
+
+async fn get_desired(State(agent): State<Arc<Agent>>) -> Json<HostDesiredState> {
+    Json((*agent.desired.current()).clone())
+}
+
+fn not_yet() -> ApiFailure {
+    ApiFailure::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        ApiErrorCode::Timeout,
+        "no reconcile pass has completed yet",
+    )
+}
+
+async fn get_reported(State(agent): State<Arc<Agent>>) -> Result<Response, ApiFailure> {
+    let p = agent.published().ok_or_else(not_yet)?;
+    Ok(Json(p.report.clone()).into_response())
+}
+
+async fn metrics(State(agent): State<Arc<Agent>>) -> Result<Response, ApiFailure> {
+    let p = agent.published().ok_or_else(not_yet)?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        crate::reported::render(&p.report),
+    )
+        .into_response())
+}
+
+async fn healthz() -> Json<Health> {
+    Json(Health {
+        status: HealthStatus::Ok,
+        version: env!("CARGO_PKG_VERSION").parse().ok(),
+        store: None,
+    })
+}

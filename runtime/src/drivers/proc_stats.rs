@@ -1,0 +1,119 @@
+//! Figures of a process from `/proc/<pid>/stat`, and the size of a directory tree.
+
+use std::path::Path;
+
+/// CPU time and resident memory of one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcSample {
+    /// User plus system time of the process and of its waited-for children, in ms.
+    pub cpu_ms: u64,
+    pub rss_bytes: u64,
+}
+
+fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf only reads a configuration value.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 {
+        ticks as u64
+    } else {
+        100
+    }
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf only reads a configuration value.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if size > 0 {
+        size as u64
+    } else {
+        4096
+    }
+}
+
+/// Reads `/proc/<pid>/stat`; `None` when the process is gone. Works on a zombie too, which is
+/// how the final CPU time of a process that just exited is read before it is reaped.
+pub fn sample(pid: u32) -> Option<ProcSample> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&text, clock_ticks_per_second(), page_size())
+}
+
+/// Fields after the command name (which may hold spaces and parentheses, hence the last `)`):
+/// state is field 3, utime..cstime 14..17, rss 24 (1-based, as in proc(5)).
+fn parse_stat(text: &str, ticks: u64, page: u64) -> Option<ProcSample> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |n: usize| -> Option<u64> { fields.get(n - 3)?.parse().ok() };
+    let ticks_total = field(14)? + field(15)? + field(16)? + field(17)?;
+    let rss_pages = fields.get(24 - 3)?.parse::<i64>().ok()?.max(0) as u64;
+    Some(ProcSample {
+        cpu_ms: ticks_total * 1000 / ticks,
+        rss_bytes: rss_pages * page,
+    })
+}
+
+/// The fields of `/proc/<pid>/stat` after the command name, field 3 first.
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// When the process started, in clock ticks since boot (field 22): with the pid, it names a
+/// process for good, since a pid can be reused but not at the same instant.
+pub fn start_time(pid: u32) -> Option<u64> {
+    stat_fields(pid)?.get(22 - 3)?.parse().ok()
+}
+
+/// Whether any process is in process group `pgid` (field 5).
+pub fn group_alive(pgid: u32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        e.file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+            .and_then(stat_fields)
+            .and_then(|f| f.get(5 - 3)?.parse::<u32>().ok())
+            == Some(pgid)
+    })
+}
+
+/// Bytes taken by the regular files under `dir` (symlinks are not followed).
+pub fn tree_size(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                pending.push(entry.path());
+            } else if meta.is_file() {
+                total += meta.len();
+            }
+        }
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_command_name_with_spaces_and_parentheses() {
+        let stat = "42 (my (odd) cmd) S 1 42 42 0 -1 4194304 100 0 0 0 250 50 10 5 20 0 1 0 100 10000000 300 18446744073709551615";
+        let s = parse_stat(stat, 100, 4096).unwrap();
+        assert_eq!(s.cpu_ms, (250 + 50 + 10 + 5) * 10);
+        assert_eq!(s.rss_bytes, 300 * 4096);
+    }
+
+    #[test]
+    fn samples_this_process() {
+        let s = sample(std::process::id()).unwrap();
+        assert!(s.rss_bytes > 0);
+    }
+}

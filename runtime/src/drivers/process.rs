@@ -1,0 +1,742 @@
+//! The `process` driver: every machine is a supervised local process, so fleetwire runs on any
+//! Linux host. Each tenant runs in its own process group, in its own volume directory, and is
+//! restarted by the instance's restart policy; stopping sends SIGTERM to the group, then SIGKILL.
+
+use std::collections::HashMap;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use fleetwire_types::{
+    AppId, BootId, ComputeUsage, DesiredInstance, DesiredInstanceState, HostVersions,
+    InstanceState, ReportedRestart, RestartPolicy, StateMessage, TenantExit, Timestamp,
+};
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+
+use super::proc_stats::{self, ProcSample};
+use super::{
+    Driver, DriverSettings, InstanceStatus, Observation, RuntimeStatus, VolumeStatus, NOT_USED,
+};
+
+const MIB: u64 = 1024 * 1024;
+/// How often a volume directory is walked for its size: walking is not free.
+const VOLUME_MEASURE_EVERY: Duration = Duration::from_secs(10);
+
+pub struct ProcessDriver {
+    settings: DriverSettings,
+    boot_id: BootId,
+    machines: Mutex<HashMap<AppId, Machine>>,
+    /// Machines no longer desired, reported as `stopping` until their process is gone.
+    retiring: Mutex<Vec<Machine>>,
+}
+
+/// What a tenant process is started from; a change in any of it means a fresh boot.
+#[derive(Debug, Clone, PartialEq)]
+struct BootSpec {
+    deployment_id: fleetwire_types::DeploymentId,
+    command: Vec<String>,
+    env: Vec<(String, String)>,
+    resources: fleetwire_types::InstanceResources,
+}
+
+impl BootSpec {
+    fn of(d: &DesiredInstance) -> BootSpec {
+        let mut env: Vec<(String, String)> =
+            d.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        env.sort();
+        BootSpec {
+            deployment_id: d.deployment_id.clone(),
+            command: d.command.0.iter().map(|c| c.to_string()).collect(),
+            env,
+            resources: d.resources.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Control {
+    want: Want,
+    policy: RestartPolicy,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    Running,
+    Stopped,
+    /// Removed from the desired document: stop, delete the volume, end the supervisor.
+    Gone,
+}
+
+struct Machine {
+    watched: Arc<Watched>,
+    spec: BootSpec,
+    control: watch::Sender<Control>,
+    task: JoinHandle<()>,
+}
+
+/// What `observe` reads of a machine; shared so that it reads it without holding the map lock.
+struct Watched {
+    app_id: AppId,
+    spec: BootSpec,
+    live: Arc<Mutex<Live>>,
+    volume: PathBuf,
+    /// The volume's used bytes, when they were measured (wall clock and monotonic).
+    volume_used: Mutex<Option<(u64, Timestamp, Instant)>>,
+}
+
+/// The supervisor's account of its tenant, read by `observe`.
+#[derive(Debug, Clone)]
+struct Live {
+    state: InstanceState,
+    pid: Option<u32>,
+    started_at: Option<Timestamp>,
+    restart_count: u64,
+    last_restart: Option<ReportedRestart>,
+    last_exit_code: Option<i64>,
+    message: Option<String>,
+    /// CPU of the runs that have ended, in ms.
+    cpu_ms_ended: u64,
+    /// Last sample of the running process, and when it was taken (for cpuShare).
+    last_sample: Option<(ProcSample, Instant)>,
+    cpu_share: Option<f64>,
+}
+
+impl Live {
+    fn new() -> Live {
+        Live {
+            state: InstanceState::Pending,
+            pid: None,
+            started_at: None,
+            restart_count: 0,
+            last_restart: None,
+            last_exit_code: None,
+            message: None,
+            cpu_ms_ended: 0,
+            last_sample: None,
+            cpu_share: None,
+        }
+    }
+
+    fn cpu_ms(&self) -> u64 {
+        self.cpu_ms_ended + self.last_sample.map_or(0, |(s, _)| s.cpu_ms)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl ProcessDriver {
+    pub fn new(settings: &DriverSettings) -> anyhow::Result<ProcessDriver> {
+        std::fs::create_dir_all(settings.state_dir.join("volumes"))?;
+        std::fs::create_dir_all(settings.state_dir.join("logs"))?;
+        reap_leftover_groups(&settings.state_dir.join("run"));
+        std::fs::create_dir_all(settings.state_dir.join("run"))?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let boot_id: BootId = format!("{}-{nanos}", std::process::id())
+            .parse()
+            .map_err(|e| anyhow::anyhow!("boot id: {e}"))?;
+        Ok(ProcessDriver {
+            settings: settings.clone(),
+            boot_id,
+            machines: Mutex::new(HashMap::new()),
+            retiring: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn start_machine(&self, d: &DesiredInstance, predecessor: Option<JoinHandle<()>>) -> Machine {
+        let volume = self
+            .settings
+            .state_dir
+            .join("volumes")
+            .join(d.app_id.as_str());
+        let log = self
+            .settings
+            .state_dir
+            .join("logs")
+            .join(format!("{}.log", d.app_id.as_str()));
+        let control = Control {
+            want: want_of(d),
+            policy: d.restart_policy.clone().unwrap_or_default(),
+        };
+        let (tx, rx) = watch::channel(control);
+        let live = Arc::new(Mutex::new(Live::new()));
+        let spec = BootSpec::of(d);
+        let task = tokio::spawn(supervise(Supervisor {
+            spec: spec.clone(),
+            volume: volume.clone(),
+            log,
+            group_file: self
+                .settings
+                .state_dir
+                .join("run")
+                .join(format!("{}.pgid", d.app_id.as_str())),
+            control: rx,
+            live: live.clone(),
+            stop_timeout: self.settings.stop_timeout,
+            predecessor,
+        }));
+        Machine {
+            watched: Arc::new(Watched {
+                app_id: d.app_id.clone(),
+                spec: spec.clone(),
+                live,
+                volume,
+                volume_used: Mutex::new(None),
+            }),
+            spec,
+            control: tx,
+            task,
+        }
+    }
+
+    /// Reads /proc and the volume with no lock held, then records what it read.
+    fn status_of(m: &Watched, now: Instant) -> InstanceStatus {
+        let pid = lock(&m.live).pid;
+        let sample = pid.and_then(proc_stats::sample);
+        let volume = Self::volume_of(m, now);
+        let mut live = lock(&m.live);
+        // Recorded only if the run sampled is still the current one.
+        if let (Some(sample), true) = (sample, live.pid == pid) {
+            if let Some((prev, at)) = live.last_sample {
+                let wall = now.duration_since(at).as_millis() as f64;
+                if wall >= 1.0 {
+                    live.cpu_share = Some(sample.cpu_ms.saturating_sub(prev.cpu_ms) as f64 / wall);
+                }
+            }
+            live.last_sample = Some((sample, now));
+        }
+        let compute = match (live.pid, live.last_sample) {
+            (Some(_), Some((sample, _))) => Some(ComputeUsage {
+                cpu_share: live.cpu_share,
+                measured_at: Timestamp::now(),
+                memory_total_bytes: m.spec.resources.memory_mib.get() * MIB,
+                memory_used_bytes: sample.rss_bytes,
+            }),
+            _ => None,
+        };
+        let status = InstanceStatus {
+            app_id: m.app_id.clone(),
+            deployment_id: m.spec.deployment_id.clone(),
+            state: live.state,
+            resources: m.spec.resources.clone(),
+            restart_count: live.restart_count,
+            last_restart: live.last_restart.clone(),
+            last_exit_code: live.last_exit_code,
+            started_at: live.started_at,
+            compute,
+            cpu_ms: live.cpu_ms(),
+            message: live.message.clone(),
+            volume: None,
+            pid: live.pid,
+        };
+        drop(live);
+        InstanceStatus {
+            volume: Some(volume),
+            ..status
+        }
+    }
+
+    fn volume_of(m: &Watched, now: Instant) -> VolumeStatus {
+        let stale = lock(&m.volume_used)
+            .as_ref()
+            .is_none_or(|(_, _, at)| now.duration_since(*at) >= VOLUME_MEASURE_EVERY);
+        if stale && m.volume.is_dir() {
+            let bytes = proc_stats::tree_size(&m.volume);
+            *lock(&m.volume_used) = Some((bytes, Timestamp::now(), now));
+        }
+        VolumeStatus {
+            path: m.volume.clone(),
+            size_bytes: m.spec.resources.disk_mib * MIB,
+            used: lock(&m.volume_used)
+                .as_ref()
+                .map(|(bytes, at, _)| (*bytes, *at)),
+        }
+    }
+}
+
+fn want_of(d: &DesiredInstance) -> Want {
+    match d.desired_state {
+        DesiredInstanceState::Running => Want::Running,
+        DesiredInstanceState::Stopped => Want::Stopped,
+    }
+}
+
+#[async_trait]
+impl Driver for ProcessDriver {
+    fn name(&self) -> &'static str {
+        "process"
+    }
+
+    async fn converge(&self, desired: &[DesiredInstance]) {
+        let mut machines = lock(&self.machines);
+        let mut retiring = lock(&self.retiring);
+        retiring.retain(|m| !m.task.is_finished());
+        let wanted: HashMap<&AppId, &DesiredInstance> =
+            desired.iter().map(|d| (&d.app_id, d)).collect();
+
+        let gone: Vec<AppId> = machines
+            .keys()
+            .filter(|id| !wanted.contains_key(id))
+            .cloned()
+            .collect();
+        for id in gone {
+            if let Some(m) = machines.remove(&id) {
+                m.control.send_modify(|c| c.want = Want::Gone);
+                retiring.push(m);
+            }
+        }
+
+        for d in desired {
+            let control = Control {
+                want: want_of(d),
+                policy: d.restart_policy.clone().unwrap_or_default(),
+            };
+            let replace = match machines.get(&d.app_id) {
+                Some(m) if m.spec == BootSpec::of(d) => {
+                    m.control.send_if_modified(|c| {
+                        let changed = *c != control;
+                        *c = control.clone();
+                        changed
+                    });
+                    false
+                }
+                _ => true,
+            };
+            if replace {
+                // A new deployment is a fresh boot: the old process stops (its volume stays,
+                // the app is the same), then the new supervisor starts.
+                let predecessor = machines.remove(&d.app_id).map(|old| {
+                    old.control.send_modify(|c| c.want = Want::Stopped);
+                    drop(old.control);
+                    old.task
+                });
+                let m = self.start_machine(d, predecessor);
+                machines.insert(d.app_id.clone(), m);
+            }
+        }
+    }
+
+    async fn observe(&self) -> Observation {
+        let now = Instant::now();
+        let current: Vec<Arc<Watched>> = lock(&self.machines)
+            .values()
+            .map(|m| m.watched.clone())
+            .collect();
+        let stopping: Vec<Arc<Watched>> = lock(&self.retiring)
+            .iter()
+            .filter(|m| !m.task.is_finished())
+            .map(|m| m.watched.clone())
+            .collect();
+        let mut instances: Vec<InstanceStatus> =
+            current.iter().map(|m| Self::status_of(m, now)).collect();
+        for m in &stopping {
+            let mut s = Self::status_of(m, now);
+            s.state = InstanceState::Stopping;
+            s.volume = None;
+            instances.push(s);
+        }
+        instances.sort_by(|a, b| a.app_id.cmp(&b.app_id));
+
+        let running = instances.iter().filter(|i| i.pid.is_some());
+        let cpu_usage: f64 = running
+            .clone()
+            .filter_map(|i| i.compute.as_ref()?.cpu_share)
+            .sum();
+        let memory_bytes: u64 = running
+            .filter_map(|i| i.compute.as_ref().map(|c| c.memory_used_bytes))
+            .sum();
+        let disk_bytes: u64 = instances
+            .iter()
+            .filter_map(|i| i.volume.as_ref()?.used.map(|(b, _)| b))
+            .sum();
+        Observation {
+            instances,
+            runtime: RuntimeStatus {
+                boot_id: Some(self.boot_id.clone()),
+                capacity: None,
+                stalled: false,
+                problem: None,
+                cpu_usage,
+                memory_usage_mb: memory_bytes / MIB,
+                disk_usage_gb: disk_bytes / (1024 * MIB),
+                versions: HostVersions {
+                    agent: env!("CARGO_PKG_VERSION").to_string(),
+                    guest_image: NOT_USED.to_string(),
+                    zerofs: NOT_USED.to_string(),
+                    firecracker: NOT_USED.to_string(),
+                },
+            },
+        }
+    }
+
+    async fn shutdown(&self) {
+        // Stopped, not Gone: an agent going away keeps its machines' volumes. The machines
+        // stay listed so the last reported.json shows them stopped.
+        let lives: Vec<Arc<Mutex<Live>>> = lock(&self.machines)
+            .values()
+            .map(|m| {
+                m.control.send_modify(|c| c.want = Want::Stopped);
+                m.watched.live.clone()
+            })
+            .chain(lock(&self.retiring).iter().map(|m| m.watched.live.clone()))
+            .collect();
+        let deadline = Instant::now() + self.settings.stop_timeout + Duration::from_secs(2);
+        while Instant::now() < deadline && lives.iter().any(|l| lock(l).pid.is_some()) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+struct Supervisor {
+    spec: BootSpec,
+    volume: PathBuf,
+    log: PathBuf,
+    /// Names the running tenant's process group, so that an agent that crashed can end it.
+    group_file: PathBuf,
+    control: watch::Receiver<Control>,
+    live: Arc<Mutex<Live>>,
+    stop_timeout: Duration,
+    predecessor: Option<JoinHandle<()>>,
+}
+
+/// How a tenant run ended, with its CPU time read from the zombie before it was reaped.
+struct Ended {
+    exit: TenantExit,
+    cpu_ms: u64,
+}
+
+impl Supervisor {
+    fn current(&self) -> Control {
+        self.control.borrow().clone()
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Live)) {
+        f(&mut lock(&self.live));
+    }
+
+    /// Waits until the control says something other than `Stopped`. `None` means the machine
+    /// is gone (removed, or the driver dropped the sender).
+    async fn wait_for_want(&mut self, mut ok: impl FnMut(Want) -> bool) -> Option<Want> {
+        loop {
+            let want = self.control.borrow_and_update().want;
+            if ok(want) {
+                return Some(want);
+            }
+            if self.control.changed().await.is_err() {
+                return None;
+            }
+        }
+    }
+}
+
+async fn supervise(mut sv: Supervisor) {
+    if let Some(previous) = sv.predecessor.take() {
+        let _ = previous.await;
+    }
+    // Restarts made in the current run; a run ends when the tenant stays up resetAfterMs.
+    let mut attempt: u64 = 0;
+    loop {
+        if sv.current().want == Want::Stopped {
+            sv.update(|l| l.state = InstanceState::Stopped);
+        }
+        let want = sv.wait_for_want(|w| w != Want::Stopped).await;
+        let Some(Want::Running) = want else {
+            break;
+        };
+
+        let (pid, exited) = match spawn_tenant(&sv.spec, &sv.volume, &sv.log, &sv.group_file) {
+            Ok(started) => started,
+            Err(err) => {
+                tracing::warn!(error = %err, "tenant did not start");
+                sv.update(|l| {
+                    l.state = InstanceState::Failed;
+                    l.message = Some(format!("could not start {:?}: {err}", sv.spec.command[0]));
+                });
+                // Try again when the desired document changes.
+                if sv.control.changed().await.is_err() {
+                    break;
+                }
+                continue;
+            }
+        };
+        let started = Instant::now();
+        sv.update(|l| {
+            l.state = InstanceState::Running;
+            l.pid = Some(pid);
+            l.started_at = Some(Timestamp::now());
+            l.message = None;
+            l.last_sample = None;
+            l.cpu_share = None;
+        });
+
+        let mut exited = exited;
+        let ended = loop {
+            tokio::select! {
+                ended = &mut exited => break ended.ok(),
+                changed = sv.control.changed() => {
+                    let want = if changed.is_ok() { sv.current().want } else { Want::Gone };
+                    if want != Want::Running {
+                        sv.update(|l| l.state = InstanceState::Stopping);
+                        let ended = stop_group(pid, sv.stop_timeout, &mut exited).await;
+                        record_end(&sv, ended.as_ref());
+                        sv.update(|l| l.state = InstanceState::Stopped);
+                        attempt = 0;
+                        break None;
+                    }
+                }
+            }
+        };
+        let Some(ended) = ended else {
+            if sv.current().want == Want::Gone || sv.control.has_changed().is_err() {
+                break;
+            }
+            continue;
+        };
+
+        // The tenant exited on its own: restart it within its budget.
+        record_end(&sv, Some(&ended));
+        let policy = sv.current().policy;
+        if started.elapsed() >= Duration::from_millis(policy.reset_after_ms) {
+            attempt = 0;
+        }
+        let how = describe_exit(&ended.exit);
+        if attempt >= policy.max_restarts {
+            sv.update(|l| {
+                l.state = InstanceState::Failed;
+                l.message = Some(format!(
+                    "{how}; gave up after {} restart{} (budget {})",
+                    attempt,
+                    if attempt == 1 { "" } else { "s" },
+                    policy.max_restarts
+                ));
+            });
+            // Stay failed until the desired document asks again (stopped, then running).
+            if sv.wait_for_want(|w| w != Want::Running).await != Some(Want::Stopped) {
+                break;
+            }
+            sv.update(|l| l.state = InstanceState::Stopped);
+            attempt = 0;
+            continue;
+        }
+        attempt += 1;
+        let backoff = backoff_ms(&policy, attempt);
+        sv.update(|l| {
+            l.restart_count += 1;
+            l.state = InstanceState::Starting;
+            l.last_restart = Some(ReportedRestart {
+                at: Timestamp::now(),
+                attempt,
+                budget: policy.max_restarts,
+                backoff_ms: backoff,
+                exit: ended.exit.clone(),
+                reason: message(&format!("{how}; restarting in {backoff} ms")),
+            });
+        });
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(backoff)) => {}
+            _ = sv.wait_for_want(|w| w != Want::Running) => {
+                sv.update(|l| l.state = InstanceState::Stopped);
+                attempt = 0;
+            }
+        }
+    }
+    // Removed from the desired document: the machine's volume goes with it.
+    if sv.current().want == Want::Gone {
+        let _ = std::fs::remove_dir_all(&sv.volume);
+    }
+}
+
+fn record_end(sv: &Supervisor, ended: Option<&Ended>) {
+    let _ = std::fs::remove_file(&sv.group_file);
+    sv.update(|l| {
+        l.pid = None;
+        l.last_sample = None;
+        l.cpu_share = None;
+        if let Some(e) = ended {
+            l.cpu_ms_ended += e.cpu_ms;
+            l.last_exit_code = Some(exit_code(&e.exit));
+        }
+    });
+}
+
+/// The delay before restart number `attempt` (1-based) of a run.
+pub fn backoff_ms(policy: &RestartPolicy, attempt: u64) -> u64 {
+    let exponent = attempt.saturating_sub(1).min(64) as i32;
+    let delay = policy.initial_backoff_ms as f64 * policy.backoff_factor.powi(exponent);
+    delay.min(policy.max_backoff_ms as f64).max(0.0) as u64
+}
+
+/// The exit code a shell would show: the code, or 128 plus the signal number.
+fn exit_code(exit: &TenantExit) -> i64 {
+    match exit {
+        TenantExit::Code(c) => *c,
+        TenantExit::Signal(s) => 128 + s,
+    }
+}
+
+fn describe_exit(exit: &TenantExit) -> String {
+    match exit {
+        TenantExit::Code(c) => format!("exited with code {c}"),
+        TenantExit::Signal(s) => format!("killed by signal {s}"),
+    }
+}
+
+/// A `StateMessage` (at most 512 characters).
+pub fn message(text: &str) -> StateMessage {
+    let cut: String = text.chars().take(512).collect();
+    cut.parse().expect("512 characters make a StateMessage")
+}
+
+/// Starts the tenant in a new process group, its volume as working directory, output appended
+/// to its log. Returns its pid and the end of the run.
+fn spawn_tenant(
+    spec: &BootSpec,
+    volume: &Path,
+    log: &Path,
+    group_file: &Path,
+) -> std::io::Result<(u32, oneshot::Receiver<Ended>)> {
+    std::fs::create_dir_all(volume)?;
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)?;
+    let mut cmd = std::process::Command::new(&spec.command[0]);
+    cmd.args(&spec.command[1..])
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(volume)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .process_group(0);
+    // SAFETY: prctl is async-signal-safe; it only asks the kernel to SIGKILL the tenant if
+    // the agent dies, so a crashed agent leaves no unsupervised tenants behind.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    let pid = child.id();
+    if let Some(started) = proc_stats::start_time(pid) {
+        let _ = crate::reported::atomic_write(
+            group_file,
+            format!("{pid} {started}\n").as_bytes(),
+            0o644,
+        );
+    }
+    let (tx, rx) = oneshot::channel();
+    std::thread::Builder::new()
+        .name(format!("wait-{pid}"))
+        .spawn(move || {
+            // Wait without reaping, read the zombie's final CPU time, then reap.
+            // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            loop {
+                // SAFETY: waitid on our own child with a valid siginfo pointer.
+                let rc = unsafe {
+                    libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT)
+                };
+                if rc == 0
+                    || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+                {
+                    break;
+                }
+            }
+            let cpu_ms = proc_stats::sample(pid).map_or(0, |s| s.cpu_ms);
+            let exit = match child.wait() {
+                Ok(status) => match (status.code(), status.signal()) {
+                    (Some(code), _) => TenantExit::Code(code as i64),
+                    (None, Some(sig)) => TenantExit::Signal(sig as i64),
+                    (None, None) => TenantExit::Code(-1),
+                },
+                Err(_) => TenantExit::Code(-1),
+            };
+            let _ = tx.send(Ended { exit, cpu_ms });
+        })?;
+    Ok((pid, rx))
+}
+
+/// The tenant dies with the agent (PR_SET_PDEATHSIG), but what it started may not: at start,
+/// SIGKILL the process groups a previous agent left running. A group is named by its leader's
+/// pid and start time, so a pid reused since is never touched.
+fn reap_leftover_groups(run_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(run_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        let mut parts = text.split_whitespace();
+        let (Some(Ok(pgid)), Some(Ok(started))) = (
+            parts.next().map(str::parse::<u32>),
+            parts.next().map(str::parse::<u64>),
+        ) else {
+            let _ = std::fs::remove_file(entry.path());
+            continue;
+        };
+        // A live process with the leader's pid is the leader only if it started when it did; with
+        // the leader gone, its members keep the group id from being reused.
+        let ours = match proc_stats::start_time(pgid) {
+            Some(t) => t == started,
+            None => proc_stats::group_alive(pgid),
+        };
+        if ours {
+            tracing::warn!(
+                pgid,
+                "ending a tenant process group left by a previous agent"
+            );
+            signal_group(pgid, libc::SIGKILL);
+        }
+        let _ = std::fs::remove_file(entry.path());
+    }
+}
+
+/// SIGTERM to the tenant's process group; SIGKILL after `timeout` if it is still there.
+async fn stop_group(
+    pid: u32,
+    timeout: Duration,
+    exited: &mut oneshot::Receiver<Ended>,
+) -> Option<Ended> {
+    signal_group(pid, libc::SIGTERM);
+    match tokio::time::timeout(timeout, &mut *exited).await {
+        Ok(ended) => ended.ok(),
+        Err(_) => {
+            signal_group(pid, libc::SIGKILL);
+            exited.await.ok()
+        }
+    }
+}
+
+fn signal_group(pid: u32, signal: libc::c_int) {
+    // SAFETY: kill(2) with a negative pid signals the process group the tenant leads.
+    unsafe {
+        libc::kill(-(pid as libc::pid_t), signal);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let p = RestartPolicy {
+            backoff_factor: fleetwire_types::F64Min1::new(2.0).unwrap(),
+            initial_backoff_ms: 100,
+            max_backoff_ms: 500,
+            max_restarts: 10,
+            reset_after_ms: 1000,
+        };
+        let delays: Vec<u64> = (1..=5).map(|a| backoff_ms(&p, a)).collect();
+        assert_eq!(delays, vec![100, 200, 400, 500, 500]);
+    }
+}

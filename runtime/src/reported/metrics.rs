@@ -1,0 +1,162 @@
+//! `GET /metrics`: the OpenMetrics rendering of a built [`HostReportedState`], so the metrics
+//! page and reported.json can never disagree. One series per meter, per instance state, per
+//! host state and per capacity figure.
+
+use fleetwire_types::{HostReportedState, HostState, InstanceState, UsageMeters};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(&'static str, String)>;
+
+const HOST_STATES: [HostState; 4] = [
+    HostState::Registering,
+    HostState::Ready,
+    HostState::Draining,
+    HostState::Unreachable,
+];
+
+const INSTANCE_STATES: [InstanceState; 8] = [
+    InstanceState::Pending,
+    InstanceState::Starting,
+    InstanceState::Running,
+    InstanceState::Unhealthy,
+    InstanceState::Stopping,
+    InstanceState::Stopped,
+    InstanceState::Idle,
+    InstanceState::Failed,
+];
+
+type Meter = (&'static str, &'static str, fn(&UsageMeters) -> u64);
+
+/// The meters, by the name their series carry (`fleetwire_app_<name>_total`), with their help.
+pub const METERS: [Meter; 7] = [
+    ("running_ms", "Time the app spent running, in ms", |m| {
+        m.running_ms
+    }),
+    ("idle_ms", "Time the app spent idle, in ms", |m| m.idle_ms),
+    ("cpu_ms", "CPU time over all vCPUs, in ms", |m| m.cpu_ms),
+    ("rx_bytes", "Bytes delivered to the guest", |m| m.rx_bytes),
+    ("tx_bytes", "Bytes the guest sent", |m| m.tx_bytes),
+    (
+        "disk_provisioned_mib_seconds",
+        "Disk set aside for the app, in MiB-seconds",
+        |m| m.disk_provisioned_mib_seconds,
+    ),
+    (
+        "disk_used_mib_seconds",
+        "Disk the app filled, in MiB-seconds",
+        |m| m.disk_used_mib_seconds,
+    ),
+];
+
+fn wire_name<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn gauge_family(registry: &mut Registry, name: &str, help: &str) -> Family<Labels, Gauge> {
+    let family = Family::<Labels, Gauge>::default();
+    registry.register(name, help, family.clone());
+    family
+}
+
+/// Renders `report` as an OpenMetrics text page.
+pub fn render(report: &HostReportedState) -> String {
+    let mut registry = Registry::default();
+    let host = report.host_id.as_str().to_string();
+
+    let host_state = gauge_family(
+        &mut registry,
+        "fleetwire_host_state",
+        "1 for the lifecycle phase the host is in, 0 for the others",
+    );
+    for s in HOST_STATES {
+        host_state
+            .get_or_create(&vec![("host_id", host.clone()), ("state", wire_name(&s))])
+            .set(i64::from(s == report.state));
+    }
+
+    let resources = gauge_family(
+        &mut registry,
+        "fleetwire_host_resources",
+        "The host's capacity and what is still allocatable, by resource",
+    );
+    for (kind, c) in [
+        ("capacity", &report.capacity),
+        ("allocatable", &report.allocatable),
+    ] {
+        for (resource, value) in [
+            ("vcpu_count", c.vcpu_count),
+            ("memory_mib", c.memory_mib),
+            ("cache_bytes", c.cache_bytes),
+        ] {
+            resources
+                .get_or_create(&vec![
+                    ("host_id", host.clone()),
+                    ("kind", kind.to_string()),
+                    ("resource", resource.to_string()),
+                ])
+                .set(value.min(i64::MAX as u64) as i64);
+        }
+    }
+
+    let refused = gauge_family(
+        &mut registry,
+        "fleetwire_desired_refused",
+        "1 while the last desired document given to the host is refused (reported.json message)",
+    );
+    refused
+        .get_or_create(&vec![("host_id", host.clone())])
+        .set(i64::from(report.message.is_some()));
+
+    let instance_state = gauge_family(
+        &mut registry,
+        "fleetwire_instance_state",
+        "1 for the lifecycle phase each instance is in, 0 for the others",
+    );
+    let restarts = gauge_family(
+        &mut registry,
+        "fleetwire_instance_restart_count",
+        "Restarts since the instance was last booted from scratch (reset by a cold boot)",
+    );
+    let meters: Vec<Family<Labels, Counter>> = METERS
+        .iter()
+        .map(|(name, help, _)| {
+            let family = Family::<Labels, Counter>::default();
+            registry.register(format!("fleetwire_app_{name}"), *help, family.clone());
+            family
+        })
+        .collect();
+
+    for i in &report.instances {
+        let app = i.app_id.as_str().to_string();
+        for s in INSTANCE_STATES {
+            instance_state
+                .get_or_create(&vec![
+                    ("app_id", app.clone()),
+                    ("deployment_id", i.deployment_id.as_str().to_string()),
+                    ("state", wire_name(&s)),
+                ])
+                .set(i64::from(s == i.state));
+        }
+        restarts
+            .get_or_create(&vec![("app_id", app.clone())])
+            .set(i.restart_count.min(i64::MAX as u64) as i64);
+        if let Some(m) = &i.meters {
+            for ((_, _, value), family) in METERS.iter().zip(&meters) {
+                family
+                    .get_or_create(&vec![("app_id", app.clone())])
+                    .inc_by(value(m));
+            }
+        }
+    }
+
+    let mut out = String::new();
+    encode(&mut out, &registry).expect("writing to a String cannot fail");
+    out
+}

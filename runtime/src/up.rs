@@ -1,0 +1,288 @@
+//! `fleetwire up`: a fleet of one on this machine. A controller on 127.0.0.1 (SQLite) and a
+//! local agent with the process driver enrolled in it, both real child processes of this
+//! binary, all state under one folder; stopped together on Ctrl-C.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use fleetwire_types::{read, HostId, NodeRecord};
+use tokio::process::{Child, Command};
+
+#[derive(Args, Debug, Clone)]
+pub struct UpArgs {
+    /// Where the controller's database and CA, the agent's state and both logs live.
+    #[arg(long, default_value = ".fleetwire")]
+    pub dir: PathBuf,
+    /// The controller's address (its API, `/docs` and `/metrics`).
+    #[arg(long, default_value = "127.0.0.1:9203")]
+    pub listen: SocketAddr,
+    /// The local agent's port (PPN's `VM_SPAWN_PORT`).
+    #[arg(long, default_value_t = 9204)]
+    pub spawn_port: u16,
+    /// The node id the local agent enrolls with [default: this host's name, made an identifier].
+    #[arg(long)]
+    pub node_id: Option<String>,
+    /// Seconds between the agent's heartbeats.
+    #[arg(long, default_value_t = 2)]
+    pub heartbeat_interval: u64,
+}
+
+/// How long each program gets to come up before `up` gives up and says why.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long each program gets to stop after SIGTERM before it is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+
+pub fn run(args: &UpArgs) -> ExitCode {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    match runtime.block_on(up(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("fleetwire up: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn up(args: &UpArgs) -> Result<()> {
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("creating {}", args.dir.display()))?;
+    let dir = args.dir.canonicalize()?;
+    let node_id = match &args.node_id {
+        Some(id) => id.clone(),
+        None => default_node_id(),
+    };
+    node_id
+        .parse::<HostId>()
+        .map_err(|e| anyhow::anyhow!("--node-id {node_id:?}: {e}"))?;
+    let exe = std::env::current_exe().context("locating the fleetwire binary")?;
+    let api = format!("http://{}", args.listen);
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()?;
+
+    let mut controller = spawn(
+        Command::new(&exe)
+            .arg("controller")
+            .arg("--listen")
+            .arg(args.listen.to_string())
+            .arg("--data-dir")
+            .arg(dir.join("controller"))
+            .arg("--ca-dir")
+            .arg(dir.join("controller/ca")),
+        &dir.join("controller.log"),
+    )?;
+    step(&format!("controller on {api}"), &mut controller, || async {
+        let ok = http
+            .get(format!("{api}/readyz"))
+            .send()
+            .await
+            .ok()?
+            .status()
+            .is_success();
+        ok.then_some(())
+    })
+    .await?;
+
+    let reported = dir.join("agent/reported.json");
+    let mut agent = spawn(
+        Command::new(&exe)
+            .arg("agent")
+            .env("VM_FLEET_ENDPOINT", &api)
+            .env("VM_NODE_ID", &node_id)
+            .env("VM_WG_IP", "127.0.0.1")
+            .env("VM_LISTEN_ADDRESS", "127.0.0.1")
+            .env("VM_SPAWN_PORT", args.spawn_port.to_string())
+            .env(
+                "VM_HEARTBEAT_INTERVAL_S",
+                args.heartbeat_interval.to_string(),
+            )
+            .env("VM_STATE_DIR", dir.join("agent"))
+            .env("VM_RUNTIME", "process"),
+        &dir.join("agent.log"),
+    )?;
+    let node = step(
+        &format!("agent {node_id} enrolling"),
+        &mut agent,
+        || async {
+            let body = http
+                .get(format!("{api}/v1/nodes/{node_id}"))
+                .send()
+                .await
+                .ok()?
+                .bytes()
+                .await
+                .ok()?;
+            let node: NodeRecord = read(&body).ok()?;
+            (node.status.to_string() == "ready" && reported.exists()).then_some(node)
+        },
+    )
+    .await;
+    let node = match node {
+        Ok(node) => node,
+        Err(err) => {
+            stop("controller", &mut controller).await;
+            return Err(err);
+        }
+    };
+
+    println!(
+        "\nfleetwire is up: a fleet of one.\n\
+         \n  API         {api}/v1/fleet\
+         \n  reference   {api}/docs/\
+         \n  metrics     {api}/metrics\
+         \n  node        {id} ({cpus} CPUs, {mem} MB free), agent on 127.0.0.1:{port}\
+         \n  reported    {reported}\
+         \n  logs        {logs}\
+         \n\nPlace a machine (a supervised process on this host):\
+         \n\n  curl -s -X POST {api}/v1/vms -H 'content-type: application/json' \\\
+         \n    -d '{{\"vm_type\": \"process\", \"ram_mb\": 64, \"vcpu_count\": 1, \"command\": [\"/bin/sh\", \"-c\", \"while true; do date; sleep 5; done\"]}}'\
+         \n\nthen watch it in {reported}. Ctrl-C stops both.",
+        id = node.node_id.as_str(),
+        cpus = node.total_cpus.map(|c| c.to_string()).unwrap_or_else(|| "?".into()),
+        mem = node.ram_available_mb,
+        port = args.spawn_port,
+        reported = reported.display(),
+        logs = dir.join("{controller,agent}.log").display(),
+    );
+
+    let reason = tokio::select! {
+        _ = shutdown_signal() => None,
+        status = controller.wait() => Some(format!("the controller exited ({})", describe(status))),
+        status = agent.wait() => Some(format!("the agent exited ({})", describe(status))),
+    };
+    if let Some(reason) = &reason {
+        eprintln!("\n{reason}; stopping. See {}", dir.join("*.log").display());
+    } else {
+        println!("\nstopping");
+    }
+    // The agent first, so it is not left heartbeating into a controller that is gone.
+    stop("agent", &mut agent).await;
+    stop("controller", &mut controller).await;
+    match reason {
+        None => {
+            println!("stopped; state kept in {}", dir.display());
+            Ok(())
+        }
+        Some(reason) => bail!(reason),
+    }
+}
+
+/// A host name made into a node identifier (`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`).
+fn default_node_id() -> String {
+    let name = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+    let id: String = name
+        .trim()
+        .split('.')
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .skip_while(|c| !c.is_ascii_alphanumeric())
+        .take(63)
+        .collect();
+    if id.is_empty() {
+        "local".into()
+    } else {
+        id
+    }
+}
+
+fn spawn(command: &mut Command, log: &Path) -> Result<Child> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("opening {}", log.display()))?;
+    command
+        .stdin(std::process::Stdio::null())
+        .stdout(file.try_clone()?)
+        .stderr(file)
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting a fleetwire process")
+}
+
+/// Shows `what` with a running clock until `probe` answers, the child exits, or time runs out.
+async fn step<T, F, Fut>(what: &str, child: &mut Child, mut probe: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    let mut out = std::io::stdout();
+    loop {
+        let _ = write!(out, "\r  {what} … {:.1} s", started.elapsed().as_secs_f32());
+        let _ = out.flush();
+        if let Some(value) = probe().await {
+            println!(
+                "\r  {what} … ready ({:.1} s)",
+                started.elapsed().as_secs_f32()
+            );
+            return Ok(value);
+        }
+        if let Some(status) = child.try_wait()? {
+            println!();
+            bail!(
+                "{what}: the process exited ({}) before it was ready",
+                describe(Ok(status))
+            );
+        }
+        if started.elapsed() > START_TIMEOUT {
+            println!();
+            bail!("{what}: not ready after {START_TIMEOUT:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// SIGTERM, then SIGKILL if it has not gone within [`STOP_TIMEOUT`].
+async fn stop(name: &str, child: &mut Child) {
+    let Some(pid) = child.id() else { return };
+    // SAFETY: kill(2) on our own child's pid, which has not been reaped (id() is Some).
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGTERM);
+    }
+    match tokio::time::timeout(STOP_TIMEOUT, child.wait()).await {
+        Ok(status) => println!("  {name} stopped ({})", describe(status)),
+        Err(_) => {
+            let _ = child.kill().await;
+            println!("  {name} did not stop within {STOP_TIMEOUT:?}; killed");
+        }
+    }
+}
+
+fn describe(status: std::io::Result<std::process::ExitStatus>) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Ok(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, Some(sig)) => format!("signal {sig}"),
+            _ => "unknown status".into(),
+        },
+        Err(e) => e.to_string(),
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("installing a SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

@@ -1,0 +1,172 @@
+//! The agent's environment contract (seed 003): each missing or malformed required variable
+//! stops it with one line naming the variable, exit code 2; defaults apply; flags mirror them.
+
+use std::process::{Command, Stdio};
+
+use fleetwire_e2e::fleetwire;
+
+const REQUIRED: [(&str, &str); 3] = [
+    ("VM_FLEET_ENDPOINT", "http://127.0.0.1:9203"),
+    ("VM_NODE_ID", "node-1"),
+    ("VM_WG_IP", "10.8.0.12"),
+];
+
+fn agent(env: &[(&str, &str)], args: &[&str]) -> Command {
+    let mut cmd = fleetwire();
+    cmd.arg("agent")
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+fn run(mut cmd: Command) -> (i32, String, String) {
+    let out = cmd.output().expect("running fleetwire agent");
+    (
+        out.status.code().expect("an exit code"),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn each_missing_required_variable_is_named_and_exits_2() {
+    for (missing, _) in REQUIRED {
+        let env: Vec<(&str, &str)> = REQUIRED
+            .iter()
+            .copied()
+            .filter(|(k, _)| *k != missing)
+            .collect();
+        let (code, _, stderr) = run(agent(&env, &[]));
+        assert_eq!(code, 2, "without {missing}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "one line: {stderr}");
+        assert!(lines[0].contains(missing), "{stderr}");
+        assert!(lines[0].contains("is required"), "{stderr}");
+    }
+    // A blank value is as good as missing.
+    let mut env = REQUIRED.to_vec();
+    env[1] = ("VM_NODE_ID", "  ");
+    let (code, _, stderr) = run(agent(&env, &[]));
+    assert_eq!(code, 2);
+    assert!(stderr.contains("VM_NODE_ID is required"), "{stderr}");
+}
+
+#[test]
+fn malformed_values_are_named_with_what_is_expected() {
+    let cases = [
+        (
+            "VM_FLEET_ENDPOINT",
+            "controller:9203",
+            "http:// or https:// URL",
+        ),
+        ("VM_NODE_ID", "node 1!", "fleet-unique id"),
+        ("VM_WG_IP", "10.8.0.300", "IPv4"),
+        ("VM_HEARTBEAT_INTERVAL_S", "0", "seconds"),
+        ("VM_SPAWN_PORT", "70000", "TCP port"),
+        ("VM_RESERVED", "maybe", "true or 1"),
+        ("VM_RUNTIME", "docker", "process or smolvm"),
+    ];
+    for (variable, value, expected) in cases {
+        let mut env = REQUIRED.to_vec();
+        env.push((variable, value));
+        let (code, _, stderr) = run(agent(&env, &[]));
+        assert_eq!(code, 2, "{variable}={value}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(variable) && stderr.contains(value),
+            "{stderr}"
+        );
+        assert!(stderr.contains(expected), "{variable}: {stderr}");
+    }
+}
+
+fn settings(stdout: &str) -> std::collections::HashMap<String, String> {
+    stdout
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn defaults_apply_when_only_the_required_three_are_set() {
+    let (code, stdout, stderr) = run(agent(&REQUIRED, &["--check"]));
+    assert_eq!(code, 0, "{stderr}");
+    let s = settings(&stdout);
+    assert_eq!(s["VM_HEARTBEAT_INTERVAL_S"], "10");
+    assert_eq!(s["VM_SPAWN_PORT"], "9204");
+    assert_eq!(s["VM_RESERVED"], "false");
+    assert_eq!(s["VM_RUNTIME"], "process");
+    assert_eq!(s["VM_STATE_DIR"], ".fleetwire/agent-node-1");
+    assert_eq!(s["VM_FLEET_ENDPOINT"], "http://127.0.0.1:9203");
+
+    // PPN's spellings of VM_RESERVED, in any case.
+    for (raw, want) in [("TRUE", "true"), ("1", "true"), ("False", "false")] {
+        let mut env = REQUIRED.to_vec();
+        env.push(("VM_RESERVED", raw));
+        let (code, stdout, _) = run(agent(&env, &["--check"]));
+        assert_eq!(code, 0);
+        assert_eq!(settings(&stdout)["VM_RESERVED"], want, "{raw}");
+    }
+}
+
+#[test]
+fn flags_mirror_the_variables() {
+    let (code, stdout, stderr) = run(agent(
+        &[],
+        &[
+            "--fleet-endpoint",
+            "http://10.0.0.1:9203",
+            "--node-id",
+            "n-7",
+            "--wg-ip",
+            "10.8.0.7",
+            "--spawn-port",
+            "9300",
+            "--reserved",
+            "1",
+            "--check",
+        ],
+    ));
+    assert_eq!(code, 0, "{stderr}");
+    let s = settings(&stdout);
+    assert_eq!(s["VM_NODE_ID"], "n-7");
+    assert_eq!(s["VM_SPAWN_PORT"], "9300");
+    assert_eq!(s["VM_RESERVED"], "true");
+}
+
+#[test]
+fn the_systemd_unit_restarts_on_failure_and_sets_only_variables_the_agent_reads() {
+    let unit = std::fs::read_to_string(
+        fleetwire_e2e::workspace().join("packaging/fleetwire-agent.service"),
+    )
+    .expect("packaging/fleetwire-agent.service");
+    let lines: Vec<&str> = unit
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#'))
+        .collect();
+    assert!(lines.contains(&"Restart=on-failure"));
+    assert!(lines.contains(&"ExecStart=/usr/local/bin/fleetwire agent"));
+    let env: Vec<(&str, &str)> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("Environment="))
+        .map(|kv| kv.split_once('=').expect("NAME=value"))
+        .collect();
+    assert!(!env.is_empty());
+    // The unit's settings plus the three required ones make a configuration the agent accepts,
+    // and each one it sets is a variable the agent reads (--check prints every one it knows).
+    let mut all = REQUIRED.to_vec();
+    all.extend(env.iter().copied());
+    let (code, stdout, stderr) = run(agent(&all, &["--check"]));
+    assert_eq!(code, 0, "{stderr}");
+    let s = settings(&stdout);
+    for (k, v) in env {
+        assert_eq!(s.get(k).map(String::as_str), Some(v), "{k}");
+    }
+}
