@@ -1,0 +1,159 @@
+//! `fleetwire up` end to end: a real controller and a real agent come up enrolled, a machine
+//! placed through the controller's API runs as a real process through the agent, deleting it
+//! stops the process, and Ctrl-C (SIGINT) stops both programs cleanly.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use fleetwire_e2e::{fleetwire, free_port, wait_for, Running};
+use fleetwire_types::{read, HostReportedState, NodeRecord, VmRecord};
+use serde_json::json;
+
+fn pid_alive(pid: i32) -> bool {
+    // A reaped process has no /proc entry; a zombie is not running either.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| {
+            !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn up_runs_a_fleet_of_one_places_a_machine_and_stops_on_ctrl_c() {
+    let dir = tempfile::tempdir().unwrap();
+    let api_port = free_port();
+    let spawn_port = free_port();
+    let api = format!("http://127.0.0.1:{api_port}");
+    let mut up = Running::spawn(
+        fleetwire()
+            .arg("up")
+            .arg("--dir")
+            .arg(dir.path().join("state"))
+            .args(["--listen", &format!("127.0.0.1:{api_port}")])
+            .args(["--spawn-port", &spawn_port.to_string()])
+            .args(["--node-id", "up-test", "--heartbeat-interval", "1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    let (lines_tx, lines) = mpsc::channel::<String>();
+    let stdout = up.child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let mut printed = Vec::new();
+    wait_for(
+        "`fleetwire up` to say it is up",
+        Duration::from_secs(60),
+        || {
+            while let Ok(line) = lines.try_recv() {
+                printed.push(line);
+            }
+            printed
+                .iter()
+                .any(|l| l.contains("fleetwire is up"))
+                .then_some(())
+        },
+    );
+    let text = printed.join("\n");
+    for expected in [&format!("{api}/docs/"), "reported.json", "curl -s -X POST"] {
+        assert!(
+            text.contains(expected),
+            "the banner names {expected}:\n{text}"
+        );
+    }
+
+    let http = reqwest::blocking::Client::new();
+    let nodes: Vec<NodeRecord> = serde_json::from_slice(
+        &http
+            .get(format!("{api}/v1/nodes"))
+            .send()
+            .unwrap()
+            .bytes()
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(nodes
+        .iter()
+        .any(|n| n.node_id.as_str() == "up-test" && n.status.to_string() == "ready"));
+
+    // Place a machine through the controller: the agent runs it as a real process.
+    let pid_file = dir.path().join("tenant.pid");
+    let command = format!("echo $$ > {}; exec sleep 600", pid_file.display());
+    let answer = http
+        .post(format!("{api}/v1/vms"))
+        .json(&json!({"vm_type": "process", "ram_mb": 64, "vcpu_count": 1, "command": ["/bin/sh", "-c", command]}))
+        .send()
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let vm: VmRecord = read(&answer.bytes().unwrap()).unwrap();
+    let pid: i32 = wait_for(
+        "the tenant to write its pid",
+        Duration::from_secs(20),
+        || std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok(),
+    );
+    assert!(pid_alive(pid));
+    let reported_path = dir.path().join("state/agent/reported.json");
+    wait_for(
+        "reported.json to show the machine running",
+        Duration::from_secs(20),
+        || {
+            let doc: HostReportedState = read(&std::fs::read(&reported_path).ok()?).ok()?;
+            doc.instances
+                .iter()
+                .any(|i| i.state.to_string() == "running")
+                .then_some(())
+        },
+    );
+    let listed = http
+        .get(format!("{api}/v1/vms/{}", vm.vm_id.as_str()))
+        .send()
+        .unwrap();
+    assert_eq!(listed.status(), 200);
+
+    // Delete it: the process stops and the controller forgets the machine.
+    let deleted = http
+        .delete(format!("{api}/v1/vms/{}", vm.vm_id.as_str()))
+        .send()
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    wait_for(
+        "the tenant process to stop",
+        Duration::from_secs(20),
+        || (!pid_alive(pid)).then_some(()),
+    );
+    assert_eq!(
+        http.get(format!("{api}/v1/vms/{}", vm.vm_id.as_str()))
+            .send()
+            .unwrap()
+            .status(),
+        404
+    );
+
+    // Ctrl-C stops both programs, cleanly, and frees the ports.
+    unsafe {
+        libc::kill(up.pid() as i32, libc::SIGINT);
+    }
+    let status = wait_for("`fleetwire up` to exit", Duration::from_secs(40), || {
+        up.child.try_wait().unwrap()
+    });
+    assert!(status.success(), "up exited with {status}");
+    assert!(
+        std::net::TcpListener::bind(("127.0.0.1", api_port)).is_ok(),
+        "the controller's port is free"
+    );
+    assert!(
+        std::net::TcpListener::bind(("127.0.0.1", spawn_port)).is_ok(),
+        "the agent's port is free"
+    );
+    assert!(Path::new(&dir.path().join("state/controller")).exists());
+}
