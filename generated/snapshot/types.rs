@@ -1072,16 +1072,16 @@ pub struct FilesystemUsage {
     #[serde(rename = "usedBytes")]
     pub used_bytes: u64,
 }
-///Answer to GET /v1/fleet: every node the controller knows, whatever its status, unreachable ones included, and when the snapshot was taken. Its first two fields are PPN's fleet status.
+///Answer to GET /v1/fleet: the live nodes (as PPN lists them: unreachable ones are left out, yet counted) and when the snapshot was taken. Its first two fields are PPN's fleet status.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct FleetStatus {
-    ///How many of the listed nodes are in each status. Absent from PPN controllers' answers.
+    ///How many nodes the controller knows in each status, unreachable ones included. Absent from PPN controllers' answers.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub counts: ::std::option::Option<NodeCounts>,
     ///When the controller assembled this answer, by its own clock.
     pub last_updated: crate::Timestamp,
-    ///Every known node, in any status, ordered by node_id.
+    ///Every live node (any status but unreachable), ordered by node_id. Unreachable nodes are kept by the controller and listed by GET /v1/nodes?status=unreachable.
     pub nodes: ::std::vec::Vec<NodeRecord>,
 }
 ///Body of GET /healthz and GET /readyz.
@@ -1882,7 +1882,7 @@ pub struct NodeRecord {
     ///The node's WireGuard address, as last reported; the controller reaches the agent here on spawn_port.
     pub wg_ip: Ipv4Address,
 }
-///Which nodes GET /v1/nodes lists: those in one lifecycle phase, or "all". "ready" when omitted, which is the closest to what a PPN controller lists (nodes heard from within 30 s).
+///Which nodes GET /v1/nodes lists: "live" (every node heard from within the staleness limit, whatever its phase: what a PPN controller lists), those in one lifecycle phase, or "all" (unreachable ones included). "live" when omitted.
 #[derive(
     ::serde::Deserialize,
     ::serde::Serialize,
@@ -1896,6 +1896,8 @@ pub struct NodeRecord {
     PartialOrd
 )]
 pub enum NodeStatusFilter {
+    #[serde(rename = "live")]
+    Live,
     #[serde(rename = "registering")]
     Registering,
     #[serde(rename = "ready")]
@@ -1910,6 +1912,7 @@ pub enum NodeStatusFilter {
 impl ::std::fmt::Display for NodeStatusFilter {
     fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
         match *self {
+            Self::Live => f.write_str("live"),
             Self::Registering => f.write_str("registering"),
             Self::Ready => f.write_str("ready"),
             Self::Draining => f.write_str("draining"),
@@ -1924,6 +1927,7 @@ impl ::std::str::FromStr for NodeStatusFilter {
         value: &str,
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
         match value {
+            "live" => Ok(Self::Live),
             "registering" => Ok(Self::Registering),
             "ready" => Ok(Self::Ready),
             "draining" => Ok(Self::Draining),
@@ -1951,7 +1955,7 @@ impl ::std::convert::TryFrom<::std::string::String> for NodeStatusFilter {
 }
 impl ::std::default::Default for NodeStatusFilter {
     fn default() -> Self {
-        NodeStatusFilter::Ready
+        NodeStatusFilter::Live
     }
 }
 ///A key (or key prefix) in the object store, 1 to 1024 characters long.

@@ -199,20 +199,19 @@ pub async fn list_nodes(
         None => NodeStatusFilter::default(),
         Some(value) => value.parse().map_err(|_| {
             invalid_query(format!(
-                "status: {value:?} is not one of registering, ready, draining, unreachable, all"
+                "status: {value:?} is not one of live, registering, ready, draining, unreachable, all"
             ))
         })?,
     };
-    let wanted = match filter {
-        NodeStatusFilter::All => None,
-        NodeStatusFilter::Registering => Some(HostState::Registering),
-        NodeStatusFilter::Ready => Some(HostState::Ready),
-        NodeStatusFilter::Draining => Some(HostState::Draining),
-        NodeStatusFilter::Unreachable => Some(HostState::Unreachable),
+    let keep = |status: HostState| match filter {
+        NodeStatusFilter::All => true,
+        NodeStatusFilter::Live => status != HostState::Unreachable,
+        NodeStatusFilter::Registering => status == HostState::Registering,
+        NodeStatusFilter::Ready => status == HostState::Ready,
+        NodeStatusFilter::Draining => status == HostState::Draining,
+        NodeStatusFilter::Unreachable => status == HostState::Unreachable,
     };
-    Ok(json_bytes(
-        controller.node_list(|status| wanted.is_none_or(|w| w == status)),
-    ))
+    Ok(json_bytes(controller.node_list(keep)))
 }
 
 /// `GET /v1/nodes/{node_id}`: any status, unreachable included.

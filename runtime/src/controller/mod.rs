@@ -292,7 +292,8 @@ impl Controller {
         let _ = self.probe_requests.send(node_id.to_string());
     }
 
-    /// `GET /v1/fleet`: every node in node-id order with per-status counts. The node records
+    /// `GET /v1/fleet`: the live nodes in node-id order (an unreachable node is left out, as
+    /// PPN's listing drops it, but counted) with per-status counts. The node records
     /// are spliced in from their cached serializations, so a node is serialized once per
     /// change however often the fleet is read.
     pub fn fleet_document(&self) -> Bytes {
@@ -302,6 +303,9 @@ impl Controller {
         for slot in self.table.ordered_slots() {
             let mut node = slot.lock();
             state::count(&mut counts, node.record.status);
+            if node.record.status == HostState::Unreachable {
+                continue;
+            }
             if nodes.len() > 1 {
                 nodes.push(b',');
             }
