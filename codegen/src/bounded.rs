@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use anyhow::{Context, Result};
 use serde_json::{Map, Value};
 
-/// Keywords that may sit beside a bound without constraining anything else.
-const ANNOTATIONS: &[&str] = &[
+/// Keywords that annotate a schema without constraining an instance.
+pub const ANNOTATIONS: &[&str] = &[
     "description",
     "title",
     "default",

@@ -12,20 +12,9 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
+use crate::bounded::ANNOTATIONS;
 use crate::bundle::{ref_name, Bundle};
 use crate::rust::REPLACEMENTS;
-
-/// Keywords that never constrain an instance.
-const ANNOTATIONS: &[&str] = &[
-    "description",
-    "title",
-    "default",
-    "examples",
-    "readOnly",
-    "writeOnly",
-    "deprecated",
-    "$comment",
-];
 
 /// `Ok` when every constraint reachable from `root` is enforced by the generated types;
 /// otherwise the first reason it is not, with the definition it was found in.

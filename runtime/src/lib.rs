@@ -7,6 +7,7 @@ pub mod drivers;
 pub mod http;
 pub mod loadgen;
 pub mod reported;
+pub mod shutdown;
 pub mod store;
 pub mod up;
 pub mod validate;

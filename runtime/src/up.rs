@@ -154,7 +154,7 @@ async fn up(args: &UpArgs) -> Result<()> {
     );
 
     let reason = tokio::select! {
-        _ = shutdown_signal() => None,
+        _ = crate::shutdown::signal() => None,
         status = controller.wait() => Some(format!("the controller exited ({})", describe(status))),
         status = agent.wait() => Some(format!("the agent exited ({})", describe(status))),
     };
@@ -274,15 +274,5 @@ fn describe(status: std::io::Result<std::process::ExitStatus>) -> String {
             _ => "unknown status".into(),
         },
         Err(e) => e.to_string(),
-    }
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("installing a SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
     }
 }

@@ -176,7 +176,7 @@ pub fn run(args: &AgentArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(serve_until(config, shutdown_signal())) {
+    match runtime.block_on(serve_until(config, crate::shutdown::signal())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fleetwire agent: {e:#}");
@@ -278,15 +278,5 @@ fn remove_stale_temp_files(dir: &std::path::Path) {
         if name.starts_with('.') && name.ends_with(".tmp") {
             let _ = std::fs::remove_file(entry.path());
         }
-    }
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("installing a SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
     }
 }

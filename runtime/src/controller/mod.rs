@@ -496,7 +496,10 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
     let jobs = jobs::spawn(controller.clone(), probe_requests);
     let app = routes::router(controller.clone());
     axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(async {
+            crate::shutdown::signal().await;
+            tracing::info!("shutting down");
+        })
         .await
         .context("serving HTTP")?;
     for job in jobs {
@@ -505,21 +508,4 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
     writer.shutdown().await;
     tracing::info!("controller stopped; pending writes flushed");
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .expect("installing the SIGTERM handler");
-        tokio::select! {
-            _ = interrupt => {}
-            _ = terminate.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = interrupt.await;
-    tracing::info!("shutting down");
 }
