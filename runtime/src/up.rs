@@ -76,7 +76,10 @@ async fn up(args: &UpArgs) -> Result<()> {
             .arg("--data-dir")
             .arg(dir.join("controller"))
             .arg("--ca-dir")
-            .arg(dir.join("controller/ca")),
+            .arg(dir.join("controller/ca"))
+            // A fleet of one lives on a workstation's disk: cordon it only when that is nearly
+            // full, not at a production host's 20 GB.
+            .args(["--disk-cordon-below", "1", "--disk-uncordon-above", "2"]),
         &dir.join("controller.log"),
     )?;
     step(&format!("controller on {api}"), &mut controller, || async {
