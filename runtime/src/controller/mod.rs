@@ -394,8 +394,9 @@ impl crate::store::writer::Source for TableSource {
 
 /// A node as stored → its in-memory state.
 fn restore(row: &StoredNode) -> anyhow::Result<NodeState> {
-    let mut record: NodeRecord =
-        serde_json::from_slice(&row.record).context("its record is not a NodeRecord")?;
+    // Read back through the validated reader like any other wire document.
+    let mut record: NodeRecord = fleetwire_types::read(&row.record)
+        .map_err(|r| anyhow::anyhow!("its record is not a NodeRecord: {r}"))?;
     if let Some(seen) = &row.seen {
         let seen: Timestamp = seen
             .parse()
