@@ -250,6 +250,13 @@ impl AgentConfig {
 }
 
 impl AgentConfig {
+    /// `VM_SPAWN_PORT` as the schemas' `HostPort` (the configuration refuses 0).
+    pub fn spawn_host_port(&self) -> fleetwire_types::HostPort {
+        fleetwire_types::HostPort(
+            std::num::NonZeroU16::new(self.spawn_port).expect("VM_SPAWN_PORT is at least 1"),
+        )
+    }
+
     /// The settings in force, one `VM_NAME=value` line each, as `--check` prints them.
     pub fn describe(&self) -> String {
         let lines = [

@@ -98,12 +98,7 @@ pub fn register_request(agent: &Agent, key: &KeyPair) -> anyhow::Result<Register
         hostname: hostname_of(&facts),
         wg_ip: agent.config.wg_ip.clone(),
         addresses: BoundedVec::new(Vec::new()).expect("no extra addresses is within bounds"),
-        spawn_port: agent
-            .config
-            .spawn_port
-            .to_string()
-            .parse()
-            .expect("a configured port is a HostPort"),
+        spawn_port: agent.config.spawn_host_port(),
         runtime: agent
             .driver
             .name()
