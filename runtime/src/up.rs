@@ -210,6 +210,18 @@ fn spawn(command: &mut Command, log: &Path) -> Result<Child> {
         .append(true)
         .open(log)
         .with_context(|| format!("opening {}", log.display()))?;
+    // If `up` itself dies without stopping them (SIGKILL, a crash), the kernel sends each
+    // child SIGTERM, so a fleet of one never outlives its `up`.
+    // SAFETY: prctl(2) is async-signal-safe and touches only the child being set up.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
     command
         .stdin(std::process::Stdio::null())
         .stdout(file.try_clone()?)

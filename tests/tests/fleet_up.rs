@@ -157,3 +157,41 @@ fn up_runs_a_fleet_of_one_places_a_machine_and_stops_on_ctrl_c() {
     );
     assert!(Path::new(&dir.path().join("state/controller")).exists());
 }
+
+#[test]
+fn a_killed_up_takes_its_controller_and_agent_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let api_port = free_port();
+    let mut up = Running::spawn(
+        fleetwire()
+            .arg("up")
+            .arg("--dir")
+            .arg(dir.path())
+            .args(["--listen", &format!("127.0.0.1:{api_port}")])
+            .args([
+                "--spawn-port",
+                &free_port().to_string(),
+                "--node-id",
+                "killed-up",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    let api = format!("http://127.0.0.1:{api_port}/v1/nodes/killed-up");
+    wait_for("the fleet to come up", Duration::from_secs(60), || {
+        reqwest::blocking::get(&api)
+            .ok()
+            .filter(|r| r.status() == 200)
+            .map(|_| ())
+    });
+    up.kill(); // SIGKILL: `up` gets no chance to stop its children itself.
+    wait_for(
+        "the controller's port to be free",
+        Duration::from_secs(20),
+        || {
+            std::net::TcpListener::bind(("127.0.0.1", api_port))
+                .ok()
+                .map(|_| ())
+        },
+    );
+}
