@@ -114,5 +114,14 @@ pub fn driver_for(name: &str, settings: &DriverSettings) -> anyhow::Result<Arc<d
     construct(settings)
 }
 
-/// "none": a component this driver does not use (HostVersions has no optional fields).
-pub const NOT_USED: &str = "none";
+/// The versions a driver without a guest image, zerofs or firecracker reports: the agent's own,
+/// and "none" for the rest (`HostVersions` has no optional fields).
+pub fn agent_only_versions() -> HostVersions {
+    const NOT_USED: &str = "none";
+    HostVersions {
+        agent: env!("CARGO_PKG_VERSION").to_string(),
+        guest_image: NOT_USED.to_string(),
+        zerofs: NOT_USED.to_string(),
+        firecracker: NOT_USED.to_string(),
+    }
+}

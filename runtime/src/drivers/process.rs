@@ -11,16 +11,14 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use fleetwire_types::{
-    AppId, BootId, ComputeUsage, DesiredInstance, DesiredInstanceState, HostVersions,
-    InstanceState, ReportedRestart, RestartPolicy, StateMessage, TenantExit, Timestamp,
+    AppId, BootId, ComputeUsage, DesiredInstance, DesiredInstanceState, InstanceState,
+    ReportedRestart, RestartPolicy, StateMessage, TenantExit, Timestamp,
 };
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::proc_stats::{self, ProcSample};
-use super::{
-    Driver, DriverSettings, InstanceStatus, Observation, RuntimeStatus, VolumeStatus, NOT_USED,
-};
+use super::{Driver, DriverSettings, InstanceStatus, Observation, RuntimeStatus, VolumeStatus};
 
 const MIB: u64 = 1024 * 1024;
 /// How often a volume directory is walked for its size: walking is not free.
@@ -366,12 +364,7 @@ impl Driver for ProcessDriver {
                 cpu_usage,
                 memory_usage_mb: memory_bytes / MIB,
                 disk_usage_gb: disk_bytes / (1024 * MIB),
-                versions: HostVersions {
-                    agent: env!("CARGO_PKG_VERSION").to_string(),
-                    guest_image: NOT_USED.to_string(),
-                    zerofs: NOT_USED.to_string(),
-                    firecracker: NOT_USED.to_string(),
-                },
+                versions: super::agent_only_versions(),
             },
         }
     }

@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use fleetwire_types::{
     AppId, Argv, BootId, ComputeUsage, CreateMachineRequest, DesiredInstance, DesiredInstanceState,
-    HostVersions, InstanceState, MachineName, RuntimeCapacity, RuntimeError, RuntimeHealth,
-    RuntimeMachine, Timestamp, WireDocument,
+    InstanceState, MachineName, RuntimeCapacity, RuntimeError, RuntimeHealth, RuntimeMachine,
+    Timestamp, WireDocument,
 };
 use reqwest::StatusCode;
 use serde_json::Value;
 
 use super::proc_stats::{self, ProcSample};
-use super::{Driver, DriverSettings, InstanceStatus, Observation, RuntimeStatus, NOT_USED};
+use super::{Driver, DriverSettings, InstanceStatus, Observation, RuntimeStatus};
 
 const MIB: u64 = 1024 * 1024;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -410,12 +410,7 @@ impl Driver for SmolvmDriver {
                 capacity,
                 stalled,
                 problem,
-                versions: HostVersions {
-                    agent: env!("CARGO_PKG_VERSION").to_string(),
-                    guest_image: NOT_USED.to_string(),
-                    zerofs: NOT_USED.to_string(),
-                    firecracker: NOT_USED.to_string(),
-                },
+                versions: super::agent_only_versions(),
             },
         }
     }
