@@ -2,16 +2,22 @@
 //! (one transaction per batch, at most one flush interval after the change), and commits that
 //! a request waits for are written at once, in the same order as everything else.
 //!
-//! The writer never receives row contents through its queue: it receives node ids and reads
-//! each node's current state when it writes, through the `snapshot` function the controller
-//! gives it. Because one thread does every write and each write reads the newest state, a
-//! row in the store is never older than one written before it.
+//! The writer never receives row contents: it receives node ids and reads each node's current
+//! state when it writes, through the `snapshot` function the controller gives it. Because one
+//! thread does every write and each write reads the newest state, a row in the store is never
+//! older than one written before it.
+//!
+//! Write-behind ids are collected in a shared list rather than sent one by one: only the
+//! first id of a batch wakes the writer (to start the flush timer). Waking a thread per
+//! heartbeat cost more than the heartbeat's own work.
 
 use std::collections::HashSet;
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use super::{Durability, NodeWrite, Store, StoreError};
@@ -35,7 +41,8 @@ pub type FlushObserver = Box<dyn Fn(Duration, usize) + Send>;
 type CommitReply = oneshot::Sender<Result<(), StoreError>>;
 
 enum Command {
-    Dirty(String),
+    /// The shared dirty list was empty and is not any more: start the flush timer.
+    Dirty,
     Commit {
         node_ids: Vec<String>,
         reply: CommitReply,
@@ -48,6 +55,8 @@ enum Command {
 #[derive(Clone)]
 pub struct WriterHandle {
     tx: mpsc::Sender<Command>,
+    /// Node ids queued for the next write-behind batch.
+    dirty: Arc<Mutex<Vec<String>>>,
 }
 
 /// The running writer thread.
@@ -66,6 +75,8 @@ impl Writer {
         flush_interval: Duration,
     ) -> Writer {
         let (tx, rx) = mpsc::channel();
+        let dirty: Arc<Mutex<Vec<String>>> = Arc::default();
+        let shared = dirty.clone();
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || {
@@ -74,7 +85,7 @@ impl Writer {
                     snapshot,
                     on_flush,
                     flush_interval,
-                    dirty: Vec::new(),
+                    dirty: shared,
                     commits: Vec::new(),
                     flush_due: None,
                 }
@@ -82,7 +93,7 @@ impl Writer {
             })
             .expect("spawning the store writer thread");
         Writer {
-            handle: WriterHandle { tx },
+            handle: WriterHandle { tx, dirty },
             thread: Some(thread),
         }
     }
@@ -103,8 +114,15 @@ impl WriterHandle {
     /// Queues `node_id` for the next write-behind batch. Call once per change window: the
     /// controller keeps a per-node mark so a node is queued at most once until written.
     pub fn mark_dirty(&self, node_id: String) {
-        // A closed channel means the process is shutting down; the final flush already ran.
-        let _ = self.tx.send(Command::Dirty(node_id));
+        let first = {
+            let mut dirty = self.dirty.lock();
+            dirty.push(node_id);
+            dirty.len() == 1
+        };
+        if first {
+            // A closed channel means the process is shutting down; the final flush already ran.
+            let _ = self.tx.send(Command::Dirty);
+        }
     }
 
     /// Writes the current state of `node_ids` (and everything else pending) and waits until
@@ -134,7 +152,7 @@ struct WriterLoop {
     snapshot: Snapshot,
     on_flush: FlushObserver,
     flush_interval: Duration,
-    dirty: Vec<String>,
+    dirty: Arc<Mutex<Vec<String>>>,
     commits: Vec<(Vec<String>, CommitReply)>,
     /// When the oldest unwritten change must be written.
     flush_due: Option<Instant>,
@@ -184,11 +202,10 @@ impl WriterLoop {
 
     fn take(&mut self, command: Command) -> Next {
         match command {
-            Command::Dirty(node_id) => {
+            Command::Dirty => {
                 if self.flush_due.is_none() {
                     self.flush_due = Some(Instant::now() + self.flush_interval);
                 }
-                self.dirty.push(node_id);
             }
             Command::Commit { node_ids, reply } => self.commits.push((node_ids, reply)),
             Command::Check(reply) => {
@@ -201,7 +218,11 @@ impl WriterLoop {
 
     fn flush(&mut self) {
         let commits = std::mem::take(&mut self.commits);
-        let dirty = std::mem::take(&mut self.dirty);
+        let dirty = {
+            let mut shared = self.dirty.lock();
+            let capacity = shared.capacity();
+            std::mem::replace(&mut *shared, Vec::with_capacity(capacity))
+        };
         self.flush_due = None;
         let mut seen: HashSet<&str> = HashSet::with_capacity(dirty.len());
         let mut writes = Vec::with_capacity(dirty.len());
@@ -233,7 +254,9 @@ impl WriterLoop {
         if let Err(error) = &result {
             tracing::error!(%error, rows = writes.len(), "store write failed; retrying");
             // The snapshot cleared the nodes' marks: queue them again so the next flush retries.
-            self.dirty = writes.iter().map(|w| w.node_id().to_string()).collect();
+            self.dirty
+                .lock()
+                .extend(writes.iter().map(|w| w.node_id().to_string()));
             self.flush_due = Some(Instant::now() + self.flush_interval);
         }
         for (_, reply) in commits {
