@@ -40,6 +40,9 @@ pub struct LoadgenArgs {
     /// How long to measure.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub duration: Duration,
+    /// Threads sending heartbeats (each runs its share of the connections).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
     /// Cap on heartbeats per second over all connections (unlimited when absent).
     #[arg(long)]
     pub rate: Option<u64>,
@@ -201,6 +204,141 @@ async fn send(
     Ok((status, body))
 }
 
+/// The heartbeat load one thread sends.
+struct Load {
+    bodies: Arc<Vec<Bytes>>,
+    /// The next simulated node to heartbeat, shared by every connection.
+    cursor: Arc<AtomicUsize>,
+    failed: Arc<AtomicU64>,
+    deadline: Instant,
+    pace: Option<Duration>,
+}
+
+impl Load {
+    /// Runs `connections` heartbeat connections on this thread until the deadline; the latency
+    /// of every `200`.
+    fn run_thread(self, target: &Target, connections: usize) -> anyhow::Result<Histogram<u64>> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let load = Arc::new(self);
+        runtime.block_on(async {
+            let mut tasks = tokio::task::JoinSet::new();
+            for _ in 0..connections {
+                let connection = HeartbeatConnection::open(target).await?;
+                tasks.spawn(load.clone().run_connection(connection));
+            }
+            let mut latency = micros_histogram();
+            while let Some(done) = tasks.join_next().await {
+                latency.add(done??)?;
+            }
+            Ok(latency)
+        })
+    }
+
+    async fn run_connection(
+        self: Arc<Self>,
+        mut connection: HeartbeatConnection,
+    ) -> anyhow::Result<Histogram<u64>> {
+        let mut latency = micros_histogram();
+        let mut due = Instant::now();
+        loop {
+            if let Some(pace) = self.pace {
+                due += pace;
+                tokio::time::sleep_until(due.into()).await;
+            }
+            let sent = Instant::now();
+            if sent >= self.deadline {
+                return Ok(latency);
+            }
+            let i = self.cursor.fetch_add(1, Ordering::Relaxed) % self.bodies.len();
+            let status = connection.post(&self.bodies[i]).await?;
+            let us = sent.elapsed().as_micros().max(1) as u64;
+            if status == 200 {
+                latency.record(us.min(600_000_000)).expect("within bounds");
+            } else {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// A keep-alive connection that sends heartbeats as prebuilt HTTP/1.1 requests and reads the
+/// answers with `httparse`: the measured path of the load generator does no more than a
+/// client must, so the controller, not the tool, is what is measured.
+struct HeartbeatConnection {
+    stream: TcpStream,
+    /// Everything of a request before the `Content-Length` value.
+    head: Vec<u8>,
+    request: Vec<u8>,
+    received: Vec<u8>,
+}
+
+impl HeartbeatConnection {
+    async fn open(target: &Target) -> anyhow::Result<HeartbeatConnection> {
+        let stream = TcpStream::connect(target.addr)
+            .await
+            .with_context(|| format!("connecting to {}", target.addr))?;
+        stream.set_nodelay(true)?;
+        let head = format!(
+            "POST /v1/nodes/heartbeat HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: ",
+            target.host
+        )
+        .into_bytes();
+        Ok(HeartbeatConnection {
+            stream,
+            head,
+            request: Vec::with_capacity(4096),
+            received: Vec::with_capacity(4096),
+        })
+    }
+
+    /// Sends one heartbeat and returns the answer's status (its body is read and dropped).
+    async fn post(&mut self, body: &[u8]) -> anyhow::Result<u16> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        self.request.clear();
+        self.request.extend_from_slice(&self.head);
+        self.request
+            .extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
+        self.request.extend_from_slice(b"\r\n\r\n");
+        self.request.extend_from_slice(body);
+        self.stream.write_all(&self.request).await?;
+        loop {
+            if let Some((status, length)) = parse_answer(&self.received)? {
+                self.received.drain(..length);
+                return Ok(status);
+            }
+            self.received.reserve(4096);
+            if self.stream.read_buf(&mut self.received).await? == 0 {
+                bail!("the controller closed the connection");
+            }
+        }
+    }
+}
+
+/// The status and total length of the HTTP/1.1 answer at the start of `bytes`, once all of it
+/// has arrived.
+fn parse_answer(bytes: &[u8]) -> anyhow::Result<Option<(u16, usize)>> {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut answer = httparse::Response::new(&mut headers);
+    let httparse::Status::Complete(head) = answer.parse(bytes)? else {
+        return Ok(None);
+    };
+    let status = answer.code.unwrap_or_default();
+    let mut body = 0;
+    for header in answer.headers.iter() {
+        if header.name.eq_ignore_ascii_case("content-length") {
+            body = std::str::from_utf8(header.value)
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .ok_or_else(|| anyhow!("the answer has an unreadable Content-Length"))?;
+        } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
+            bail!("a heartbeat answer came chunked; expected a Content-Length");
+        }
+    }
+    Ok((bytes.len() >= head + body).then_some((status, head + body)))
+}
+
 /// Runs the load and returns what it measured.
 pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
     if args.nodes == 0 || args.connections == 0 {
@@ -246,51 +384,39 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
         done??;
     }
 
-    // The measured phase.
-    let stop = Arc::new(AtomicBool::new(false));
+    // The measured phase: heartbeat connections on their own threads, each thread one
+    // single-threaded runtime, so the load generator takes as little of the machine as it can.
     let failed = Arc::new(AtomicU64::new(0));
     let cursor = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
     let pace = args
         .rate
         .map(|rate| Duration::from_secs_f64(args.connections as f64 / rate.max(1) as f64));
+    let threads = args.threads.clamp(1, args.connections);
     let started = Instant::now();
-    let mut workers = tokio::task::JoinSet::new();
-    for _ in 0..args.connections {
-        let (target, bodies, stop, failed, cursor) = (
+    let deadline = started + args.duration;
+    let mut workers = Vec::with_capacity(threads);
+    for thread in 0..threads {
+        let connections = (args.connections + threads - 1 - thread) / threads;
+        let (target, bodies, failed, cursor) = (
             target.clone(),
             bodies.clone(),
-            stop.clone(),
             failed.clone(),
             cursor.clone(),
         );
-        workers.spawn(async move {
-            let mut sender = connect(&target).await?;
-            let mut latency = micros_histogram();
-            let mut due = Instant::now();
-            while !stop.load(Ordering::Relaxed) {
-                if let Some(pace) = pace {
-                    due += pace;
-                    tokio::time::sleep_until(due.into()).await;
-                }
-                let i = cursor.fetch_add(1, Ordering::Relaxed) % bodies.len();
-                let sent = Instant::now();
-                let (status, _) = send(
-                    &mut sender,
-                    &target,
-                    Method::POST,
-                    "/v1/nodes/heartbeat",
-                    Some(bodies[i].clone()),
-                )
-                .await?;
-                let us = sent.elapsed().as_micros().max(1) as u64;
-                if status == StatusCode::OK {
-                    latency.record(us.min(600_000_000)).expect("within bounds");
-                } else {
-                    failed.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            anyhow::Ok(latency)
-        });
+        let load = Load {
+            bodies,
+            cursor,
+            failed,
+            deadline,
+            pace,
+        };
+        workers.push(
+            std::thread::Builder::new()
+                .name(format!("loadgen-{thread}"))
+                .spawn(move || load.run_thread(&target, connections))
+                .context("starting a load thread")?,
+        );
     }
     // Fleet reads while the heartbeats run.
     let sampler = {
@@ -310,13 +436,19 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
             anyhow::Ok(fleet)
         })
     };
-    tokio::time::sleep(args.duration).await;
-    stop.store(true, Ordering::Relaxed);
     let mut latency = micros_histogram();
-    while let Some(done) = workers.join_next().await {
-        latency.add(done??)?;
-    }
+    let joined = tokio::task::spawn_blocking(move || {
+        workers
+            .into_iter()
+            .map(|w| w.join().map_err(|_| anyhow!("a load thread panicked"))?)
+            .collect::<anyhow::Result<Vec<_>>>()
+    })
+    .await??;
     let elapsed = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    for histogram in joined {
+        latency.add(histogram)?;
+    }
     let fleet_under_load = sampler.await??;
 
     // The fleet at rest.
@@ -356,7 +488,8 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
 
 /// `fleetwire loadgen`.
 pub fn run(args: LoadgenArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    // Enrollment and the fleet reads; the heartbeats run on threads of their own.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
