@@ -69,7 +69,7 @@ pub struct NodeState {
     pub last_seen: Option<Instant>,
     pub pending: Pending,
     /// The record serialized, shared by the fleet listing and the store writer until it changes.
-    fragment: Option<Bytes>,
+    fragment: Option<Fragment>,
     /// The VM list serialized, for the store writer, until it changes.
     vms_json: Option<Bytes>,
     /// Bumped whenever the VM list changes.
@@ -147,12 +147,16 @@ impl NodeState {
         }
     }
 
-    /// The record as JSON, serialized once per change.
+    /// The record as JSON, serialized once per change; after a change of `last_heartbeat`
+    /// alone, the new time is spliced into the cached serialization.
     pub fn fragment(&mut self) -> &Bytes {
         let record = &self.record;
-        self.fragment.get_or_insert_with(|| {
-            Bytes::from(serde_json::to_vec(record).expect("a NodeRecord serializes"))
-        })
+        let fragment = match self.fragment.take() {
+            Some(fragment) if !fragment.time_stale => fragment,
+            Some(fragment) => fragment.with_time(record),
+            None => Fragment::of(record),
+        };
+        &self.fragment.insert(fragment).json
     }
 
     /// Forgets the cached serialization after a change; true when the node must be queued for
@@ -160,14 +164,23 @@ impl NodeState {
     #[must_use]
     pub fn changed(&mut self) -> bool {
         self.record_generation += 1;
-        self.seen()
+        self.fragment = None;
+        self.queue()
     }
 
     /// Like [`NodeState::changed`] when only `last_heartbeat` (and nothing else in the record
-    /// or flags) changed: the store then only needs the new contact time.
+    /// or flags) changed: the store then only needs the new contact time, and the cached
+    /// serialization only the new time.
     #[must_use]
     pub fn seen(&mut self) -> bool {
-        self.fragment = None;
+        if let Some(fragment) = &mut self.fragment {
+            fragment.time_stale = true;
+        }
+        self.queue()
+    }
+
+    /// Marks the node for write-behind; true when it was not marked already.
+    fn queue(&mut self) -> bool {
         !std::mem::replace(&mut self.queued, true)
     }
 
@@ -210,6 +223,59 @@ impl NodeState {
             record_generation: self.record_generation,
             seen: None,
             flags: serde_json::to_vec(&self.flags).expect("node flags serialize"),
+        }
+    }
+}
+
+/// A node record serialized, and where its `last_heartbeat` value sits in it: a heartbeat that
+/// changes nothing else (the common case) costs a splice instead of a serialization, which is
+/// what keeps `GET /v1/fleet` cheap while every node is heartbeating.
+#[derive(Debug)]
+struct Fragment {
+    json: Bytes,
+    /// The byte range of the `last_heartbeat` string, quotes included (`None` if not found,
+    /// which a `NodeRecord` never is: then every change serializes afresh).
+    time_at: Option<std::ops::Range<usize>>,
+    /// `last_heartbeat` has changed since `json` was made.
+    time_stale: bool,
+}
+
+impl Fragment {
+    const TIME_KEY: &'static [u8] = b"\"last_heartbeat\":";
+
+    fn of(record: &NodeRecord) -> Fragment {
+        let json = serde_json::to_vec(record).expect("a NodeRecord serializes");
+        // A key with its closing quote and colon cannot occur inside a JSON string (a quote in
+        // a string is escaped), and no object nested in a NodeRecord has this key: the first
+        // match is the record's own field.
+        let time_at = json
+            .windows(Self::TIME_KEY.len())
+            .position(|w| w == Self::TIME_KEY)
+            .and_then(|key| {
+                let start = key + Self::TIME_KEY.len();
+                let len = json[start + 1..].iter().position(|&b| b == b'"')?;
+                Some(start..start + len + 2)
+            });
+        Fragment {
+            json: Bytes::from(json),
+            time_at,
+            time_stale: false,
+        }
+    }
+
+    fn with_time(self, record: &NodeRecord) -> Fragment {
+        let Some(at) = self.time_at else {
+            return Fragment::of(record);
+        };
+        let time = serde_json::to_vec(&record.last_heartbeat).expect("a Timestamp serializes");
+        let mut json = Vec::with_capacity(self.json.len() + time.len() - at.len());
+        json.extend_from_slice(&self.json[..at.start]);
+        json.extend_from_slice(&time);
+        json.extend_from_slice(&self.json[at.end..]);
+        Fragment {
+            json: Bytes::from(json),
+            time_at: Some(at.start..at.start + time.len()),
+            time_stale: false,
         }
     }
 }
@@ -392,6 +458,37 @@ mod tests {
         }))
         .unwrap();
         NodeState::new(record, Vec::new(), NodeFlags::default())
+    }
+
+    #[test]
+    fn a_new_contact_time_spliced_into_the_cached_record_equals_a_fresh_serialization() {
+        let mut state = node();
+        state.record.vm_count = 3;
+        let _ = state.changed();
+        let first = state.fragment().clone();
+        assert_eq!(first, serde_json::to_vec(&state.record).unwrap());
+        // Timestamps of every fractional length, longer and shorter than the one before.
+        for time in [
+            "2026-01-01T00:00:05.123456789Z",
+            "2026-01-01T00:00:06Z",
+            "2026-01-01T00:00:07.5Z",
+            "2026-01-01T00:00:08.123456Z",
+            "2026-01-01T00:00:09+02:00",
+        ] {
+            state.record.last_heartbeat = time.parse().unwrap();
+            let _ = state.seen();
+            let spliced = state.fragment().clone();
+            assert_eq!(
+                String::from_utf8_lossy(&spliced),
+                String::from_utf8_lossy(&serde_json::to_vec(&state.record).unwrap()),
+                "after {time}"
+            );
+        }
+        // Any other change serializes afresh.
+        state.record.hostname = "other".try_into().unwrap();
+        let _ = state.changed();
+        let fresh = serde_json::to_vec(&state.record).unwrap();
+        assert_eq!(state.fragment(), &fresh);
     }
 
     #[test]
