@@ -16,7 +16,19 @@ use serde::de::{
 
 /// Deserializes a `T` from `bytes` with structs read from objects only.
 pub fn from_slice<'de, T: de::Deserialize<'de>>(bytes: &'de [u8]) -> serde_json::Result<T> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
+    // Checking the whole body as UTF-8 once is cheaper than serde_json's check of every string
+    // read from a byte slice; a body that is not UTF-8 is read from the slice so that the error
+    // says where.
+    match std::str::from_utf8(bytes) {
+        Ok(text) => from_read(serde_json::de::StrRead::new(text)),
+        Err(_) => from_read(serde_json::de::SliceRead::new(bytes)),
+    }
+}
+
+fn from_read<'de, R: serde_json::de::Read<'de>, T: de::Deserialize<'de>>(
+    read: R,
+) -> serde_json::Result<T> {
+    let mut de = serde_json::Deserializer::new(read);
     let value = T::deserialize(Strict(&mut de))?;
     de.end()?;
     Ok(value)

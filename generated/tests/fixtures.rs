@@ -120,3 +120,22 @@ fn the_schema_files_are_embedded_as_written() {
         );
     }
 }
+
+#[test]
+fn a_body_that_is_not_utf8_is_malformed_with_its_position() {
+    let text =
+        std::fs::read_to_string(examples_dir().join("NodeHeartbeat/valid/full.json")).unwrap();
+    let at = text.find("\"node_id\"").unwrap() + "\"node_id\": \"".len();
+    for bad in [&b"\xff"[..], b"\xc3\x28", b"\xe2\x82"] {
+        let mut bytes = text.as_bytes()[..at].to_vec();
+        bytes.extend_from_slice(bad);
+        bytes.extend_from_slice(&text.as_bytes()[at..]);
+        match fleetwire_types::read::<fleetwire_types::NodeHeartbeat>(&bytes) {
+            Err(Rejection::Malformed(v)) => {
+                assert_eq!(v.keyword, "json");
+                assert!(v.message.contains("line"), "{}", v.message);
+            }
+            other => panic!("{bad:?} in a string: expected Malformed, got {other:?}"),
+        }
+    }
+}
