@@ -49,6 +49,9 @@ pub struct LoadgenArgs {
     /// VMs each simulated node reports in its heartbeats.
     #[arg(long, default_value_t = 1)]
     pub vms_per_node: usize,
+    /// How often `GET /v1/fleet` is read (and timed) while the heartbeats run; `0s` for never.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    pub fleet_every: Duration,
     /// `GET /v1/fleet` requests timed after the heartbeat phase.
     #[arg(long, default_value_t = 20)]
     pub fleet_samples: usize,
@@ -352,6 +355,7 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
     );
 
     // Enroll every node first, so the measured phase is the steady state of a full fleet.
+    let enrolling_since = Instant::now();
     let next = Arc::new(AtomicUsize::new(0));
     let mut enrolling = tokio::task::JoinSet::new();
     for _ in 0..args.connections {
@@ -383,6 +387,13 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
     while let Some(done) = enrolling.join_next().await {
         done??;
     }
+
+    eprintln!(
+        "fleetwire loadgen: enrolled {} nodes in {:.1?}; measuring for {:?}",
+        args.nodes,
+        enrolling_since.elapsed(),
+        args.duration
+    );
 
     // The measured phase: heartbeat connections on their own threads, each thread one
     // single-threaded runtime, so the load generator takes as little of the machine as it can.
@@ -420,12 +431,15 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
     }
     // Fleet reads while the heartbeats run.
     let sampler = {
-        let (target, stop) = (target.clone(), stop.clone());
+        let (target, stop, every) = (target.clone(), stop.clone(), args.fleet_every);
         tokio::spawn(async move {
             let mut fleet = micros_histogram();
+            if every.is_zero() {
+                return anyhow::Ok(fleet);
+            }
             let mut sender = connect(&target).await?;
             while !stop.load(Ordering::Relaxed) {
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                tokio::time::sleep(every).await;
                 let sent = Instant::now();
                 let (status, _) =
                     send(&mut sender, &target, Method::GET, "/v1/fleet", None).await?;

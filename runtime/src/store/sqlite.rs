@@ -24,6 +24,17 @@ const MIGRATIONS: &[&str] = &[
         node_id        TEXT PRIMARY KEY NOT NULL,
         last_heartbeat TEXT NOT NULL
     );",
+    // 3: liveness rows keyed by node id alone (WITHOUT ROWID): one b-tree to update per
+    // heartbeat instead of a table and its primary-key index. At 100,000 nodes nearly every
+    // heartbeat is such a row.
+    "CREATE TABLE liveness_by_node (
+        node_id        TEXT PRIMARY KEY NOT NULL,
+        last_heartbeat TEXT NOT NULL
+    ) WITHOUT ROWID;
+    INSERT INTO liveness_by_node (node_id, last_heartbeat)
+        SELECT node_id, last_heartbeat FROM liveness;
+    DROP TABLE liveness;
+    ALTER TABLE liveness_by_node RENAME TO liveness;",
 ];
 
 /// The latest schema version this build knows.
@@ -275,6 +286,42 @@ mod tests {
         // Re-opening applies nothing twice.
         let mut store = SqliteStore::open(&path).unwrap();
         assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_version_2_database_keeps_its_contact_times_through_the_migrations() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v2.sqlite3");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.execute_batch(MIGRATIONS[1]).unwrap();
+            conn.pragma_update(None, "user_version", 2).unwrap();
+            conn.execute(
+                "INSERT INTO nodes (node_id, record, vms, flags) VALUES ('a', '{}', '[]', '{}')",
+                [],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO liveness (node_id, last_heartbeat) VALUES ('a', '2026-01-01T00:00:09Z')",
+                [],
+            )
+            .unwrap();
+        }
+        let mut store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        let rows = store.load_nodes().unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].seen.as_deref(), Some("2026-01-01T00:00:09Z"));
+        let without_rowid: String = store
+            .conn
+            .query_row(
+                "SELECT sql FROM sqlite_master WHERE name = 'liveness'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(without_rowid.contains("WITHOUT ROWID"), "{without_rowid}");
     }
 
     #[test]
