@@ -88,5 +88,17 @@ async fn main() {
         )
         .with_state(nodes);
     let listener = tokio::net::TcpListener::bind(&listen).await.unwrap();
+    if std::env::args().nth(2).as_deref() == Some("axum-http1") {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            stream.set_nodelay(true).unwrap();
+            let service = hyper_util::service::TowerToHyperService::new(app.clone());
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    }
     axum::serve(listener, app).await.unwrap();
 }

@@ -92,42 +92,62 @@ impl<S: Send + Sync, T: WireDocument> FromRequest<S> for Valid<T> {
     type Rejection = ApiFailure;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let is_json = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .is_some_and(|mime| {
-                let mime = mime.trim();
-                mime.eq_ignore_ascii_case("application/json")
-                    || mime.to_ascii_lowercase().ends_with("+json")
-            });
-        if !is_json {
-            return Err(ApiFailure::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                ApiErrorCode::UnsupportedMediaType,
-                "the body must be sent with Content-Type: application/json",
-            ));
-        }
+        require_json(req.headers())?;
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiFailure::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    ApiErrorCode::PayloadTooLarge,
-                    format!("the body exceeds the limit of {MAX_BODY_BYTES} bytes"),
-                )
+                too_large()
             } else {
-                ApiFailure::new(
-                    StatusCode::BAD_REQUEST,
-                    ApiErrorCode::MalformedJson,
-                    rejection.body_text(),
-                )
+                unreadable_body(rejection.body_text())
             }
         })?;
-        fleetwire_types::read::<T>(&bytes)
-            .map(Valid)
-            .map_err(|rejection| ApiFailure::rejected(T::INFO.name, rejection))
+        read_body(&bytes).map(Valid)
     }
+}
+
+/// `415` unless the request says its body is JSON (`application/json` or `*/*+json`).
+pub fn require_json(headers: &axum::http::HeaderMap) -> Result<(), ApiFailure> {
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|mime| {
+            let mime = mime.trim();
+            mime.eq_ignore_ascii_case("application/json")
+                || mime.to_ascii_lowercase().ends_with("+json")
+        });
+    if is_json {
+        Ok(())
+    } else {
+        Err(ApiFailure::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiErrorCode::UnsupportedMediaType,
+            "the body must be sent with Content-Type: application/json",
+        ))
+    }
+}
+
+/// `413`: the body is past [`MAX_BODY_BYTES`].
+pub fn too_large() -> ApiFailure {
+    ApiFailure::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        ApiErrorCode::PayloadTooLarge,
+        format!("the body exceeds the limit of {MAX_BODY_BYTES} bytes"),
+    )
+}
+
+/// `400`: the body could not be read off the connection.
+pub fn unreadable_body(message: String) -> ApiFailure {
+    ApiFailure::new(
+        StatusCode::BAD_REQUEST,
+        ApiErrorCode::MalformedJson,
+        message,
+    )
+}
+
+/// A `T` through the validated reader, or `400` with every violation's pointer.
+pub fn read_body<T: WireDocument>(bytes: &[u8]) -> Result<T, ApiFailure> {
+    fleetwire_types::read::<T>(bytes)
+        .map_err(|rejection| ApiFailure::rejected(T::INFO.name, rejection))
 }
 
 /// Router fallback: `404` as an `ApiError`.

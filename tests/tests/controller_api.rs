@@ -502,9 +502,14 @@ async fn refusals_are_api_errors_and_change_nothing() {
     let (_, all) = get_json(&client, &controller.url("/v1/nodes?status=all")).await;
     assert_eq!(all, json!([]));
 
-    // 404 and 405 as ApiError.
+    // 404 and 405 as ApiError (the heartbeat path too, though POSTs to it skip the router).
     let (status, body) = get_json(&client, &controller.url("/v2/nothing")).await;
     assert_eq!((status, body["code"].as_str()), (404, Some("not_found")));
+    let (status, body) = get_json(&client, &url).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (405, Some("method_not_allowed"))
+    );
     let response = client
         .put(controller.url("/v1/fleet"))
         .send()
@@ -530,4 +535,54 @@ async fn refusals_are_api_errors_and_change_nothing() {
         .await
         .unwrap();
     assert_eq!(response.status().as_u16(), 404);
+}
+
+/// Sends `head` and a part of a body it promises in full, then waits for the answer.
+fn stalled_request(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{{\"node_id\":"
+    )
+    .unwrap();
+    let mut answer = vec![0; 4096];
+    let n = stream.read(&mut answer).unwrap();
+    String::from_utf8_lossy(&answer[..n]).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_whose_body_stalls_times_out_as_an_api_error() {
+    let controller = ControllerProcess::start(&["--request-timeout", "300ms"]);
+    for path in ["/v1/nodes/heartbeat", "/v1/nodes/register"] {
+        let port = controller.port;
+        let started = std::time::Instant::now();
+        let answer = tokio::task::spawn_blocking(move || stalled_request(port, path))
+            .await
+            .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 503"), "{path}: {answer}");
+        assert!(answer.contains("\"code\":\"timeout\""), "{path}: {answer}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{path}: answered only after {:?}",
+            started.elapsed()
+        );
+    }
+    let metrics = client()
+        .get(controller.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(
+            "fleetwire_controller_http_requests_total{method=\"POST\",route=\"/v1/nodes/heartbeat\",status=\"503\"} 1"
+        ),
+        "{metrics}"
+    );
 }

@@ -7,6 +7,7 @@ pub mod agent_client;
 pub mod api;
 pub mod certs;
 pub mod docs;
+pub mod heartbeat_route;
 pub mod jobs;
 pub mod ledger;
 pub mod metrics;
@@ -495,8 +496,8 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
         "controller serving"
     );
     let jobs = jobs::spawn(controller.clone(), probe_requests);
-    let app = routes::router(controller.clone());
-    axum::serve(listener, app)
+    let app = heartbeat_route::HeartbeatFirst::new(controller.clone());
+    axum::serve(listener, tower::make::Shared::new(app))
         .with_graceful_shutdown(async {
             crate::shutdown::signal().await;
             tracing::info!("shutting down");

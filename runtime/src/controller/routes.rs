@@ -184,12 +184,7 @@ async fn observe(
     let limit = controller.settings.request_timeout;
     let response = match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,
-        Err(_) => ApiFailure::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            ApiErrorCode::Timeout,
-            format!("the request did not finish within {limit:?}"),
-        )
-        .into_response(),
+        Err(_) => timed_out(limit),
     };
     controller.metrics.observe_request(
         method,
@@ -198,6 +193,16 @@ async fn observe(
         started.elapsed(),
     );
     response
+}
+
+/// `503` with code `timeout`: the request ran past `--request-timeout`.
+pub fn timed_out(limit: std::time::Duration) -> Response {
+    ApiFailure::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        ApiErrorCode::Timeout,
+        format!("the request did not finish within {limit:?}"),
+    )
+    .into_response()
 }
 
 #[cfg(test)]

@@ -1,0 +1,98 @@
+//! `POST /v1/nodes/heartbeat` served ahead of the router.
+//!
+//! Every node calls this route every few seconds; everything else is rare. Going through the
+//! router (route matching, the middleware stack, extractors, boxed services) cost about 8 % of
+//! the machine at full heartbeat load (measured with the `heartbeat_floor` example, see
+//! docs/performance.md), so the HTTP service checks for this one route first and serves it
+//! with the same pieces the router would use: the JSON content-type check (`415`), the body
+//! limit (`413`), the validated reader (`400` with pointers), [`api::take_heartbeat`], the
+//! request timeout, and the request metrics. Every other request goes to the router.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use axum::extract::Request;
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use tower::ServiceExt;
+
+use super::{api, routes, Controller};
+use crate::http::{read_body, require_json, too_large, unreadable_body, MAX_BODY_BYTES};
+
+pub const PATH: &str = "/v1/nodes/heartbeat";
+
+/// The controller's HTTP service: the heartbeat route, then the router.
+#[derive(Clone)]
+pub struct HeartbeatFirst {
+    controller: Arc<Controller>,
+    router: Router,
+}
+
+impl HeartbeatFirst {
+    pub fn new(controller: Arc<Controller>) -> HeartbeatFirst {
+        HeartbeatFirst {
+            router: routes::router(controller.clone()),
+            controller,
+        }
+    }
+}
+
+impl tower::Service<Request> for HeartbeatFirst {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // Both the heartbeat route and the router are always ready.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        if request.method() == Method::POST && request.uri().path() == PATH {
+            let controller = self.controller.clone();
+            Box::pin(async move { Ok(serve(controller, request).await) })
+        } else {
+            Box::pin(self.router.clone().oneshot(request))
+        }
+    }
+}
+
+async fn serve(controller: Arc<Controller>, request: Request) -> Response {
+    let started = Instant::now();
+    let limit = controller.settings.request_timeout;
+    let response = match tokio::time::timeout(limit, take(&controller, request)).await {
+        Ok(response) => response,
+        Err(_) => routes::timed_out(limit),
+    };
+    controller
+        .metrics
+        .observe_request("POST", PATH, response.status().as_u16(), started.elapsed());
+    response
+}
+
+async fn take(controller: &Controller, request: Request) -> Response {
+    if let Err(failure) = require_json(request.headers()) {
+        return failure.into_response();
+    }
+    let body = match Limited::new(request.into_body(), MAX_BODY_BYTES)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) if error.is::<LengthLimitError>() => return too_large().into_response(),
+        Err(error) => return unreadable_body(format!("reading the body: {error}")).into_response(),
+    };
+    match read_body(&body) {
+        Ok(heartbeat) => {
+            api::take_heartbeat(controller, heartbeat);
+            StatusCode::OK.into_response()
+        }
+        Err(failure) => failure.into_response(),
+    }
+}
