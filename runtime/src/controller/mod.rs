@@ -496,6 +496,13 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
         "controller serving"
     );
     let jobs = jobs::spawn(controller.clone(), probe_requests);
+    // Answers go out as soon as they are written (no Nagle delay behind an unacknowledged
+    // segment, which a large `GET /v1/fleet` answer would otherwise meet).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY");
+        }
+    });
     let app = heartbeat_route::HeartbeatFirst::new(controller.clone());
     axum::serve(listener, tower::make::Shared::new(app))
         .with_graceful_shutdown(async {
