@@ -40,6 +40,10 @@ pub struct LoadgenArgs {
     /// How long to measure.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub duration: Duration,
+    /// Give every heartbeat a new `ram_used_mb`, as a live host's would, so that each one
+    /// changes the node's record (and its stored row) instead of only its contact time.
+    #[arg(long)]
+    pub changing_figures: bool,
     /// Threads sending heartbeats (each runs its share of the connections).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
@@ -121,6 +125,18 @@ impl Report {
     }
 }
 
+/// The lowest `ram_used_mb` a simulated node reports: every value has five digits, so
+/// `--changing-figures` can rewrite it in place.
+const RAM_USED_MIN: u64 = 10_000;
+const RAM_USED_KEY: &[u8] = b"\"ram_used_mb\":";
+
+/// Where the five digits of `ram_used_mb` sit in a body from [`heartbeat_body`].
+fn ram_used_at(body: &[u8]) -> Option<usize> {
+    body.windows(RAM_USED_KEY.len())
+        .position(|w| w == RAM_USED_KEY)
+        .map(|at| at + RAM_USED_KEY.len())
+}
+
 /// A heartbeat body for simulated node `index`, the PPN fields plus fleetwire's.
 pub fn heartbeat_body(index: usize, vms: usize) -> Bytes {
     let node_id = format!("load-{index:07}");
@@ -138,7 +154,7 @@ pub fn heartbeat_body(index: usize, vms: usize) -> Bytes {
         // Simulated nodes claim the loopback address: nothing is ever sent to them.
         "wg_ip": "127.0.0.1",
         "hostname": format!("host-{index}"),
-        "ram_total_mb": 65536, "ram_used_mb": 8192 + (index % 1024) as u64,
+        "ram_total_mb": 65536, "ram_used_mb": RAM_USED_MIN + (index % 1024) as u64,
         "cpu_cores": 16, "cpu_load_pct": 12.5, "kvm_available": index % 2 == 0,
         "vms": vms,
         "boot_id": "9b2c1f0e-5d7a-4c3b-8e6f-0a1b2c3d4e5f",
@@ -215,6 +231,8 @@ struct Load {
     failed: Arc<AtomicU64>,
     deadline: Instant,
     pace: Option<Duration>,
+    /// With `--changing-figures`: where `ram_used_mb` sits in each body.
+    ram_used_offsets: Option<Arc<Vec<usize>>>,
 }
 
 impl Load {
@@ -255,7 +273,8 @@ impl Load {
                 return Ok(latency);
             }
             let i = self.cursor.fetch_add(1, Ordering::Relaxed) % self.bodies.len();
-            let status = connection.post(&self.bodies[i]).await?;
+            let ram_used_at = self.ram_used_offsets.as_ref().map(|at| at[i]);
+            let status = connection.post(&self.bodies[i], ram_used_at).await?;
             let us = sent.elapsed().as_micros().max(1) as u64;
             if status == 200 {
                 latency.record(us.min(600_000_000)).expect("within bounds");
@@ -275,6 +294,8 @@ struct HeartbeatConnection {
     head: Vec<u8>,
     request: Vec<u8>,
     received: Vec<u8>,
+    /// Heartbeats sent, for `--changing-figures`.
+    sent: u64,
 }
 
 impl HeartbeatConnection {
@@ -293,18 +314,27 @@ impl HeartbeatConnection {
             head,
             request: Vec::with_capacity(4096),
             received: Vec::with_capacity(4096),
+            sent: 0,
         })
     }
 
-    /// Sends one heartbeat and returns the answer's status (its body is read and dropped).
-    async fn post(&mut self, body: &[u8]) -> anyhow::Result<u16> {
+    /// Sends one heartbeat, with a new `ram_used_mb` written at `ram_used_at` when given, and
+    /// returns the answer's status (its body is read and dropped).
+    async fn post(&mut self, body: &[u8], ram_used_at: Option<usize>) -> anyhow::Result<u16> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         self.request.clear();
         self.request.extend_from_slice(&self.head);
         self.request
             .extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
         self.request.extend_from_slice(b"\r\n\r\n");
+        let body_at = self.request.len();
         self.request.extend_from_slice(body);
+        if let Some(offset) = ram_used_at {
+            self.sent += 1;
+            let at = body_at + offset;
+            let value = RAM_USED_MIN + self.sent % 50_000;
+            self.request[at..at + 5].copy_from_slice(itoa::Buffer::new().format(value).as_bytes());
+        }
         self.stream.write_all(&self.request).await?;
         loop {
             if let Some((status, length)) = parse_answer(&self.received)? {
@@ -404,6 +434,15 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
         .rate
         .map(|rate| Duration::from_secs_f64(args.connections as f64 / rate.max(1) as f64));
     let threads = args.threads.clamp(1, args.connections);
+    let ram_used_offsets = if args.changing_figures {
+        let offsets = bodies
+            .iter()
+            .map(|body| ram_used_at(body).context("a simulated heartbeat has no ram_used_mb"))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Some(Arc::new(offsets))
+    } else {
+        None
+    };
     let started = Instant::now();
     let deadline = started + args.duration;
     let mut workers = Vec::with_capacity(threads);
@@ -421,6 +460,7 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
             failed,
             deadline,
             pace,
+            ram_used_offsets: ram_used_offsets.clone(),
         };
         workers.push(
             std::thread::Builder::new()
@@ -539,5 +579,17 @@ mod tests {
             assert_eq!(hb.vms.len(), vms);
             assert_eq!(hb.wg_ip.0, std::net::Ipv4Addr::LOCALHOST);
         }
+    }
+
+    #[test]
+    fn changing_figures_rewrite_five_digits_in_place() {
+        let body = super::heartbeat_body(1023, 1).to_vec();
+        let at = super::ram_used_at(&body).unwrap();
+        let mut changed = body.clone();
+        changed[at..at + 5].copy_from_slice(b"59999");
+        let hb: fleetwire_types::NodeHeartbeat = fleetwire_types::read(&changed).unwrap();
+        assert_eq!(hb.ram_used_mb, 59_999);
+        let before: fleetwire_types::NodeHeartbeat = fleetwire_types::read(&body).unwrap();
+        assert_eq!(before.ram_used_mb, 10_000 + 1023);
     }
 }
