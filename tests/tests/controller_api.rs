@@ -372,15 +372,7 @@ async fn every_operation_answers_what_the_api_document_says() {
     assert_eq!((status, ready["status"].as_str()), (200, Some("ok")));
     let (status, _) = c.call("get_metrics", "/metrics", None).await;
     assert_eq!(status, 200);
-    let metrics = c
-        .client
-        .get(c.controller.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_text(&c.client, &c.controller).await;
     for family in [
         "fleetwire_controller_http_requests_total{method=\"POST\",route=\"/v1/nodes/heartbeat\",status=\"200\"}",
         "fleetwire_controller_http_request_duration_seconds_bucket{",
@@ -571,14 +563,7 @@ async fn a_request_whose_body_stalls_times_out_as_an_api_error() {
             started.elapsed()
         );
     }
-    let metrics = client()
-        .get(controller.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_text(&client(), &controller).await;
     assert!(
         metrics.contains(
             "fleetwire_controller_http_requests_total{method=\"POST\",route=\"/v1/nodes/heartbeat\",status=\"503\"} 1"

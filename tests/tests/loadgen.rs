@@ -74,14 +74,7 @@ async fn loadgen_enrolls_its_nodes_and_reports_what_the_controller_took() {
     let (status, nodes) = get_json(&client, &controller.url("/v1/nodes")).await;
     assert_eq!(status, 200);
     assert_eq!(nodes.as_array().unwrap().len(), 60);
-    let metrics = client
-        .get(controller.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_text(&client, &controller).await;
     let taken = metric(&metrics, "fleetwire_controller_heartbeats_received_total");
     assert_eq!(taken as u64, ok + 60, "{line}");
 }

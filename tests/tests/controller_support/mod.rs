@@ -154,6 +154,12 @@ pub async fn get_json(client: &reqwest::Client, url: &str) -> (u16, Value) {
     )
 }
 
+/// The controller's `/metrics` text.
+pub async fn metrics_text(client: &reqwest::Client, controller: &ControllerProcess) -> String {
+    let response = client.get(controller.url("/metrics")).send().await;
+    response.expect("GET /metrics").text().await.expect("body")
+}
+
 pub async fn delete_url(client: &reqwest::Client, url: &str) -> (u16, Value) {
     let response = client.delete(url).send().await.expect("DELETE");
     let status = response.status().as_u16();
