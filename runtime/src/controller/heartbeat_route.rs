@@ -25,6 +25,7 @@ use tower::ServiceExt;
 use super::{api, routes, Controller};
 use crate::http::{read_body, require_json, too_large, unreadable_body, MAX_BODY_BYTES};
 
+/// The route's path, as the API document and the route table write it.
 pub const PATH: &str = "/v1/nodes/heartbeat";
 
 /// The controller's HTTP service: the heartbeat route, then the router.

@@ -35,7 +35,7 @@ pub const API: &[ApiRoute] = &[
     },
     ApiRoute {
         method: Method::POST,
-        path: "/v1/nodes/heartbeat",
+        path: super::heartbeat_route::PATH,
         operation_id: "post_heartbeat",
         handler: || post(api::post_heartbeat),
     },
