@@ -29,13 +29,28 @@ fn from_read<'de, R: serde_json::de::Read<'de>, T: de::Deserialize<'de>>(
     read: R,
 ) -> serde_json::Result<T> {
     let mut de = serde_json::Deserializer::new(read);
-    let value = T::deserialize(Strict(&mut de))?;
+    let value = T::deserialize(Strict::new(&mut de))?;
     de.end()?;
     Ok(value)
 }
 
 /// The adapter around any deserializer.
-pub struct Strict<D>(pub D);
+pub struct Strict<D> {
+    de: D,
+    /// The value is an optional property the schema does not let be `null`: `null` is refused
+    /// instead of read as absent. Only this value: what it contains is read with a fresh
+    /// adapter.
+    refuse_null: bool,
+}
+
+impl<D> Strict<D> {
+    pub fn new(de: D) -> Strict<D> {
+        Strict {
+            de,
+            refuse_null: false,
+        }
+    }
+}
 
 /// Wraps the visitor so the accessors it is handed are wrapped too.
 struct Wrap<V>(V);
@@ -44,7 +59,7 @@ macro_rules! forward {
     ($($method:ident),* $(,)?) => {
         $(
             fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-                self.0.$method(Wrap(visitor))
+                self.de.$method(Wrap(visitor))
             }
         )*
     };
@@ -73,7 +88,6 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         deserialize_string,
         deserialize_bytes,
         deserialize_byte_buf,
-        deserialize_option,
         deserialize_unit,
         deserialize_seq,
         deserialize_map,
@@ -81,12 +95,20 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         deserialize_ignored_any,
     );
 
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        if self.refuse_null {
+            self.de.deserialize_option(Wrap(NoNullVisitor(visitor)))
+        } else {
+            self.de.deserialize_option(Wrap(visitor))
+        }
+    }
+
     fn deserialize_unit_struct<V: Visitor<'de>>(
         self,
         name: &'static str,
         visitor: V,
     ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_unit_struct(name, Wrap(visitor))
+        self.de.deserialize_unit_struct(name, Wrap(visitor))
     }
 
     fn deserialize_newtype_struct<V: Visitor<'de>>(
@@ -94,7 +116,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         name: &'static str,
         visitor: V,
     ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_newtype_struct(name, Wrap(visitor))
+        self.de.deserialize_newtype_struct(name, Wrap(visitor))
     }
 
     fn deserialize_tuple<V: Visitor<'de>>(
@@ -102,7 +124,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         len: usize,
         visitor: V,
     ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_tuple(len, Wrap(visitor))
+        self.de.deserialize_tuple(len, Wrap(visitor))
     }
 
     fn deserialize_tuple_struct<V: Visitor<'de>>(
@@ -111,7 +133,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         len: usize,
         visitor: V,
     ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_tuple_struct(name, len, Wrap(visitor))
+        self.de.deserialize_tuple_struct(name, len, Wrap(visitor))
     }
 
     /// A struct comes from a map, never from a sequence, and knows which of its optional
@@ -123,7 +145,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         visitor: V,
     ) -> Result<V::Value, D::Error> {
         let non_null = crate::documents::non_nullable_optional(name);
-        self.0.deserialize_map(StructVisitor { visitor, non_null })
+        self.de.deserialize_map(StructVisitor { visitor, non_null })
     }
 
     /// A string enum comes from a string only, never from `{"variant": null}`.
@@ -134,14 +156,14 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         visitor: V,
     ) -> Result<V::Value, D::Error> {
         if crate::documents::is_string_enum(name) {
-            self.0.deserialize_str(StringEnum(visitor))
+            self.de.deserialize_str(StringEnum(visitor))
         } else {
-            self.0.deserialize_enum(name, variants, Wrap(visitor))
+            self.de.deserialize_enum(name, variants, Wrap(visitor))
         }
     }
 
     fn is_human_readable(&self) -> bool {
-        self.0.is_human_readable()
+        self.de.is_human_readable()
     }
 }
 
@@ -175,7 +197,7 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
     }
 
     fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<V::Value, D::Error> {
-        self.0.visit_some(Strict(deserializer))
+        self.0.visit_some(Strict::new(deserializer))
     }
 
     fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
@@ -186,7 +208,7 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
         self,
         deserializer: D,
     ) -> Result<V::Value, D::Error> {
-        self.0.visit_newtype_struct(Strict(deserializer))
+        self.0.visit_newtype_struct(Strict::new(deserializer))
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
@@ -208,7 +230,7 @@ struct Seed<S>(S);
 impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Seed<S> {
     type Value = S::Value;
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<S::Value, D::Error> {
-        self.0.deserialize(Strict(deserializer))
+        self.0.deserialize(Strict::new(deserializer))
     }
 }
 
@@ -442,106 +464,10 @@ struct NonNullSeed<S>(S);
 impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for NonNullSeed<S> {
     type Value = S::Value;
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<S::Value, D::Error> {
-        self.0.deserialize(NonNull(Strict(deserializer)))
-    }
-}
-
-struct NonNull<D>(D);
-
-macro_rules! forward_non_null {
-    ($($method:ident),* $(,)?) => {
-        $(
-            fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-                self.0.$method(visitor)
-            }
-        )*
-    };
-}
-
-impl<'de, D: Deserializer<'de>> Deserializer<'de> for NonNull<D> {
-    type Error = D::Error;
-
-    forward_non_null!(
-        deserialize_any,
-        deserialize_bool,
-        deserialize_i8,
-        deserialize_i16,
-        deserialize_i32,
-        deserialize_i64,
-        deserialize_i128,
-        deserialize_u8,
-        deserialize_u16,
-        deserialize_u32,
-        deserialize_u64,
-        deserialize_u128,
-        deserialize_f32,
-        deserialize_f64,
-        deserialize_char,
-        deserialize_str,
-        deserialize_string,
-        deserialize_bytes,
-        deserialize_byte_buf,
-        deserialize_unit,
-        deserialize_seq,
-        deserialize_map,
-        deserialize_identifier,
-        deserialize_ignored_any,
-    );
-
-    /// The point: `null` is refused instead of read as absent.
-    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-        self.0.deserialize_option(NoNullVisitor(visitor))
-    }
-
-    fn deserialize_unit_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_unit_struct(name, visitor)
-    }
-
-    fn deserialize_newtype_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_newtype_struct(name, visitor)
-    }
-
-    fn deserialize_tuple<V: Visitor<'de>>(
-        self,
-        len: usize,
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_tuple(len, visitor)
-    }
-
-    fn deserialize_tuple_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        len: usize,
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_tuple_struct(name, len, visitor)
-    }
-
-    fn deserialize_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        fields: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_struct(name, fields, visitor)
-    }
-
-    fn deserialize_enum<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        variants: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_enum(name, variants, visitor)
+        self.0.deserialize(Strict {
+            de: deserializer,
+            refuse_null: true,
+        })
     }
 }
 
