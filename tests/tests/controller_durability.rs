@@ -24,13 +24,12 @@ async fn everything_survives_kill_9() {
     )
     .await;
     assert_eq!(status, 200);
-    let (status, _) = post_json(
+    heartbeat_ok(
         &client,
-        &controller.url("/v1/nodes/heartbeat"),
+        &controller,
         &ppn_heartbeat("reg-1", "127.0.0.1", agent.port),
     )
     .await;
-    assert_eq!(status, 200);
     let mut placed = Vec::new();
     for tenant in ["t-a", "t-b"] {
         let (status, vm) = post_json(
@@ -44,13 +43,7 @@ async fn everything_survives_kill_9() {
     }
     // Two PPN nodes known by heartbeat only (written behind).
     for id in ["ppn-1", "ppn-2"] {
-        let (status, _) = post_json(
-            &client,
-            &controller.url("/v1/nodes/heartbeat"),
-            &ppn_heartbeat(id, "127.0.0.1", 9204),
-        )
-        .await;
-        assert_eq!(status, 200);
+        heartbeat_ok(&client, &controller, &ppn_heartbeat(id, "127.0.0.1", 9204)).await;
     }
     let (status, _) = post_json(
         &client,
@@ -61,13 +54,12 @@ async fn everything_survives_kill_9() {
     assert_eq!(status, 200);
     // A later heartbeat that changes nothing but the contact time is stored too.
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let (status, _) = post_json(
+    heartbeat_ok(
         &client,
-        &controller.url("/v1/nodes/heartbeat"),
+        &controller,
         &ppn_heartbeat("ppn-1", "127.0.0.1", 9204),
     )
     .await;
-    assert_eq!(status, 200);
     let (_, before) = get_json(&client, &controller.url("/v1/nodes/ppn-1")).await;
     // Heartbeat-derived fields reach the store within one second.
     tokio::time::sleep(Duration::from_millis(1200)).await;
@@ -126,13 +118,12 @@ async fn everything_survives_kill_9() {
     assert_eq!(tenant_b.as_array().unwrap().len(), 1);
 
     // A heartbeat brings a node back; its placed VMs (young, not yet reported) are kept.
-    let (status, _) = post_json(
+    heartbeat_ok(
         &client,
-        &controller.url("/v1/nodes/heartbeat"),
+        &controller,
         &ppn_heartbeat("reg-1", "127.0.0.1", agent.port),
     )
     .await;
-    assert_eq!(status, 200);
     let (_, node) = get_json(&client, &controller.url("/v1/nodes/reg-1")).await;
     assert_eq!(node["status"], "ready");
     // The VMs are deleted through the restarted controller, releasing the ledger.

@@ -146,13 +146,7 @@ async fn unenrolled_and_long_silent_nodes_are_forgotten() {
     ]);
     let client = client();
     for id in ["gone-1", "gone-2"] {
-        let (status, _) = post_json(
-            &client,
-            &controller.url("/v1/nodes/heartbeat"),
-            &ppn_heartbeat(id, "127.0.0.1", 9204),
-        )
-        .await;
-        assert_eq!(status, 200);
+        heartbeat_ok(&client, &controller, &ppn_heartbeat(id, "127.0.0.1", 9204)).await;
     }
     let (status, _) = delete_url(&client, &controller.url("/v1/nodes/gone-1")).await;
     assert_eq!(status, 204);

@@ -29,13 +29,12 @@ async fn enroll(
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    let (status, _) = post_json(
+    heartbeat_ok(
         client,
-        &controller.url("/v1/nodes/heartbeat"),
+        controller,
         &ppn_heartbeat(id, "127.0.0.1", agent_port),
     )
     .await;
-    assert_eq!(status, 200);
 }
 
 fn vm(ram_mb: u64, disk_gb: u64) -> Value {
@@ -103,11 +102,11 @@ async fn ppn_placement_rules_and_error_answers() {
     let mut reserved = ppn_heartbeat("spare", "127.0.0.1", agent.port);
     reserved["reserved"] = true.into();
     reserved["ram_used_mb"] = 0.into();
-    post_json(&client, &controller.url("/v1/nodes/heartbeat"), &reserved).await;
+    heartbeat_ok(&client, &controller, &reserved).await;
     let mut small = ppn_heartbeat("small", "127.0.0.1", agent.port);
     small["kvm_available"] = false.into();
     small["ram_used_mb"] = 14336.into();
-    post_json(&client, &controller.url("/v1/nodes/heartbeat"), &small).await;
+    heartbeat_ok(&client, &controller, &small).await;
 
     // The most available memory among unreserved nodes wins; tenant_id is copied.
     let (status, placed) = post_json(
@@ -260,13 +259,12 @@ async fn disk_cordon_sets_below_and_clears_only_above_the_higher_threshold() {
         body["disk_total_gb"] = 1000.into();
         body
     };
-    let url = controller.url("/v1/nodes/heartbeat");
-    post_json(&client, &url, &beat(60)).await;
+    heartbeat_ok(&client, &controller, &beat(60)).await;
     assert!(node(&client, &controller, "d1")
         .await
         .get("disk_cordoned_at")
         .is_none());
-    post_json(&client, &url, &beat(49)).await;
+    heartbeat_ok(&client, &controller, &beat(49)).await;
     let cordoned = node(&client, &controller, "d1").await;
     assert!(cordoned["disk_cordoned_at"].is_string(), "{cordoned}");
     assert_eq!(
@@ -277,13 +275,13 @@ async fn disk_cordon_sets_below_and_clears_only_above_the_higher_threshold() {
     let (status, body) = post_json(&client, &controller.url("/v1/vms"), &vm(128, 1)).await;
     assert_eq!((status, body["code"].as_str()), (503, Some("no_capacity")));
     // Between the thresholds: still cordoned (no flapping).
-    post_json(&client, &url, &beat(79)).await;
+    heartbeat_ok(&client, &controller, &beat(79)).await;
     assert_eq!(
         node(&client, &controller, "d1").await["disk_cordoned_at"],
         cordoned["disk_cordoned_at"]
     );
     // Past the higher threshold: cleared, placements resume.
-    post_json(&client, &url, &beat(80)).await;
+    heartbeat_ok(&client, &controller, &beat(80)).await;
     assert!(node(&client, &controller, "d1")
         .await
         .get("disk_cordoned_at")
@@ -298,14 +296,13 @@ async fn a_new_runtime_boot_id_prunes_what_the_node_no_longer_reports() {
     let client = client();
     let agent = AgentStandIn::start().await;
     enroll(&client, &controller, "b1", agent.port, 1000).await;
-    let url = controller.url("/v1/nodes/heartbeat");
     let beat = |runtime_boot_id: &str, vms: Value| {
         let mut body = ppn_heartbeat("b1", "127.0.0.1", agent.port);
         body["runtime_boot_id"] = runtime_boot_id.into();
         body["vms"] = vms;
         body
     };
-    post_json(&client, &url, &beat("boot-1", json!([]))).await;
+    heartbeat_ok(&client, &controller, &beat("boot-1", json!([]))).await;
     let (status, kept) = post_json(&client, &controller.url("/v1/vms"), &json!({"vm_type": "t", "ram_mb": 128, "vcpu_count": 1, "vm_id": "kept", "tenant_id": "t1", "disk_gb": 20})).await;
     assert_eq!(status, 200, "{kept}");
     let (status, _) = post_json(
@@ -321,12 +318,12 @@ async fn a_new_runtime_boot_id_prunes_what_the_node_no_longer_reports() {
     );
 
     // Same boot id, VMs not reported yet: both kept (the spawn may postdate the heartbeat).
-    post_json(&client, &url, &beat("boot-1", json!([]))).await;
+    heartbeat_ok(&client, &controller, &beat("boot-1", json!([]))).await;
     assert_eq!(node(&client, &controller, "b1").await["vm_count"], 2);
 
     // The runtime restarted: only "kept" is still reported; "lost" is pruned.
     let reported = json!([{"vm_id": "kept", "vm_type": "t", "state": "Running", "ram_alloc_mb": 128, "vcpu_count": 1}]);
-    post_json(&client, &url, &beat("boot-2", reported)).await;
+    heartbeat_ok(&client, &controller, &beat("boot-2", reported)).await;
     let record = node(&client, &controller, "b1").await;
     assert_eq!(record["vm_count"], 1);
     assert_eq!(record["boot_id"], "boot-2");
@@ -363,7 +360,7 @@ async fn checkpoints_are_restored_only_on_the_capturing_engine_version_or_newer(
         assert_eq!(status, 200, "{answer}");
         let mut beat = ppn_heartbeat(id, "127.0.0.1", agent.port);
         beat["ram_used_mb"] = used.into();
-        post_json(&client, &controller.url("/v1/nodes/heartbeat"), &beat).await;
+        heartbeat_ok(&client, &controller, &beat).await;
     }
     // The controller probes each runtime's /health and records its version.
     for (id, version) in [("old", "0.5.2"), ("new", "0.6.0")] {

@@ -33,6 +33,23 @@ pub struct StoredNode {
     pub flags: Vec<u8>,
 }
 
+impl StoredNode {
+    /// A new node's row with `record` as its record, an empty VM list and no flags (for tests).
+    #[cfg(test)]
+    pub fn for_test(node_id: &str, record: &str) -> StoredNode {
+        StoredNode {
+            node_id: node_id.into(),
+            record: record.as_bytes().to_vec(),
+            vms: b"[]".to_vec(),
+            vms_changed: true,
+            vms_generation: 0,
+            record_generation: 0,
+            seen: None,
+            flags: b"{}".to_vec(),
+        }
+    }
+}
+
 /// One change to apply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NodeWrite {

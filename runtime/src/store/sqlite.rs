@@ -257,16 +257,7 @@ mod tests {
     use super::*;
 
     fn node(id: &str, record: &str) -> StoredNode {
-        StoredNode {
-            node_id: id.into(),
-            record: record.as_bytes().to_vec(),
-            vms: b"[]".to_vec(),
-            vms_changed: true,
-            vms_generation: 0,
-            record_generation: 0,
-            seen: None,
-            flags: b"{}".to_vec(),
-        }
+        StoredNode::for_test(id, record)
     }
 
     /// How a written row reads back.

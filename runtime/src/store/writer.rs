@@ -274,16 +274,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     fn row(id: &str, version: u32) -> NodeWrite {
-        NodeWrite::Upsert(StoredNode {
-            node_id: id.into(),
-            record: format!("{{\"v\":{version}}}").into_bytes(),
-            vms: b"[]".to_vec(),
-            vms_changed: true,
-            vms_generation: 0,
-            record_generation: 0,
-            seen: None,
-            flags: b"{}".to_vec(),
-        })
+        NodeWrite::Upsert(StoredNode::for_test(id, &format!("{{\"v\":{version}}}")))
     }
 
     #[tokio::test]

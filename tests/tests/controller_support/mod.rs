@@ -154,6 +154,12 @@ pub async fn get_json(client: &reqwest::Client, url: &str) -> (u16, Value) {
     )
 }
 
+/// Posts a heartbeat and requires the controller's `200`.
+pub async fn heartbeat_ok(client: &reqwest::Client, controller: &ControllerProcess, body: &Value) {
+    let (status, answer) = post_json(client, &controller.url("/v1/nodes/heartbeat"), body).await;
+    assert_eq!(status, 200, "heartbeat refused: {answer}");
+}
+
 /// The controller's `/metrics` text.
 pub async fn metrics_text(client: &reqwest::Client, controller: &ControllerProcess) -> String {
     let response = client.get(controller.url("/metrics")).send().await;
