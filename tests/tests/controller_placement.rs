@@ -205,12 +205,13 @@ async fn ppn_placement_rules_and_error_answers() {
     assert_eq!((status, record["status"].as_str()), (200, Some("draining")));
     let (status, _) = post_json(&client, &controller.url("/v1/vms"), &vm(128, 1)).await;
     assert_eq!(status, 503);
-    post_json(
+    let (status, record) = post_json(
         &client,
         &controller.url("/v1/nodes/small/uncordon"),
         &json!({}),
     )
     .await;
+    assert_eq!((status, record["status"].as_str()), (200, Some("ready")));
 
     // The agent fails: 502, and nothing stays reserved.
     let before = node(&client, &controller, "small").await["reserved_disk_gb"].clone();
