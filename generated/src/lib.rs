@@ -19,7 +19,7 @@ pub mod strict;
 mod timestamp;
 
 pub use bounded::{BoundedVec, LengthError};
-pub use reader::{describe, read, read_value, validate_value, Rejection};
+pub use reader::{describe, read, read_value, summarize, validate_value, Rejection};
 pub use timestamp::{Timestamp, TimestampError};
 
 /// The generated types, one per schema definition.

@@ -26,12 +26,7 @@ impl Rejection {
 
     /// One line: the first violation as `pointer: message (keyword)`, and how many more.
     pub fn summary(&self) -> String {
-        let vs = self.violations();
-        let first = vs.first().map(describe).unwrap_or_default();
-        match vs.len() {
-            0 | 1 => first,
-            n => format!("{first} (and {} more)", n - 1),
-        }
+        summarize(self.violations())
     }
 }
 
@@ -42,6 +37,16 @@ impl std::fmt::Display for Rejection {
 }
 
 impl std::error::Error for Rejection {}
+
+/// One line for a list of violations: the first as `pointer: message (keyword)`, and how
+/// many more.
+pub fn summarize(violations: &[Violation]) -> String {
+    let first = violations.first().map(describe).unwrap_or_default();
+    match violations.len() {
+        0 | 1 => first,
+        n => format!("{first} (and {} more)", n - 1),
+    }
+}
 
 /// `pointer: message (keyword)`, the pointer shown as `/` for the document root.
 pub fn describe(v: &Violation) -> String {

@@ -54,7 +54,7 @@ impl ApiFailure {
                 failure
             }
             Rejection::Invalid(violations) => {
-                let summary = Rejection::Invalid(violations.clone()).summary();
+                let summary = fleetwire_types::summarize(&violations);
                 let mut failure = Self::new(
                     StatusCode::BAD_REQUEST,
                     ApiErrorCode::InvalidDocument,

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use fleetwire_types::{describe, Violation, WireDocument};
+use fleetwire_types::{summarize, Violation, WireDocument};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
@@ -30,16 +30,11 @@ pub enum WriteError {
 pub fn write_document<T: WireDocument>(path: &Path, doc: &T) -> Result<Vec<u8>, WriteError> {
     let value = serde_json::to_value(doc).expect("a generated value serializes");
     let violations = fleetwire_types::validate_value::<T>(&value);
-    if let Some(first) = violations.first() {
-        let summary = if violations.len() == 1 {
-            describe(first)
-        } else {
-            format!("{} (and {} more)", describe(first), violations.len() - 1)
-        };
+    if !violations.is_empty() {
         return Err(WriteError::Invalid {
             path: path.to_path_buf(),
             document: T::INFO.name,
-            summary,
+            summary: summarize(&violations),
             violations,
         });
     }
