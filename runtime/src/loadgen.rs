@@ -17,9 +17,7 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text).map_err(|e| format!("{text:?} is not a duration: {e}"))
-}
+use crate::cli::parse_duration;
 
 /// `fleetwire loadgen`
 #[derive(Debug, Clone, clap::Args)]

@@ -32,10 +32,7 @@ use crate::store::writer::{Writer, WriterHandle};
 use crate::store::{Store, StoreError, StoredNode};
 use state::{NodeFlags, NodeState, NodeTable, VmEntry};
 
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text)
-        .map_err(|e| format!("{text:?} is not a duration like 30s, 500ms or 24h: {e}"))
-}
+use crate::cli::parse_duration;
 
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
