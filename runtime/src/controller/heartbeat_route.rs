@@ -13,7 +13,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use axum::extract::Request;
 use axum::http::{Method, StatusCode};
@@ -65,16 +64,7 @@ impl tower::Service<Request> for HeartbeatFirst {
 }
 
 async fn serve(controller: Arc<Controller>, request: Request) -> Response {
-    let started = Instant::now();
-    let limit = controller.settings.request_timeout;
-    let response = match tokio::time::timeout(limit, take(&controller, request)).await {
-        Ok(response) => response,
-        Err(_) => routes::timed_out(limit),
-    };
-    controller
-        .metrics
-        .observe_request("POST", PATH, response.status().as_u16(), started.elapsed());
-    response
+    routes::answer_in_time(&controller, "POST", PATH, take(&controller, request)).await
 }
 
 async fn take(controller: &Controller, request: Request) -> Response {

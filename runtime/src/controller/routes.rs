@@ -169,22 +169,38 @@ fn method_label(method: &Method) -> &'static str {
     }
 }
 
-/// Times every request out after `--request-timeout` (answering `timeout`) and counts it.
+/// The middleware of routed requests: [`answer_in_time`] under the matched route's label.
 async fn observe(
     State(controller): State<Arc<Controller>>,
     request: Request,
     next: Next,
 ) -> Response {
-    let started = Instant::now();
     let method = method_label(request.method());
     let route = request
         .extensions()
         .get::<MatchedPath>()
         .map_or("unmatched", |m| route_label(m.as_str()));
+    answer_in_time(&controller, method, route, next.run(request)).await
+}
+
+/// Runs `work` under `--request-timeout` (answering `503 timeout` past it) and counts the
+/// answer in the request metrics: what every request gets, routed or not.
+pub async fn answer_in_time(
+    controller: &Controller,
+    method: &'static str,
+    route: &'static str,
+    work: impl std::future::Future<Output = Response>,
+) -> Response {
+    let started = Instant::now();
     let limit = controller.settings.request_timeout;
-    let response = match tokio::time::timeout(limit, next.run(request)).await {
+    let response = match tokio::time::timeout(limit, work).await {
         Ok(response) => response,
-        Err(_) => timed_out(limit),
+        Err(_) => ApiFailure::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ApiErrorCode::Timeout,
+            format!("the request did not finish within {limit:?}"),
+        )
+        .into_response(),
     };
     controller.metrics.observe_request(
         method,
@@ -193,16 +209,6 @@ async fn observe(
         started.elapsed(),
     );
     response
-}
-
-/// `503` with code `timeout`: the request ran past `--request-timeout`.
-pub fn timed_out(limit: std::time::Duration) -> Response {
-    ApiFailure::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        ApiErrorCode::Timeout,
-        format!("the request did not finish within {limit:?}"),
-    )
-    .into_response()
 }
 
 #[cfg(test)]
