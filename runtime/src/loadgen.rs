@@ -12,7 +12,7 @@ use anyhow::{anyhow, bail, Context};
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use hyper::header::{CONTENT_TYPE, HOST};
+use hyper::header::HOST;
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
@@ -199,22 +199,18 @@ async fn connect(target: &Target) -> anyhow::Result<Sender> {
     Ok(sender)
 }
 
-async fn send(
+/// `GET path`: the answer's status and body (`GET /v1/fleet` is megabytes: hyper reads it).
+async fn get(
     sender: &mut Sender,
     target: &Target,
-    method: Method,
     path: &str,
-    body: Option<Bytes>,
 ) -> anyhow::Result<(StatusCode, Bytes)> {
     sender.ready().await?;
-    let mut request = Request::builder()
-        .method(method)
+    let request = Request::builder()
+        .method(Method::GET)
         .uri(path)
-        .header(HOST, target.host.as_str());
-    if body.is_some() {
-        request = request.header(CONTENT_TYPE, "application/json");
-    }
-    let request = request.body(Full::new(body.unwrap_or_default()))?;
+        .header(HOST, target.host.as_str())
+        .body(Full::new(Bytes::new()))?;
     let response = sender.send_request(request).await?;
     let status = response.status();
     let body = response.into_body().collect().await?.to_bytes();
@@ -294,6 +290,8 @@ struct HeartbeatConnection {
     received: Vec<u8>,
     /// Heartbeats sent, for `--changing-figures`.
     sent: u64,
+    /// The body of the last answer that was not `200`.
+    refusal: String,
 }
 
 impl HeartbeatConnection {
@@ -313,11 +311,12 @@ impl HeartbeatConnection {
             request: Vec::with_capacity(4096),
             received: Vec::with_capacity(4096),
             sent: 0,
+            refusal: String::new(),
         })
     }
 
     /// Sends one heartbeat, with a new `ram_used_mb` written at `ram_used_at` when given, and
-    /// returns the answer's status (its body is read and dropped).
+    /// returns the answer's status (the body of a refusal is kept in `refusal`).
     async fn post(&mut self, body: &[u8], ram_used_at: Option<usize>) -> anyhow::Result<u16> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         self.request.clear();
@@ -335,7 +334,10 @@ impl HeartbeatConnection {
         }
         self.stream.write_all(&self.request).await?;
         loop {
-            if let Some((status, length)) = parse_answer(&self.received)? {
+            if let Some((status, head, length)) = parse_answer(&self.received)? {
+                if status != 200 {
+                    self.refusal = String::from_utf8_lossy(&self.received[head..length]).into();
+                }
                 self.received.drain(..length);
                 return Ok(status);
             }
@@ -347,9 +349,9 @@ impl HeartbeatConnection {
     }
 }
 
-/// The status and total length of the HTTP/1.1 answer at the start of `bytes`, once all of it
-/// has arrived.
-fn parse_answer(bytes: &[u8]) -> anyhow::Result<Option<(u16, usize)>> {
+/// The status, head length and total length of the HTTP/1.1 answer at the start of `bytes`,
+/// once all of it has arrived.
+fn parse_answer(bytes: &[u8]) -> anyhow::Result<Option<(u16, usize, usize)>> {
     let mut headers = [httparse::EMPTY_HEADER; 32];
     let mut answer = httparse::Response::new(&mut headers);
     let httparse::Status::Complete(head) = answer.parse(bytes)? else {
@@ -367,7 +369,7 @@ fn parse_answer(bytes: &[u8]) -> anyhow::Result<Option<(u16, usize)>> {
             bail!("a heartbeat answer came chunked; expected a Content-Length");
         }
     }
-    Ok((bytes.len() >= head + body).then_some((status, head + body)))
+    Ok((bytes.len() >= head + body).then_some((status, head, head + body)))
 }
 
 /// Runs the load and returns what it measured.
@@ -389,25 +391,15 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
     for _ in 0..args.connections {
         let (target, bodies, next) = (target.clone(), bodies.clone(), next.clone());
         enrolling.spawn(async move {
-            let mut sender = connect(&target).await?;
+            let mut connection = HeartbeatConnection::open(&target).await?;
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(body) = bodies.get(i) else {
                     return anyhow::Ok(());
                 };
-                let (status, answer) = send(
-                    &mut sender,
-                    &target,
-                    Method::POST,
-                    "/v1/nodes/heartbeat",
-                    Some(body.clone()),
-                )
-                .await?;
-                if status != StatusCode::OK {
-                    bail!(
-                        "enrolling a node: {status}: {}",
-                        String::from_utf8_lossy(&answer)
-                    );
+                let status = connection.post(body, None).await?;
+                if status != 200 {
+                    bail!("enrolling a node: {status}: {}", connection.refusal);
                 }
             }
         });
@@ -479,8 +471,7 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
             while !stop.load(Ordering::Relaxed) {
                 tokio::time::sleep(every).await;
                 let sent = Instant::now();
-                let (status, _) =
-                    send(&mut sender, &target, Method::GET, "/v1/fleet", None).await?;
+                let (status, _) = get(&mut sender, &target, "/v1/fleet").await?;
                 if status == StatusCode::OK && !stop.load(Ordering::Relaxed) {
                     fleet.record(sent.elapsed().as_micros().max(1) as u64)?;
                 }
@@ -509,7 +500,7 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
     let (mut fleet_bytes, mut fleet_nodes) = (0, 0);
     for _ in 0..args.fleet_samples {
         let sent = Instant::now();
-        let (status, body) = send(&mut sender, &target, Method::GET, "/v1/fleet", None).await?;
+        let (status, body) = get(&mut sender, &target, "/v1/fleet").await?;
         let us = sent.elapsed().as_micros().max(1) as u64;
         if status != StatusCode::OK {
             bail!("GET /v1/fleet answered {status}");
