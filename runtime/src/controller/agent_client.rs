@@ -5,7 +5,7 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use fleetwire_types::{CreateVmRequest, RuntimeHealth, VmRecord};
+use fleetwire_types::{CreateVmRequest, RuntimeHealth, VmRecord, WireDocument};
 
 /// Where a node's agent listens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,23 +53,12 @@ impl AgentClient {
         request: &CreateVmRequest,
     ) -> Result<VmRecord, String> {
         let url = format!("http://{agent}/v1/spawn");
-        let response = self
-            .http
-            .post(&url)
-            .json(request)
-            .send()
-            .await
-            .map_err(|e| format!("POST {url} failed: {e}"))?;
-        let status = response.status();
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| format!("reading the answer of POST {url} failed: {e}"))?;
-        if !status.is_success() {
-            return Err(format!("POST {url} answered {status}: {}", quote(&body)));
-        }
-        fleetwire_types::read::<VmRecord>(&body)
-            .map_err(|rejection| format!("POST {url} answered an invalid VmRecord: {rejection}"))
+        read_answer(
+            "POST",
+            &url,
+            self.http.post(&url).json(request).send().await,
+        )
+        .await
     }
 
     /// `DELETE /v1/vms/{vm_id}` on the agent. An agent that no longer knows the VM (404) has
@@ -93,22 +82,33 @@ impl AgentClient {
     /// `GET {address}/health` on the node's runtime.
     pub async fn runtime_health(&self, address: &str) -> Result<RuntimeHealth, String> {
         let url = format!("{}/health", address.trim_end_matches('/'));
-        let response = self
-            .http
-            .get(&url)
-            .send()
-            .await
-            .map_err(|e| format!("GET {url} failed: {e}"))?;
-        let status = response.status();
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| format!("reading the answer of GET {url} failed: {e}"))?;
-        if !status.is_success() {
-            return Err(format!("GET {url} answered {status}: {}", quote(&body)));
-        }
-        fleetwire_types::read::<RuntimeHealth>(&body).map_err(|rejection| {
-            format!("GET {url} answered an invalid RuntimeHealth: {rejection}")
-        })
+        read_answer("GET", &url, self.http.get(&url).send().await).await
     }
+}
+
+/// A successful answer read as a `T` through the validated reader; anything else is an error
+/// that names the call.
+async fn read_answer<T: WireDocument>(
+    method: &str,
+    url: &str,
+    sent: reqwest::Result<reqwest::Response>,
+) -> Result<T, String> {
+    let response = sent.map_err(|e| format!("{method} {url} failed: {e}"))?;
+    let status = response.status();
+    let body = response
+        .bytes()
+        .await
+        .map_err(|e| format!("reading the answer of {method} {url} failed: {e}"))?;
+    if !status.is_success() {
+        return Err(format!(
+            "{method} {url} answered {status}: {}",
+            quote(&body)
+        ));
+    }
+    fleetwire_types::read::<T>(&body).map_err(|rejection| {
+        format!(
+            "{method} {url} answered an invalid {}: {rejection}",
+            T::INFO.name
+        )
+    })
 }
