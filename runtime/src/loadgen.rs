@@ -38,6 +38,11 @@ pub struct LoadgenArgs {
     /// How long to measure.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub duration: Duration,
+    /// How long the heartbeats run before measuring starts, so that the measured phase is the
+    /// steady state: the controller has written the enrolment behind and every node has been
+    /// seen since.
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    pub warmup: Duration,
     /// Give every heartbeat a new `ram_used_mb`, as a live host's would, so that each one
     /// changes the node's record (and its stored row) instead of only its contact time.
     #[arg(long)]
@@ -63,7 +68,10 @@ pub struct LoadgenArgs {
 #[derive(Debug, Clone)]
 pub struct Report {
     pub heartbeats_ok: u64,
+    /// Refused or failed heartbeats, warm-up included.
     pub heartbeats_failed: u64,
+    /// `200` answers during the warm-up (not in `heartbeats_ok` or the latencies).
+    pub heartbeats_warmup: u64,
     pub elapsed: Duration,
     pub latency: Histogram<u64>,
     pub fleet_idle: Histogram<u64>,
@@ -89,7 +97,7 @@ impl Report {
         let l = &self.latency;
         let mut out = format!(
             "fleetwire loadgen: {} nodes, {} connections, {:?} against {}\n\
-             heartbeats: {} ok, {} failed, {:.0}/s\n\
+             heartbeats: {} ok, {} failed, {:.0}/s (after {} in a {:?} warm-up)\n\
              heartbeat latency: p50 {}, p99 {}, p99.9 {}, max {}\n",
             args.nodes,
             args.connections,
@@ -98,6 +106,8 @@ impl Report {
             self.heartbeats_ok,
             self.heartbeats_failed,
             self.per_second(),
+            self.heartbeats_warmup,
+            args.warmup,
             ms(l.value_at_quantile(0.5)),
             ms(l.value_at_quantile(0.99)),
             ms(l.value_at_quantile(0.999)),
@@ -223,6 +233,10 @@ struct Load {
     /// The next simulated node to heartbeat, shared by every connection.
     cursor: Arc<AtomicUsize>,
     failed: Arc<AtomicU64>,
+    /// `200` answers to heartbeats sent before `measure_from`.
+    warmup_ok: Arc<AtomicU64>,
+    /// Heartbeats sent before this are warm-up: counted apart and not timed.
+    measure_from: Instant,
     deadline: Instant,
     pace: Option<Duration>,
     /// With `--changing-figures`: where `ram_used_mb` sits in each body.
@@ -270,7 +284,9 @@ impl Load {
             let ram_used_at = self.ram_used_offsets.as_ref().map(|at| at[i]);
             let status = connection.post(&self.bodies[i], ram_used_at).await?;
             let us = sent.elapsed().as_micros().max(1) as u64;
-            if status == 200 {
+            if status == 200 && sent < self.measure_from {
+                self.warmup_ok.fetch_add(1, Ordering::Relaxed);
+            } else if status == 200 {
                 latency.record(us.min(600_000_000)).expect("within bounds");
             } else {
                 self.failed.fetch_add(1, Ordering::Relaxed);
@@ -409,15 +425,16 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
     }
 
     eprintln!(
-        "fleetwire loadgen: enrolled {} nodes in {:.1?}; measuring for {:?}",
+        "fleetwire loadgen: enrolled {} nodes in {:.1?}; warming up for {:?}",
         args.nodes,
         enrolling_since.elapsed(),
-        args.duration
+        args.warmup
     );
 
     // The measured phase: heartbeat connections on their own threads, each thread one
     // single-threaded runtime, so the load generator takes as little of the machine as it can.
     let failed = Arc::new(AtomicU64::new(0));
+    let warmup_ok = Arc::new(AtomicU64::new(0));
     let cursor = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let pace = args
@@ -433,8 +450,8 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
     } else {
         None
     };
-    let started = Instant::now();
-    let deadline = started + args.duration;
+    let measure_from = Instant::now() + args.warmup;
+    let deadline = measure_from + args.duration;
     let mut workers = Vec::with_capacity(threads);
     for thread in 0..threads {
         let connections = (args.connections + threads - 1 - thread) / threads;
@@ -448,6 +465,8 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
             bodies,
             cursor,
             failed,
+            warmup_ok: warmup_ok.clone(),
+            measure_from,
             deadline,
             pace,
             ram_used_offsets: ram_used_offsets.clone(),
@@ -472,13 +491,16 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
                 tokio::time::sleep(every).await;
                 let sent = Instant::now();
                 let (status, _) = get(&mut sender, &target, "/v1/fleet").await?;
-                if status == StatusCode::OK && !stop.load(Ordering::Relaxed) {
+                let measured = sent >= measure_from && !stop.load(Ordering::Relaxed);
+                if status == StatusCode::OK && measured {
                     fleet.record(sent.elapsed().as_micros().max(1) as u64)?;
                 }
             }
             anyhow::Ok(fleet)
         })
     };
+    tokio::time::sleep_until(measure_from.into()).await;
+    eprintln!("fleetwire loadgen: measuring for {:?}", args.duration);
     let mut latency = micros_histogram();
     let joined = tokio::task::spawn_blocking(move || {
         workers
@@ -487,7 +509,7 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
             .collect::<anyhow::Result<Vec<_>>>()
     })
     .await??;
-    let elapsed = started.elapsed();
+    let elapsed = measure_from.elapsed();
     stop.store(true, Ordering::Relaxed);
     for histogram in joined {
         latency.add(histogram)?;
@@ -520,6 +542,7 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
     Ok(Report {
         heartbeats_ok: latency.len(),
         heartbeats_failed: failed.load(Ordering::Relaxed),
+        heartbeats_warmup: warmup_ok.load(Ordering::Relaxed),
         elapsed,
         latency,
         fleet_idle,

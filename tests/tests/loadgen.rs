@@ -36,6 +36,8 @@ async fn loadgen_enrolls_its_nodes_and_reports_what_the_controller_took() {
                 .args([
                     "--duration",
                     "1s",
+                    "--warmup",
+                    "300ms",
                     "--fleet-every",
                     "200ms",
                     "--fleet-samples",
@@ -53,7 +55,7 @@ async fn loadgen_enrolls_its_nodes_and_reports_what_the_controller_took() {
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(stderr.contains("enrolled 60 nodes"), "{stderr}");
 
-    // "heartbeats: N ok, 0 failed, R/s"
+    // "heartbeats: N ok, 0 failed, R/s (after W in a 300ms warm-up)"
     let line = stdout
         .lines()
         .find(|l| l.starts_with("heartbeats:"))
@@ -62,6 +64,9 @@ async fn loadgen_enrolls_its_nodes_and_reports_what_the_controller_took() {
     let ok: u64 = words[1].parse().unwrap();
     assert!(ok > 0, "{line}");
     assert_eq!(words[3], "0", "{line}");
+    let warmup: u64 = words[7].parse().unwrap();
+    assert!(warmup > 0, "{line}");
+    assert!(line.ends_with("in a 300ms warm-up)"), "{line}");
     assert!(stdout.contains("heartbeat latency: p50 "), "{stdout}");
     assert!(
         stdout.contains("GET /v1/fleet (60 nodes") && stdout.contains("idle: p50"),
@@ -69,14 +74,15 @@ async fn loadgen_enrolls_its_nodes_and_reports_what_the_controller_took() {
     );
     assert!(stdout.contains("under load: p50"), "{stdout}");
 
-    // The controller took every heartbeat the report counts (and the enrolling ones).
+    // The controller took every heartbeat the report counts (and the enrolling ones): the
+    // warm-up's apart from the measured ones.
     let client = client();
     let (status, nodes) = get_json(&client, &controller.url("/v1/nodes")).await;
     assert_eq!(status, 200);
     assert_eq!(nodes.as_array().unwrap().len(), 60);
     let metrics = metrics_text(&client, &controller).await;
     let taken = metric(&metrics, "fleetwire_controller_heartbeats_received_total");
-    assert_eq!(taken as u64, ok + 60, "{line}");
+    assert_eq!(taken as u64, ok + warmup + 60, "{line}");
 }
 
 #[test]
