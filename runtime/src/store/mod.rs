@@ -6,6 +6,7 @@
 //! single writer thread ([`writer`]) that batches heartbeat-derived changes (write-behind) and
 //! commits registrations, cordons and placements before their request is answered.
 
+pub mod contact_log;
 pub mod sqlite;
 pub mod writer;
 

@@ -1,9 +1,11 @@
 //! The embedded store: SQLite through rusqlite, in WAL mode, with versioned migrations.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 
+use super::contact_log::{self, Encoder};
 use super::{Durability, NodeWrite, Store, StoreError, StoredNode};
 
 /// Schema migrations, applied in order; migration `i` brings the store to version `i + 1`
@@ -35,6 +37,13 @@ const MIGRATIONS: &[&str] = &[
         SELECT node_id, last_heartbeat FROM liveness;
     DROP TABLE liveness;
     ALTER TABLE liveness_by_node RENAME TO liveness;",
+    // 4: the contact times of each write-behind batch as one row (see `ContactLog`), folded
+    // into `liveness` now and then: at 100,000 nodes nearly every heartbeat is a contact of
+    // its own, and one appended row per batch costs far less than a b-tree update per node.
+    "CREATE TABLE contact_log (
+        batch    INTEGER PRIMARY KEY,
+        contacts BLOB NOT NULL
+    );",
 ];
 
 /// The latest schema version this build knows.
@@ -54,11 +63,21 @@ const SEEN: &str = "INSERT INTO liveness (node_id, last_heartbeat) VALUES (?1, ?
      ON CONFLICT (node_id) DO UPDATE SET last_heartbeat = excluded.last_heartbeat";
 const DELETE: &str = "DELETE FROM nodes WHERE node_id = ?1";
 const DELETE_SEEN: &str = "DELETE FROM liveness WHERE node_id = ?1";
+const LOG_CONTACTS: &str = "INSERT INTO contact_log (contacts) VALUES (?1)";
+
+/// How many contact-log rows (write-behind batches) accumulate before they are folded into
+/// `liveness`: with the default 500 ms flush interval, about every ten seconds under steady
+/// heartbeats. A fold writes each node once however often it was seen, and a restart reads
+/// at most this many rows on top of the tables.
+pub const FOLD_AFTER_BATCHES: u32 = 20;
 
 pub struct SqliteStore {
     conn: Connection,
     /// The `synchronous` level currently set.
     durability: Durability,
+    /// Rows in `contact_log` (batches not yet folded into `liveness`).
+    logged_batches: u32,
+    contacts: Encoder,
 }
 
 fn err(context: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
@@ -111,8 +130,14 @@ impl SqliteStore {
         let mut store = SqliteStore {
             conn,
             durability: Durability::Commit,
+            logged_batches: 0,
+            contacts: Encoder::default(),
         };
         store.migrate()?;
+        store.logged_batches = store
+            .conn
+            .query_row("SELECT count(*) FROM contact_log", [], |r| r.get(0))
+            .map_err(err("count the contact log"))?;
         Ok(store)
     }
 
@@ -162,8 +187,19 @@ impl Store for SqliteStore {
                 })
             })
             .map_err(err("load nodes"))?;
-        rows.collect::<Result<Vec<_>, _>>()
-            .map_err(err("read node row"))
+        let mut rows = rows
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(err("read node row"))?;
+        // Contacts not yet folded are newer than `liveness`; the log is in write order, so
+        // the last entry of a node is its latest.
+        let mut latest = BTreeMap::new();
+        for_each_logged_contact(&self.conn, |id, time| remember(&mut latest, id, time))?;
+        for row in &mut rows {
+            if let Some(time) = latest.remove(row.node_id.as_str()) {
+                row.seen = Some(time);
+            }
+        }
+        Ok(rows)
     }
 
     fn write(&mut self, batch: &[NodeWrite], durability: Durability) -> Result<(), StoreError> {
@@ -183,6 +219,7 @@ impl Store for SqliteStore {
             self.durability = durability;
         }
         let tx = self.conn.transaction().map_err(err("begin"))?;
+        let mut logged_batches = self.logged_batches;
         {
             let mut upsert = tx.prepare_cached(UPSERT).map_err(err("prepare upsert"))?;
             let mut upsert_keeping_vms = tx
@@ -210,14 +247,15 @@ impl Store for SqliteStore {
                             ])
                             .map_err(err("upsert node"))?;
                     }
-                    NodeWrite::Seen {
-                        node_id,
-                        last_heartbeat,
-                    } => {
-                        seen.execute(params![node_id, last_heartbeat])
-                            .map_err(err("store last contact"))?;
-                    }
+                    // Logged below: all of the batch's contacts in one row.
+                    NodeWrite::Seen { .. } => {}
                     NodeWrite::Delete(node_id) => {
+                        // The node's logged contacts must not outlive it (a node re-created
+                        // under the same id would inherit them): fold them first.
+                        if logged_batches > 0 {
+                            fold(&tx, &mut seen)?;
+                            logged_batches = 0;
+                        }
                         delete
                             .execute(params![node_id])
                             .map_err(err("delete node"))?;
@@ -227,8 +265,23 @@ impl Store for SqliteStore {
                     }
                 }
             }
+            if let Some(blob) = self.contacts.encode(batch).map_err(StoreError)? {
+                tx.prepare_cached(LOG_CONTACTS)
+                    .map_err(err("prepare contact log"))?
+                    .execute(params![blob])
+                    .map_err(err("log contacts"))?;
+                logged_batches += 1;
+            }
+            // Folding is for write-behind batches: a request waiting on a commit never waits
+            // for it.
+            if durability == Durability::Behind && logged_batches >= FOLD_AFTER_BATCHES {
+                fold(&tx, &mut seen)?;
+                logged_batches = 0;
+            }
         }
-        tx.commit().map_err(err("commit"))
+        tx.commit().map_err(err("commit"))?;
+        self.logged_batches = logged_batches;
+        Ok(())
     }
 
     fn check(&mut self) -> Result<(), StoreError> {
@@ -246,6 +299,59 @@ impl Store for SqliteStore {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(err("user_version"))
     }
+}
+
+/// Calls `each` with every logged `(node id, contact time)`, in write order (so the last call
+/// for a node has its latest time); the number of batches read.
+fn for_each_logged_contact(
+    conn: &Connection,
+    mut each: impl FnMut(&str, &str),
+) -> Result<usize, StoreError> {
+    let mut stmt = conn
+        .prepare_cached("SELECT batch, contacts FROM contact_log ORDER BY batch")
+        .map_err(err("prepare contact log read"))?;
+    let mut rows = stmt.query([]).map_err(err("read the contact log"))?;
+    let mut batches = 0;
+    while let Some(row) = rows.next().map_err(err("read the contact log"))? {
+        let batch: i64 = row.get(0).map_err(err("read the contact log"))?;
+        let blob = row
+            .get_ref(1)
+            .and_then(|v| Ok(v.as_blob()?))
+            .map_err(|e| StoreError(format!("contact log batch {batch}: {e}")))?;
+        contact_log::decode(blob, &mut each)
+            .map_err(|e| StoreError(format!("contact log batch {batch}: {e}")))?;
+        batches += 1;
+    }
+    Ok(batches)
+}
+
+/// Sets `id`'s latest time in `latest`, allocating only for an id it has not seen yet.
+fn remember(latest: &mut BTreeMap<String, String>, id: &str, time: &str) {
+    match latest.get_mut(id) {
+        Some(slot) => {
+            slot.clear();
+            slot.push_str(time);
+        }
+        None => {
+            latest.insert(id.to_string(), time.to_string());
+        }
+    }
+}
+
+/// Moves every logged contact into `liveness` (each node once, its latest time, in key order
+/// so the b-tree is walked once) and empties the log, inside the caller's transaction.
+fn fold(tx: &Transaction, upsert_seen: &mut rusqlite::CachedStatement) -> Result<(), StoreError> {
+    let mut latest = BTreeMap::new();
+    let batches = for_each_logged_contact(tx, |id, time| remember(&mut latest, id, time))?;
+    for (node_id, time) in &latest {
+        upsert_seen
+            .execute(params![node_id, time])
+            .map_err(err("fold the contact log"))?;
+    }
+    tx.execute("DELETE FROM contact_log", [])
+        .map_err(err("empty the contact log"))?;
+    tracing::debug!(batches, nodes = latest.len(), "contact log folded");
+    Ok(())
 }
 
 fn text(bytes: &[u8]) -> Result<&str, StoreError> {
@@ -379,15 +485,7 @@ mod tests {
     #[test]
     fn a_later_contact_time_reads_back_with_the_row_and_goes_with_it() {
         let mut store = SqliteStore::in_memory().unwrap();
-        store
-            .write(
-                &[
-                    NodeWrite::Upsert(node("a", "1")),
-                    NodeWrite::Upsert(node("b", "1")),
-                ],
-                Durability::Behind,
-            )
-            .unwrap();
+        store_a_and_b(&mut store);
         let seen = |id: &str| NodeWrite::Seen {
             node_id: id.into(),
             last_heartbeat: "2026-11-30T10:00:00Z".into(),
@@ -409,6 +507,82 @@ mod tests {
         );
     }
 
+    /// Stores nodes `a` and `b`, both with record `1`.
+    fn store_a_and_b(store: &mut SqliteStore) {
+        let rows = [node("a", "1"), node("b", "1")].map(NodeWrite::Upsert);
+        store.write(&rows, Durability::Commit).unwrap();
+    }
+
+    fn seen_at(id: &str, second: u32) -> NodeWrite {
+        NodeWrite::Seen {
+            node_id: id.into(),
+            last_heartbeat: format!("2026-11-30T10:00:{second:02}Z"),
+        }
+    }
+
+    fn count(store: &SqliteStore, table: &str) -> i64 {
+        store
+            .conn
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn contact_times_are_logged_per_batch_and_folded_into_liveness() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.sqlite3");
+        let mut store = SqliteStore::open(&path).unwrap();
+        store_a_and_b(&mut store);
+        // One row per batch, whatever the batch holds; nothing in `liveness` yet.
+        let unfolded = FOLD_AFTER_BATCHES - 1;
+        for second in 0..unfolded {
+            store
+                .write(
+                    &[seen_at("a", second), seen_at("b", second)],
+                    Durability::Behind,
+                )
+                .unwrap();
+        }
+        assert_eq!(count(&store, "contact_log"), unfolded as i64);
+        assert_eq!(count(&store, "liveness"), 0);
+        // A restart reads the log: the latest entry of each node wins.
+        drop(store);
+        let mut store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.logged_batches, unfolded);
+        let latest = format!("2026-11-30T10:00:{:02}Z", unfolded - 1);
+        let rows = store.load_nodes().unwrap();
+        assert_eq!(rows[0].seen.as_deref(), Some(latest.as_str()));
+        // A commit never folds; the next write-behind batch does.
+        store
+            .write(&[seen_at("a", 58)], Durability::Commit)
+            .unwrap();
+        assert_eq!(count(&store, "contact_log"), FOLD_AFTER_BATCHES as i64);
+        store
+            .write(&[seen_at("b", 59)], Durability::Behind)
+            .unwrap();
+        assert_eq!(count(&store, "contact_log"), 0);
+        assert_eq!(count(&store, "liveness"), 2);
+        let rows = store.load_nodes().unwrap();
+        let seen: Vec<_> = rows.iter().map(|r| r.seen.as_deref()).collect();
+        assert_eq!(
+            seen,
+            [Some("2026-11-30T10:00:58Z"), Some("2026-11-30T10:00:59Z")]
+        );
+    }
+
+    #[test]
+    fn a_damaged_contact_log_row_fails_the_load_and_says_which() {
+        let mut store = SqliteStore::in_memory().unwrap();
+        store_a_and_b(&mut store);
+        store.write(&[seen_at("a", 1)], Durability::Behind).unwrap();
+        store
+            .conn
+            .execute("UPDATE contact_log SET contacts = x'0107'", [])
+            .unwrap();
+        let error = store.load_nodes().unwrap_err();
+        assert_eq!(error.0, "contact log batch 1: truncated at byte 2");
+    }
+
     #[test]
     fn a_failing_batch_leaves_nothing_behind() {
         let mut store = SqliteStore::in_memory().unwrap();
@@ -423,11 +597,14 @@ mod tests {
             &[
                 NodeWrite::Delete("a".into()),
                 NodeWrite::Upsert(node("b", "2")),
+                seen_at("a", 3),
                 NodeWrite::Upsert(bad),
             ],
             Durability::Commit,
         );
         assert!(result.is_err());
         assert_eq!(store.load_nodes().unwrap(), vec![loaded(node("a", "1"))]);
+        assert_eq!(count(&store, "contact_log"), 0);
+        assert_eq!(store.logged_batches, 0);
     }
 }
