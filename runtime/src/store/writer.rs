@@ -11,7 +11,6 @@
 //! first id of a batch wakes the writer (to start the flush timer). Waking a thread per
 //! heartbeat cost more than the heartbeat's own work.
 
-use std::collections::HashSet;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -86,6 +85,8 @@ impl Writer {
                     on_flush,
                     flush_interval,
                     dirty: shared,
+                    spare: Vec::new(),
+                    writes: Vec::new(),
                     commits: Vec::new(),
                     flush_due: None,
                 }
@@ -153,6 +154,10 @@ struct WriterLoop {
     on_flush: FlushObserver,
     flush_interval: Duration,
     dirty: Arc<Mutex<Vec<String>>>,
+    /// The dirty list of the previous flush, emptied, swapped in for the next one: the lists
+    /// and the batch keep their capacity from flush to flush.
+    spare: Vec<String>,
+    writes: Vec<NodeWrite>,
     commits: Vec<(Vec<String>, CommitReply)>,
     /// When the oldest unwritten change must be written.
     flush_due: Option<Instant>,
@@ -218,23 +223,21 @@ impl WriterLoop {
 
     fn flush(&mut self) {
         let commits = std::mem::take(&mut self.commits);
-        let dirty = {
-            let mut shared = self.dirty.lock();
-            let capacity = shared.capacity();
-            std::mem::replace(&mut *shared, Vec::with_capacity(capacity))
-        };
+        let dirty = std::mem::replace(&mut *self.dirty.lock(), std::mem::take(&mut self.spare));
         self.flush_due = None;
-        let mut seen: HashSet<&str> = HashSet::with_capacity(dirty.len());
-        let mut writes = Vec::with_capacity(dirty.len());
+        // A node is in the dirty list once (its write-behind mark keeps it from being queued
+        // twice); one also named by a commit is written twice in the batch, harmlessly.
+        let mut writes = std::mem::take(&mut self.writes);
         for id in dirty
             .iter()
             .chain(commits.iter().flat_map(|(ids, _)| ids.iter()))
         {
-            if seen.insert(id.as_str()) {
-                writes.extend(self.snapshot.snapshot(id));
-            }
+            writes.extend(self.snapshot.snapshot(id));
         }
+        self.spare = dirty;
+        self.spare.clear();
         if writes.is_empty() {
+            self.writes = writes;
             for (_, reply) in commits {
                 let _ = reply.send(Ok(()));
             }
@@ -262,6 +265,8 @@ impl WriterLoop {
         for (_, reply) in commits {
             let _ = reply.send(result.clone());
         }
+        writes.clear();
+        self.writes = writes;
     }
 }
 
