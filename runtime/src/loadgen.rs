@@ -76,8 +76,10 @@ pub struct Report {
     pub latency: Histogram<u64>,
     pub fleet_idle: Histogram<u64>,
     pub fleet_under_load: Histogram<u64>,
+    /// Size of the last fleet document read.
     pub fleet_bytes: usize,
-    pub fleet_nodes: usize,
+    /// Nodes in the fleet document, when one was read whole and validated.
+    pub fleet_nodes: Option<usize>,
 }
 
 fn micros_histogram() -> Histogram<u64> {
@@ -120,9 +122,12 @@ impl Report {
             if h.is_empty() {
                 continue;
             }
+            let nodes = match self.fleet_nodes {
+                Some(nodes) => format!("{nodes} nodes, "),
+                None => String::new(),
+            };
             out.push_str(&format!(
-                "GET /v1/fleet ({} nodes, {} bytes), {label}: p50 {}, max {} ({} samples)\n",
-                self.fleet_nodes,
+                "GET /v1/fleet ({nodes}{} bytes), {label}: p50 {}, max {} ({} samples)\n",
                 self.fleet_bytes,
                 ms(h.value_at_quantile(0.5)),
                 ms(h.max()),
@@ -215,16 +220,44 @@ async fn get(
     target: &Target,
     path: &str,
 ) -> anyhow::Result<(StatusCode, Bytes)> {
+    let response = send_get(sender, target, path).await?;
+    let status = response.status();
+    let body = response.into_body().collect().await?.to_bytes();
+    Ok((status, body))
+}
+
+/// A GET whose answer is read to its last byte and counted, not kept: what a timed fleet
+/// read measures (as `curl -o /dev/null` would), apart from what a client then does with it.
+async fn get_timed(
+    sender: &mut Sender,
+    target: &Target,
+    path: &str,
+) -> anyhow::Result<(StatusCode, usize, Duration)> {
+    let sent = Instant::now();
+    let response = send_get(sender, target, path).await?;
+    let status = response.status();
+    let mut body = response.into_body();
+    let mut bytes = 0;
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            bytes += data.len();
+        }
+    }
+    Ok((status, bytes, sent.elapsed()))
+}
+
+async fn send_get(
+    sender: &mut Sender,
+    target: &Target,
+    path: &str,
+) -> anyhow::Result<hyper::Response<hyper::body::Incoming>> {
     sender.ready().await?;
     let request = Request::builder()
         .method(Method::GET)
         .uri(path)
         .header(HOST, target.host.as_str())
         .body(Full::new(Bytes::new()))?;
-    let response = sender.send_request(request).await?;
-    let status = response.status();
-    let body = response.into_body().collect().await?.to_bytes();
-    Ok((status, body))
+    Ok(sender.send_request(request).await?)
 }
 
 /// The heartbeat load one thread sends.
@@ -482,21 +515,21 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
     let sampler = {
         let (target, stop, every) = (target.clone(), stop.clone(), args.fleet_every);
         tokio::spawn(async move {
-            let mut fleet = micros_histogram();
+            let (mut fleet, mut size) = (micros_histogram(), 0);
             if every.is_zero() {
-                return anyhow::Ok(fleet);
+                return anyhow::Ok((fleet, size));
             }
             let mut sender = connect(&target).await?;
             while !stop.load(Ordering::Relaxed) {
                 tokio::time::sleep(every).await;
-                let sent = Instant::now();
-                let (status, _) = get(&mut sender, &target, "/v1/fleet").await?;
-                let measured = sent >= measure_from && !stop.load(Ordering::Relaxed);
-                if status == StatusCode::OK && measured {
-                    fleet.record(sent.elapsed().as_micros().max(1) as u64)?;
+                let measured = Instant::now() >= measure_from;
+                let (status, bytes, took) = get_timed(&mut sender, &target, "/v1/fleet").await?;
+                if status == StatusCode::OK && measured && !stop.load(Ordering::Relaxed) {
+                    fleet.record(took.as_micros().max(1) as u64)?;
+                    size = bytes;
                 }
             }
-            anyhow::Ok(fleet)
+            anyhow::Ok((fleet, size))
         })
     };
     tokio::time::sleep_until(measure_from.into()).await;
@@ -514,30 +547,36 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
     for histogram in joined {
         latency.add(histogram)?;
     }
-    let fleet_under_load = sampler.await??;
+    let (fleet_under_load, size_under_load) = sampler.await??;
 
     // The fleet at rest.
     let mut fleet_idle = micros_histogram();
     let mut sender = connect(&target).await?;
-    let (mut fleet_bytes, mut fleet_nodes) = (0, 0);
+    let (mut fleet_bytes, mut fleet_nodes) = (size_under_load, None);
     for _ in 0..args.fleet_samples {
-        let sent = Instant::now();
-        let (status, body) = get(&mut sender, &target, "/v1/fleet").await?;
-        let us = sent.elapsed().as_micros().max(1) as u64;
+        let (status, bytes, took) = get_timed(&mut sender, &target, "/v1/fleet").await?;
         if status != StatusCode::OK {
             bail!("GET /v1/fleet answered {status}");
         }
-        fleet_idle.record(us)?;
-        fleet_bytes = body.len();
+        fleet_idle.record(took.as_micros().max(1) as u64)?;
+        fleet_bytes = bytes;
+    }
+    if args.fleet_samples > 0 {
+        // Once more, kept whole and read through the validated reader (untimed).
+        let (status, body) = get(&mut sender, &target, "/v1/fleet").await?;
+        if status != StatusCode::OK {
+            bail!("GET /v1/fleet answered {status}");
+        }
         let fleet: fleetwire_types::FleetStatus = fleetwire_types::read(&body)
             .map_err(|e| anyhow!("GET /v1/fleet answered an invalid FleetStatus: {e}"))?;
-        fleet_nodes = fleet.nodes.len();
-    }
-    if args.fleet_samples > 0 && fleet_nodes < args.nodes {
-        bail!(
-            "the fleet lists {fleet_nodes} nodes, fewer than the {} enrolled",
-            args.nodes
-        );
+        if fleet.nodes.len() < args.nodes {
+            bail!(
+                "the fleet lists {} nodes, fewer than the {} enrolled",
+                fleet.nodes.len(),
+                args.nodes
+            );
+        }
+        fleet_nodes = Some(fleet.nodes.len());
     }
     Ok(Report {
         heartbeats_ok: latency.len(),
