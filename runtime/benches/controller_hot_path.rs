@@ -66,14 +66,14 @@ fn hot_path(c: &mut Criterion) {
         );
     }
     c.bench_function("GET /v1/fleet body, 10k nodes, cached records", |b| {
-        b.iter(|| controller.fleet_document())
+        b.iter(|| controller.fleet_document().into_bytes())
     });
     c.bench_function("GET /v1/fleet body, 10k nodes, all records changed", |b| {
         b.iter(|| {
             controller.table.for_each(|_, node| {
                 let _ = node.changed();
             });
-            controller.fleet_document()
+            controller.fleet_document().into_bytes()
         })
     });
     // The store: one write-behind batch of every node, as the writer sends it.

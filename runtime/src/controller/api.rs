@@ -326,7 +326,11 @@ pub async fn drain_node(
 
 /// `GET /v1/fleet`
 pub async fn get_fleet(State(controller): Shared) -> Response {
-    json_bytes(controller.fleet_document())
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        axum::body::Body::new(controller.fleet_document()),
+    )
+        .into_response()
 }
 
 /// `POST /v1/vms`

@@ -7,6 +7,7 @@ pub mod agent_client;
 pub mod api;
 pub mod certs;
 pub mod docs;
+pub mod fleet_document;
 pub mod heartbeat_route;
 pub mod jobs;
 pub mod ledger;
@@ -25,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use axum::body::Bytes;
-use fleetwire_types::{FleetStatus, HostState, NodeRecord, Timestamp, VmRecord};
+use fleetwire_types::{HostState, NodeRecord, Timestamp, VmRecord};
 
 use crate::store::sqlite::SqliteStore;
 use crate::store::writer::{Writer, WriterHandle};
@@ -293,38 +294,10 @@ impl Controller {
     /// `GET /v1/fleet`: the live nodes in node-id order (an unreachable node is left out, as
     /// PPN's listing drops it, but counted) with per-status counts. The node records
     /// are spliced in from their cached serializations, so a node is serialized once per
-    /// change however often the fleet is read.
-    pub fn fleet_document(&self) -> Bytes {
-        let mut counts = state::zero_counts();
-        let mut nodes = Vec::with_capacity(self.table.len() * 512 + 2);
-        nodes.push(b'[');
-        for slot in self.table.ordered_slots() {
-            let mut node = slot.lock();
-            state::count(&mut counts, node.record.status);
-            if node.record.status == HostState::Unreachable {
-                continue;
-            }
-            if nodes.len() > 1 {
-                nodes.push(b',');
-            }
-            nodes.extend_from_slice(node.fragment());
-        }
-        nodes.push(b']');
-        let head = FleetStatus {
-            counts: Some(counts),
-            last_updated: Timestamp::now(),
-            nodes: Vec::new(),
-        };
-        let mut out = serde_json::to_vec(&head).expect("a FleetStatus serializes");
-        const EMPTY_NODES: &[u8] = b"\"nodes\":[]}";
-        assert!(
-            out.ends_with(EMPTY_NODES),
-            "FleetStatus serializes its nodes last"
-        );
-        out.truncate(out.len() - 3);
-        out.extend_from_slice(&nodes);
-        out.push(b'}');
-        Bytes::from(out)
+    /// change however often the fleet is read; the document is streamed (see
+    /// [`fleet_document`]).
+    pub fn fleet_document(&self) -> fleet_document::FleetDocument {
+        fleet_document::FleetDocument::new(self.table.ordered_slots())
     }
 
     /// `GET /v1/nodes`: the records of nodes whose status passes `keep`, as a JSON array.
