@@ -178,11 +178,7 @@ pub fn take_heartbeat(controller: &Controller, heartbeat: NodeHeartbeat) {
                 added.iter().map(String::as_str),
             );
         }
-        if outcome.record_changed {
-            controller.touch(&node_id, &mut state);
-        } else {
-            controller.touch_seen(&node_id, &mut state);
-        }
+        controller.touch_heartbeat(&slot, &mut state, outcome.record_changed);
         outcome
     };
     controller.metrics.heartbeat();

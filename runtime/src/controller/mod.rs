@@ -31,7 +31,7 @@ use fleetwire_types::{HostState, NodeRecord, Timestamp, VmRecord};
 use crate::store::sqlite::SqliteStore;
 use crate::store::writer::{Writer, WriterHandle};
 use crate::store::{Store, StoreError, StoredNode};
-use state::{NodeFlags, NodeState, NodeTable, VmEntry};
+use state::{DirtyNode, NodeFlags, NodeSlot, NodeState, NodeTable, VmEntry};
 
 use crate::cli::parse_duration;
 
@@ -193,7 +193,7 @@ impl Settings {
 pub struct Controller {
     pub settings: Settings,
     pub table: NodeTable,
-    pub writer: WriterHandle,
+    pub writer: WriterHandle<DirtyNode>,
     pub metrics: metrics::Metrics,
     pub ca: Option<certs::NodeCa>,
     pub agents: agent_client::AgentClient,
@@ -203,7 +203,7 @@ pub struct Controller {
 /// What [`Controller::start`] hands back besides the controller.
 pub struct Started {
     pub controller: Arc<Controller>,
-    pub writer: Writer,
+    pub writer: Writer<DirtyNode>,
     pub probe_requests: tokio::sync::mpsc::UnboundedReceiver<String>,
 }
 
@@ -270,14 +270,21 @@ impl Controller {
     /// next write-behind batch.
     pub fn touch(&self, node_id: &str, state: &mut NodeState) {
         if state.changed() {
-            self.writer.mark_dirty(node_id.to_string());
+            self.writer.mark_dirty(DirtyNode::Id(node_id.to_string()));
         }
     }
 
-    /// Marks that only the node's last contact time changed (see [`NodeState::seen`]).
-    pub fn touch_seen(&self, node_id: &str, state: &mut NodeState) {
-        if state.seen() {
-            self.writer.mark_dirty(node_id.to_string());
+    /// [`Controller::touch`] for the heartbeat path, which holds the node's slot (queued as
+    /// such, so the store writer needs no lookup): `record_changed` false when only the
+    /// node's last contact time changed (see [`NodeState::seen`]).
+    pub fn touch_heartbeat(&self, slot: &NodeSlot, state: &mut NodeState, record_changed: bool) {
+        let queue = if record_changed {
+            state.changed()
+        } else {
+            state.seen()
+        };
+        if queue {
+            self.writer.mark_dirty(DirtyNode::Slot(slot.clone()));
         }
     }
 
@@ -352,8 +359,10 @@ impl Controller {
 struct TableSource(std::sync::Weak<Controller>);
 
 impl crate::store::writer::Source for TableSource {
-    fn snapshot(&self, node_id: &str) -> Option<crate::store::NodeWrite> {
-        self.0.upgrade().map(|c| c.table.snapshot(node_id))
+    type Key = DirtyNode;
+
+    fn snapshot(&self, node: &DirtyNode) -> Option<crate::store::NodeWrite> {
+        self.0.upgrade().and_then(|c| c.table.snapshot(node))
     }
 
     fn written(&self, writes: &[crate::store::NodeWrite]) {

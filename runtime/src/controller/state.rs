@@ -82,6 +82,8 @@ pub struct NodeState {
     record_stored: Option<u64>,
     /// Queued for the next write-behind batch.
     queued: bool,
+    /// Removed from the table: whoever removed it commits its deletion, by id.
+    forgotten: bool,
 }
 
 impl NodeState {
@@ -99,6 +101,7 @@ impl NodeState {
             record_generation: 0,
             record_stored: None,
             queued: false,
+            forgotten: false,
         }
     }
 
@@ -282,6 +285,21 @@ impl Fragment {
 
 pub type NodeSlot = Arc<Mutex<NodeState>>;
 
+/// A node queued for write-behind.
+pub enum DirtyNode {
+    /// By its slot, when the caller holds it (the heartbeat path): the store writer then
+    /// needs no lookup in a table of 100,000 nodes for each of them.
+    Slot(NodeSlot),
+    /// By id.
+    Id(String),
+}
+
+impl From<String> for DirtyNode {
+    fn from(node_id: String) -> DirtyNode {
+        DirtyNode::Id(node_id)
+    }
+}
+
 /// The nodes by id twice: hashed for the lookup every heartbeat makes (one probe instead of a
 /// walk down a tree of 100,000 ids), ordered for the walks that list them.
 #[derive(Default)]
@@ -347,7 +365,8 @@ impl NodeTable {
     /// Removes a node and its VMs from the index; the removed state, if it was there.
     pub fn remove(&self, node_id: &str) -> Option<NodeSlot> {
         let slot = self.nodes.write().remove(node_id)?;
-        let state = slot.lock();
+        let mut state = slot.lock();
+        state.forgotten = true;
         let mut index = self.vm_index.lock();
         for vm in &state.vms {
             if index
@@ -438,11 +457,23 @@ impl NodeTable {
         }
     }
 
-    /// The store row of `node_id` as it is now: an upsert, or a delete once it is forgotten.
-    pub fn snapshot(&self, node_id: &str) -> NodeWrite {
-        match self.get(node_id) {
-            Some(slot) => slot.lock().to_write(node_id),
-            None => NodeWrite::Delete(node_id.to_string()),
+    /// The store row of a queued node as it is now: an upsert (or its contact time), or a
+    /// delete once it is forgotten; `None` for a slot whose node was forgotten (its deletion
+    /// is committed by id, and a node since re-created under the id is queued on its own).
+    pub fn snapshot(&self, node: &DirtyNode) -> Option<NodeWrite> {
+        match node {
+            DirtyNode::Id(node_id) => Some(match self.get(node_id) {
+                Some(slot) => slot.lock().to_write(node_id),
+                None => NodeWrite::Delete(node_id.to_string()),
+            }),
+            DirtyNode::Slot(slot) => {
+                let mut state = slot.lock();
+                if state.forgotten {
+                    return None;
+                }
+                let node_id = state.record.node_id.to_string();
+                Some(state.to_write(&node_id))
+            }
         }
     }
 }
@@ -478,6 +509,32 @@ mod tests {
         }))
         .unwrap();
         NodeState::new(record, Vec::new(), NodeFlags::default())
+    }
+
+    #[test]
+    fn a_queued_slot_of_a_forgotten_node_writes_nothing_and_its_id_deletes() {
+        let table = NodeTable::default();
+        let (old, _) = table.get_or_insert("n", node);
+        assert!(matches!(
+            table.snapshot(&DirtyNode::Slot(old.clone())),
+            Some(NodeWrite::Upsert(row)) if row.node_id == "n"
+        ));
+        table.remove("n").unwrap();
+        assert_eq!(table.snapshot(&DirtyNode::Slot(old)), None);
+        assert_eq!(
+            table.snapshot(&DirtyNode::from("n".to_string())),
+            Some(NodeWrite::Delete("n".into()))
+        );
+        // Re-created under the same id: the new slot writes, the id finds it.
+        let (new, _) = table.get_or_insert("n", node);
+        assert!(matches!(
+            table.snapshot(&DirtyNode::Slot(new)),
+            Some(NodeWrite::Upsert(_))
+        ));
+        assert!(matches!(
+            table.snapshot(&DirtyNode::Id("n".into())),
+            Some(NodeWrite::Upsert(_))
+        ));
     }
 
     #[test]

@@ -7,9 +7,10 @@
 //! thread does every write and each write reads the newest state, a row in the store is never
 //! older than one written before it.
 //!
-//! Write-behind ids are collected in a shared list rather than sent one by one: only the
-//! first id of a batch wakes the writer (to start the flush timer). Waking a thread per
-//! heartbeat cost more than the heartbeat's own work.
+//! Write-behind nodes are collected in a shared list rather than sent one by one: only the
+//! first of a batch wakes the writer (to start the flush timer). Waking a thread per
+//! heartbeat cost more than the heartbeat's own work. What the list holds is the source's
+//! choice ([`Source::Key`]): a node id, or a handle that spares the writer a lookup.
 
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
@@ -23,15 +24,17 @@ use super::{Durability, NodeWrite, Store, StoreError};
 
 /// Where the writer reads what to write, and reports what it wrote.
 pub trait Source: Send + 'static {
-    /// A node's current state: `Upsert` while the controller knows the node, `Delete` once
-    /// it has forgotten it, `None` when the controller itself is gone. Also clears the node's
-    /// "queued for write-behind" mark.
-    fn snapshot(&self, node_id: &str) -> Option<NodeWrite>;
+    /// How a node is queued for write-behind; commits name nodes by id (`From<String>`).
+    type Key: From<String> + Send + 'static;
+    /// A node's current state: `Upsert` (or `Seen`) while the controller knows the node,
+    /// `Delete` once it has forgotten it; `None` when there is nothing to write (the
+    /// controller itself is gone). Also clears the node's "queued for write-behind" mark.
+    fn snapshot(&self, node: &Self::Key) -> Option<NodeWrite>;
     /// These writes are now in the store.
     fn written(&self, writes: &[NodeWrite]);
 }
 
-pub type Snapshot = Box<dyn Source>;
+pub type Snapshot<K> = Box<dyn Source<Key = K>>;
 
 /// Told how long each flush took and how many rows it wrote.
 pub type FlushObserver = Box<dyn Fn(Duration, usize) + Send>;
@@ -51,30 +54,38 @@ enum Command {
 }
 
 /// The handle the controller talks to the writer through. Cheap to clone.
-#[derive(Clone)]
-pub struct WriterHandle {
+pub struct WriterHandle<K> {
     tx: mpsc::Sender<Command>,
-    /// Node ids queued for the next write-behind batch.
-    dirty: Arc<Mutex<Vec<String>>>,
+    /// Nodes queued for the next write-behind batch.
+    dirty: Arc<Mutex<Vec<K>>>,
+}
+
+impl<K> Clone for WriterHandle<K> {
+    fn clone(&self) -> Self {
+        WriterHandle {
+            tx: self.tx.clone(),
+            dirty: self.dirty.clone(),
+        }
+    }
 }
 
 /// The running writer thread.
-pub struct Writer {
-    pub handle: WriterHandle,
+pub struct Writer<K> {
+    pub handle: WriterHandle<K>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl Writer {
+impl<K: From<String> + Send + 'static> Writer<K> {
     /// Starts the writer thread over `store`. Changes marked dirty reach the store within
     /// `flush_interval`.
     pub fn start(
         store: Box<dyn Store>,
-        snapshot: Snapshot,
+        snapshot: Snapshot<K>,
         on_flush: FlushObserver,
         flush_interval: Duration,
-    ) -> Writer {
+    ) -> Writer<K> {
         let (tx, rx) = mpsc::channel();
-        let dirty: Arc<Mutex<Vec<String>>> = Arc::default();
+        let dirty: Arc<Mutex<Vec<K>>> = Arc::default();
         let shared = dirty.clone();
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
@@ -86,6 +97,7 @@ impl Writer {
                     flush_interval,
                     dirty: shared,
                     spare: Vec::new(),
+                    retry: Vec::new(),
                     writes: Vec::new(),
                     commits: Vec::new(),
                     flush_due: None,
@@ -111,13 +123,13 @@ impl Writer {
     }
 }
 
-impl WriterHandle {
-    /// Queues `node_id` for the next write-behind batch. Call once per change window: the
+impl<K> WriterHandle<K> {
+    /// Queues `node` for the next write-behind batch. Call once per change window: the
     /// controller keeps a per-node mark so a node is queued at most once until written.
-    pub fn mark_dirty(&self, node_id: String) {
+    pub fn mark_dirty(&self, node: K) {
         let first = {
             let mut dirty = self.dirty.lock();
-            dirty.push(node_id);
+            dirty.push(node);
             dirty.len() == 1
         };
         if first {
@@ -148,15 +160,17 @@ impl WriterHandle {
     }
 }
 
-struct WriterLoop {
+struct WriterLoop<K> {
     store: Box<dyn Store>,
-    snapshot: Snapshot,
+    snapshot: Snapshot<K>,
     on_flush: FlushObserver,
     flush_interval: Duration,
-    dirty: Arc<Mutex<Vec<String>>>,
+    dirty: Arc<Mutex<Vec<K>>>,
     /// The dirty list of the previous flush, emptied, swapped in for the next one: the lists
     /// and the batch keep their capacity from flush to flush.
-    spare: Vec<String>,
+    spare: Vec<K>,
+    /// Nodes of a failed batch, written again with the next one.
+    retry: Vec<String>,
     writes: Vec<NodeWrite>,
     commits: Vec<(Vec<String>, CommitReply)>,
     /// When the oldest unwritten change must be written.
@@ -168,7 +182,7 @@ enum Next {
     Stop(Option<oneshot::Sender<()>>),
 }
 
-impl WriterLoop {
+impl<K: From<String> + Send + 'static> WriterLoop<K> {
     fn run(mut self, rx: mpsc::Receiver<Command>) {
         loop {
             let received = match self.flush_due {
@@ -228,11 +242,15 @@ impl WriterLoop {
         // A node is in the dirty list once (its write-behind mark keeps it from being queued
         // twice); one also named by a commit is written twice in the batch, harmlessly.
         let mut writes = std::mem::take(&mut self.writes);
-        for id in dirty
-            .iter()
-            .chain(commits.iter().flat_map(|(ids, _)| ids.iter()))
+        for node in &dirty {
+            writes.extend(self.snapshot.snapshot(node));
+        }
+        let by_id = std::mem::take(&mut self.retry);
+        for id in by_id
+            .into_iter()
+            .chain(commits.iter().flat_map(|(ids, _)| ids.iter().cloned()))
         {
-            writes.extend(self.snapshot.snapshot(id));
+            writes.extend(self.snapshot.snapshot(&K::from(id)));
         }
         self.spare = dirty;
         self.spare.clear();
@@ -256,9 +274,8 @@ impl WriterLoop {
         }
         if let Err(error) = &result {
             tracing::error!(%error, rows = writes.len(), "store write failed; retrying");
-            // The snapshot cleared the nodes' marks: queue them again so the next flush retries.
-            self.dirty
-                .lock()
+            // The snapshot cleared the nodes' marks: keep them so the next flush retries.
+            self.retry
                 .extend(writes.iter().map(|w| w.node_id().to_string()));
             self.flush_due = Some(Instant::now() + self.flush_interval);
         }
@@ -290,7 +307,8 @@ mod tests {
         let view = state.clone();
         struct View(Arc<Mutex<HashMap<String, u32>>>);
         impl Source for View {
-            fn snapshot(&self, id: &str) -> Option<NodeWrite> {
+            type Key = String;
+            fn snapshot(&self, id: &String) -> Option<NodeWrite> {
                 Some(match self.0.lock().unwrap().get(id) {
                     Some(v) => row(id, *v),
                     None => NodeWrite::Delete(id.into()),
@@ -298,7 +316,7 @@ mod tests {
             }
             fn written(&self, _: &[NodeWrite]) {}
         }
-        let snapshot: Snapshot = Box::new(View(view));
+        let snapshot: Snapshot<String> = Box::new(View(view));
         let flushes = Arc::new(Mutex::new(0usize));
         let counted = flushes.clone();
         let writer = Writer::start(
