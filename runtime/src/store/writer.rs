@@ -101,6 +101,7 @@ impl<K: From<String> + Send + 'static> Writer<K> {
                     writes: Vec::new(),
                     commits: Vec::new(),
                     flush_due: None,
+                    last_flush: Duration::ZERO,
                 }
                 .run(rx)
             })
@@ -175,6 +176,10 @@ struct WriterLoop<K> {
     commits: Vec<(Vec<String>, CommitReply)>,
     /// When the oldest unwritten change must be written.
     flush_due: Option<Instant>,
+    /// How long the last batch took to read and write: the next one starts that much
+    /// earlier, so a change is in the store within the interval even when batches are slow
+    /// (a mass enrolment's full rows).
+    last_flush: Duration,
 }
 
 enum Next {
@@ -223,7 +228,11 @@ impl<K: From<String> + Send + 'static> WriterLoop<K> {
         match command {
             Command::Dirty => {
                 if self.flush_due.is_none() {
-                    self.flush_due = Some(Instant::now() + self.flush_interval);
+                    self.flush_due = Some(flush_due(
+                        Instant::now(),
+                        self.flush_interval,
+                        self.last_flush,
+                    ));
                 }
             }
             Command::Commit { node_ids, reply } => self.commits.push((node_ids, reply)),
@@ -236,6 +245,7 @@ impl<K: From<String> + Send + 'static> WriterLoop<K> {
     }
 
     fn flush(&mut self) {
+        let flush_started = Instant::now();
         let commits = std::mem::take(&mut self.commits);
         let dirty = std::mem::replace(&mut *self.dirty.lock(), std::mem::take(&mut self.spare));
         self.flush_due = None;
@@ -269,6 +279,7 @@ impl<K: From<String> + Send + 'static> WriterLoop<K> {
         let started = Instant::now();
         let result = self.store.write(&writes, durability);
         (self.on_flush)(started.elapsed(), writes.len());
+        self.last_flush = flush_started.elapsed();
         if result.is_ok() {
             self.snapshot.written(&writes);
         }
@@ -287,6 +298,12 @@ impl<K: From<String> + Send + 'static> WriterLoop<K> {
     }
 }
 
+/// When a batch whose first change came at `now` must start, for it to be written within
+/// `interval` if it takes as long as the last one did.
+fn flush_due(now: Instant, interval: Duration, last_flush: Duration) -> Instant {
+    now + interval.saturating_sub(last_flush)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,6 +314,18 @@ mod tests {
 
     fn row(id: &str, version: u32) -> NodeWrite {
         NodeWrite::Upsert(StoredNode::for_test(id, &format!("{{\"v\":{version}}}")))
+    }
+
+    #[test]
+    fn a_slow_last_batch_starts_the_next_one_earlier() {
+        let now = Instant::now();
+        let interval = Duration::from_millis(500);
+        assert_eq!(flush_due(now, interval, Duration::ZERO), now + interval);
+        assert_eq!(
+            flush_due(now, interval, Duration::from_millis(300)),
+            now + Duration::from_millis(200)
+        );
+        assert_eq!(flush_due(now, interval, Duration::from_secs(2)), now);
     }
 
     #[tokio::test]
