@@ -37,7 +37,7 @@ const MIGRATIONS: &[&str] = &[
         SELECT node_id, last_heartbeat FROM liveness;
     DROP TABLE liveness;
     ALTER TABLE liveness_by_node RENAME TO liveness;",
-    // 4: the contact times of each write-behind batch as one row (see `ContactLog`), folded
+    // 4: the contact times of each write-behind batch as one row (see `contact_log`), folded
     // into `liveness` now and then: at 100,000 nodes nearly every heartbeat is a contact of
     // its own, and one appended row per batch costs far less than a b-tree update per node.
     "CREATE TABLE contact_log (

@@ -177,8 +177,8 @@ struct WriterLoop<K> {
     /// When the oldest unwritten change must be written.
     flush_due: Option<Instant>,
     /// How long the last batch took to read and write: the next one starts that much
-    /// earlier, so a change is in the store within the interval even when batches are slow
-    /// (a mass enrolment's full rows).
+    /// earlier, so that a change is in the store about one interval after it as long as a
+    /// batch takes less than the interval (a mass enrolment's full-row batches can take more).
     last_flush: Duration,
 }
 
