@@ -37,7 +37,7 @@ fn hot_path(c: &mut Criterion) {
     c.bench_function("node row for the store", |b| {
         b.iter(|| {
             let _ = state.changed();
-            state.stored("load-0000001")
+            state.stored()
         })
     });
 
@@ -81,11 +81,7 @@ fn hot_path(c: &mut Criterion) {
         .table
         .ordered_slots()
         .iter()
-        .map(|slot| {
-            let mut node = slot.lock();
-            let id = node.record.node_id.to_string();
-            fleetwire::store::NodeWrite::Upsert(node.stored(&id))
-        })
+        .map(|slot| fleetwire::store::NodeWrite::Upsert(slot.lock().stored()))
         .collect();
     let dir = tempfile::tempdir().unwrap();
     let mut store = SqliteStore::open(&dir.path().join("bench.sqlite3")).unwrap();

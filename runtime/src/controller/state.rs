@@ -194,24 +194,25 @@ impl NodeState {
     /// What the store needs to catch up with the node: its last contact time alone when that
     /// is all that changed since the row was written in full, else the whole row. Clears the
     /// write-behind mark.
-    pub fn to_write(&mut self, node_id: &str) -> NodeWrite {
+    pub fn to_write(&mut self) -> NodeWrite {
         let in_full = self.record_stored == Some(self.record_generation)
             && self.vms_stored == Some(self.vms_generation);
         if in_full {
             self.queued = false;
             return NodeWrite::Seen {
-                node_id: node_id.to_string(),
+                node_id: self.record.node_id.to_string(),
                 last_heartbeat: self.record.last_heartbeat.to_string(),
             };
         }
-        NodeWrite::Upsert(self.stored(node_id))
+        NodeWrite::Upsert(self.stored())
     }
 
-    /// The node as a full store row; clears the write-behind mark.
-    pub fn stored(&mut self, node_id: &str) -> StoredNode {
+    /// The node as a full store row (keyed by its record's `node_id`, which is the id the
+    /// table holds it under); clears the write-behind mark.
+    pub fn stored(&mut self) -> StoredNode {
         self.queued = false;
         StoredNode {
-            node_id: node_id.to_string(),
+            node_id: self.record.node_id.to_string(),
             record: self.fragment().to_vec(),
             vms: {
                 let vms = &self.vms;
@@ -381,14 +382,6 @@ impl NodeTable {
         Some(slot)
     }
 
-    pub fn len(&self) -> usize {
-        self.nodes.read().by_id.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Every slot, in node id order, for walks that do slow work per node (serializing): the
     /// table lock is held only while the handles are copied, so enrollments never wait for
     /// such a walk, nor heartbeats for an enrollment queued behind it.
@@ -463,7 +456,7 @@ impl NodeTable {
     pub fn snapshot(&self, node: &DirtyNode) -> Option<NodeWrite> {
         match node {
             DirtyNode::Id(node_id) => Some(match self.get(node_id) {
-                Some(slot) => slot.lock().to_write(node_id),
+                Some(slot) => slot.lock().to_write(),
                 None => NodeWrite::Delete(node_id.to_string()),
             }),
             DirtyNode::Slot(slot) => {
@@ -471,8 +464,7 @@ impl NodeTable {
                 if state.forgotten {
                     return None;
                 }
-                let node_id = state.record.node_id.to_string();
-                Some(state.to_write(&node_id))
+                Some(state.to_write())
             }
         }
     }
@@ -572,16 +564,16 @@ mod tests {
     fn only_a_new_contact_time_is_written_as_such_once_the_row_is_stored() {
         let mut state = node();
         assert!(state.changed(), "a new node is queued");
-        let NodeWrite::Upsert(row) = state.to_write("n") else {
+        let NodeWrite::Upsert(row) = state.to_write() else {
             panic!("a new node is written in full")
         };
         // Until the store confirms the row, it is written in full again.
         assert!(state.seen());
-        assert!(matches!(state.to_write("n"), NodeWrite::Upsert(_)));
+        assert!(matches!(state.to_write(), NodeWrite::Upsert(_)));
         state.row_written(&row);
         assert!(state.seen());
         state.record.last_heartbeat = "2026-01-01T00:00:05Z".parse().unwrap();
-        match state.to_write("n") {
+        match state.to_write() {
             NodeWrite::Seen { last_heartbeat, .. } => {
                 assert_eq!(last_heartbeat, "2026-01-01T00:00:05Z")
             }
@@ -589,12 +581,12 @@ mod tests {
         }
         // Any other change, or a new VM list, is a full row again.
         assert!(state.changed());
-        assert!(matches!(state.to_write("n"), NodeWrite::Upsert(_)));
-        let NodeWrite::Upsert(row) = state.to_write("n") else {
+        assert!(matches!(state.to_write(), NodeWrite::Upsert(_)));
+        let NodeWrite::Upsert(row) = state.to_write() else {
             unreachable!()
         };
         state.row_written(&row);
         state.vms_mut();
-        assert!(matches!(state.to_write("n"), NodeWrite::Upsert(_)));
+        assert!(matches!(state.to_write(), NodeWrite::Upsert(_)));
     }
 }
