@@ -1,6 +1,7 @@
 //! `kill -9` the controller and start it again on the same SQLite file: every node and VM is
 //! still there, nodes listed as "unreachable" until they heartbeat again; registrations,
-//! cordons, placements and the disk ledger were committed before they were answered.
+//! cordons, placements, the disk ledger and nodes enrolled by a heartbeat were committed
+//! before they were answered.
 
 mod controller_support;
 
@@ -41,7 +42,7 @@ async fn everything_survives_kill_9() {
         assert_eq!(status, 200, "{vm}");
         placed.push(vm["vm_id"].as_str().unwrap().to_string());
     }
-    // Two PPN nodes known by heartbeat only (written behind).
+    // Two PPN nodes known by heartbeat only (enrolled by their first).
     for id in ["ppn-1", "ppn-2"] {
         heartbeat_ok(&client, &controller, &ppn_heartbeat(id, "127.0.0.1", 9204)).await;
     }
@@ -134,4 +135,27 @@ async fn everything_survives_kill_9() {
     let (_, node) = get_json(&client, &controller.url("/v1/nodes/reg-1")).await;
     assert_eq!(node["reserved_disk_gb"], 0);
     assert_eq!(agent.deleted().len(), 2);
+}
+
+/// A heartbeat that enrolls a node is a registration: the node is in the store before the
+/// answer, not a write-behind interval later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_enrolled_by_a_heartbeat_survives_a_kill_9_right_after_the_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = client();
+    // The longest write-behind interval: a node written behind would be lost by the kill.
+    let mut controller = ControllerProcess::start_in(dir.path(), &["--flush-interval", "600ms"]);
+    for id in ["hb-1", "hb-2", "hb-3"] {
+        heartbeat_ok(&client, &controller, &ppn_heartbeat(id, "127.0.0.1", 9204)).await;
+    }
+    controller.kill_9();
+    let controller = ControllerProcess::start_in(dir.path(), &[]);
+    let (_, all) = get_json(&client, &controller.url("/v1/nodes?status=all")).await;
+    let ids: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["node_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["hb-1", "hb-2", "hb-3"]);
 }

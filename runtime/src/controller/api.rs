@@ -18,6 +18,7 @@ use fleetwire_types::{
 
 use super::{nodes, placement, runtimes, Controller};
 use crate::http::{ApiFailure, Valid};
+use crate::store::writer::Queued;
 
 type Shared = State<Arc<Controller>>;
 
@@ -153,21 +154,45 @@ pub async fn register_node(
 pub async fn post_heartbeat(
     State(controller): Shared,
     Valid(heartbeat): Valid<NodeHeartbeat>,
-) -> StatusCode {
-    take_heartbeat(&controller, heartbeat);
-    StatusCode::OK
+) -> Result<StatusCode, ApiFailure> {
+    take_heartbeat(&controller, heartbeat).await?;
+    Ok(StatusCode::OK)
+}
+
+/// What a heartbeat's answer waits for.
+enum Durable {
+    /// Nothing: written behind, within the flush interval.
+    Behind,
+    /// The node was enrolled by this heartbeat: committed by id, as a registration is.
+    Commit(String),
+    /// The write-behind queue is full: the next batch.
+    Flush,
 }
 
 /// The heartbeat rules, the hot path: node rules under the node's lock, then the write-behind
-/// queue; the caller answers `200` with an empty body, as a PPN controller does.
-pub fn take_heartbeat(controller: &Controller, heartbeat: NodeHeartbeat) {
+/// queue; the caller answers `200` with an empty body, as a PPN controller does. An enrolling
+/// heartbeat returns once the new node is committed; any other once its change is queued
+/// (or, while the store is behind, written).
+pub async fn take_heartbeat(
+    controller: &Controller,
+    heartbeat: NodeHeartbeat,
+) -> Result<(), ApiFailure> {
+    let durable = apply_heartbeat(controller, heartbeat);
+    match durable {
+        Durable::Behind => Ok(()),
+        Durable::Commit(node_id) => controller.commit(vec![node_id]).await,
+        Durable::Flush => controller.flushed().await,
+    }
+}
+
+fn apply_heartbeat(controller: &Controller, heartbeat: NodeHeartbeat) -> Durable {
     let now = Instant::now();
     let received = Timestamp::now();
     let node_id = heartbeat.node_id.to_string();
     let (slot, new) = controller.table.get_or_insert(&node_id, || {
         nodes::enroll_by_heartbeat(&heartbeat, received)
     });
-    let mut outcome = {
+    let (mut outcome, queued) = {
         let mut state = slot.lock();
         let outcome =
             nodes::apply_heartbeat(&mut state, heartbeat, now, received, &controller.settings);
@@ -178,8 +203,14 @@ pub fn take_heartbeat(controller: &Controller, heartbeat: NodeHeartbeat) {
                 added.iter().map(String::as_str),
             );
         }
-        controller.touch_heartbeat(&slot, &mut state, outcome.record_changed);
-        outcome
+        let queued = if new {
+            // Committed by id below: queued as well, it would be written twice.
+            let _ = state.changed();
+            Queued::InTime
+        } else {
+            controller.touch_heartbeat(&slot, &mut state, outcome.record_changed)
+        };
+        (outcome, queued)
     };
     controller.metrics.heartbeat();
     outcome.enrolled = new;
@@ -191,6 +222,11 @@ pub fn take_heartbeat(controller: &Controller, heartbeat: NodeHeartbeat) {
         || outcome.stall_cordon.is_some()
     {
         outcome.log(&node_id);
+    }
+    match (new, queued) {
+        (true, _) => Durable::Commit(node_id),
+        (false, Queued::Full) => Durable::Flush,
+        (false, Queued::InTime) => Durable::Behind,
     }
 }
 
@@ -433,4 +469,66 @@ pub async fn get_metrics(State(controller): Shared) -> Response {
         controller.metrics.render(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::Settings;
+    use crate::store::sqlite::SqliteStore;
+    use crate::store::Store;
+    use std::time::Duration;
+
+    fn heartbeat(ram_used_mb: u64) -> NodeHeartbeat {
+        let body = serde_json::json!({
+            "node_id": "n1", "wg_ip": "10.0.0.1", "hostname": "h1",
+            "ram_total_mb": 8192, "ram_used_mb": ram_used_mb, "cpu_cores": 4,
+            "cpu_load_pct": 3.5, "kvm_available": true, "vms": [], "boot_id": "host-a",
+            "timestamp_utc": "2001-01-01T00:00:00Z"
+        });
+        fleetwire_types::read(&serde_json::to_vec(&body).unwrap()).unwrap()
+    }
+
+    /// `ram_available_mb` of the stored node rows (8192 minus the heartbeat's `ram_used_mb`).
+    fn stored_ram_available(path: &std::path::Path) -> Vec<u64> {
+        let rows = SqliteStore::open(path).unwrap().load_nodes().unwrap();
+        rows.iter()
+            .map(|row| {
+                let record: serde_json::Value = serde_json::from_slice(&row.record).unwrap();
+                record["ram_available_mb"].as_u64().unwrap()
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn heartbeats_are_answered_after_their_write_when_enrolling_or_when_the_store_is_behind()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sqlite3");
+        let settings = Settings {
+            flush_interval: Duration::from_millis(600),
+            ..Settings::for_tests()
+        };
+        let started =
+            Controller::start(settings, Box::new(SqliteStore::open(&path).unwrap()), None).unwrap();
+        let controller = started.controller;
+
+        // Enrolling: committed before the answer.
+        take_heartbeat(&controller, heartbeat(1000)).await.unwrap();
+        assert_eq!(stored_ram_available(&path), [7192]);
+
+        // A changed record with room in the queue: written behind, not yet stored.
+        take_heartbeat(&controller, heartbeat(2000)).await.unwrap();
+        assert_eq!(stored_ram_available(&path), [7192]);
+        controller.flushed().await.unwrap();
+        assert_eq!(stored_ram_available(&path), [6192]);
+
+        // A store so slow that one row fills the 300 ms budget: the answer waits for it.
+        controller
+            .writer
+            .assume_costs(Duration::from_secs(1), Duration::from_secs(1));
+        take_heartbeat(&controller, heartbeat(3000)).await.unwrap();
+        assert_eq!(stored_ram_available(&path), [5192]);
+        started.writer.shutdown().await;
+    }
 }

@@ -80,10 +80,10 @@ async fn take(controller: &Controller, request: Request) -> Response {
         Err(error) => return unreadable_body(format!("reading the body: {error}")).into_response(),
     };
     match read_body(&body) {
-        Ok(heartbeat) => {
-            api::take_heartbeat(controller, heartbeat);
-            StatusCode::OK.into_response()
-        }
+        Ok(heartbeat) => match api::take_heartbeat(controller, heartbeat).await {
+            Ok(()) => StatusCode::OK.into_response(),
+            Err(failure) => failure.into_response(),
+        },
         Err(failure) => failure.into_response(),
     }
 }

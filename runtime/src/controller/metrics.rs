@@ -41,6 +41,7 @@ pub struct Metrics {
     heartbeats: Counter,
     flush_seconds: Histogram,
     flushed_rows: Counter,
+    write_behind_lag: Histogram,
 }
 
 impl Default for Metrics {
@@ -88,6 +89,16 @@ impl Metrics {
             "Node rows written to the store",
             flushed_rows.clone(),
         );
+        // Fine around the one-second bound, coarse elsewhere.
+        let write_behind_lag = Histogram::new([
+            0.01, 0.05, 0.1, 0.25, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0, 5.0,
+        ]);
+        registry.register_with_unit(
+            "store_write_behind_lag",
+            "Age of a write-behind batch's oldest change when the batch is in the store",
+            Unit::Seconds,
+            write_behind_lag.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -96,6 +107,7 @@ impl Metrics {
             heartbeats,
             flush_seconds,
             flushed_rows,
+            write_behind_lag,
         }
     }
 
@@ -139,9 +151,13 @@ impl Metrics {
     pub fn flush_observer(&self) -> crate::store::writer::FlushObserver {
         let seconds = self.flush_seconds.clone();
         let rows = self.flushed_rows.clone();
-        Box::new(move |elapsed, written| {
-            seconds.observe(elapsed.as_secs_f64());
-            rows.inc_by(written as u64);
+        let lag = self.write_behind_lag.clone();
+        Box::new(move |flushed| {
+            seconds.observe(flushed.took.as_secs_f64());
+            rows.inc_by(flushed.rows as u64);
+            if let Some(age) = flushed.oldest_change {
+                lag.observe(age.as_secs_f64());
+            }
         })
     }
 
@@ -174,15 +190,28 @@ mod tests {
             draining: 0,
             unreachable: 3,
         });
-        (metrics.flush_observer())(Duration::from_millis(2), 10);
+        let observe = metrics.flush_observer();
+        observe(crate::store::writer::Flushed {
+            took: Duration::from_millis(2),
+            rows: 10,
+            oldest_change: Some(Duration::from_millis(700)),
+        });
+        observe(crate::store::writer::Flushed {
+            took: Duration::from_millis(1),
+            rows: 1,
+            oldest_change: None,
+        });
         let text = metrics.render();
         for expected in [
             "fleetwire_controller_http_requests_total{method=\"POST\",route=\"/v1/nodes/heartbeat\",status=\"200\"} 1",
             "fleetwire_controller_http_request_duration_seconds_bucket{",
             "fleetwire_controller_nodes{status=\"unreachable\"} 3",
             "fleetwire_controller_heartbeats_received_total 1",
-            "fleetwire_controller_store_flush_duration_seconds_count 1",
-            "fleetwire_controller_store_rows_written_total 10",
+            "fleetwire_controller_store_flush_duration_seconds_count 2",
+            "fleetwire_controller_store_rows_written_total 11",
+            "fleetwire_controller_store_write_behind_lag_seconds_bucket{le=\"0.6\"} 0",
+            "fleetwire_controller_store_write_behind_lag_seconds_bucket{le=\"0.7\"} 1",
+            "fleetwire_controller_store_write_behind_lag_seconds_count 1",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in\n{text}");
         }

@@ -29,7 +29,7 @@ use axum::body::Bytes;
 use fleetwire_types::{HostState, NodeRecord, Timestamp, VmRecord};
 
 use crate::store::sqlite::SqliteStore;
-use crate::store::writer::{Writer, WriterHandle};
+use crate::store::writer::{Change, Queued, Writer, WriterHandle};
 use crate::store::{Store, StoreError, StoredNode};
 use state::{DirtyNode, NodeFlags, NodeSlot, NodeState, NodeTable, VmEntry};
 
@@ -92,7 +92,8 @@ pub struct ControllerArgs {
     #[arg(long, env = "FLEETWIRE_PROBE_INTERVAL", default_value = "60s", value_parser = parse_duration)]
     pub probe_interval: Duration,
     /// Heartbeat-derived changes are written at most this long after they happen, plus the
-    /// time of the write itself (at most 750ms, so a change reaches the store within 1 s).
+    /// time of the write itself, which the write-behind queue's budget keeps under half of
+    /// this (at most 600ms, so a change reaches the store within 1 s).
     #[arg(long, env = "FLEETWIRE_FLUSH_INTERVAL", default_value = "500ms", value_parser = parse_duration)]
     pub flush_interval: Duration,
     /// Log format.
@@ -145,8 +146,8 @@ impl Settings {
                 args.disk_overcommit_ratio
             ));
         }
-        if args.flush_interval.is_zero() || args.flush_interval > Duration::from_millis(750) {
-            return Err("--flush-interval must be above 0 and at most 750ms".into());
+        if args.flush_interval.is_zero() || args.flush_interval > Duration::from_millis(600) {
+            return Err("--flush-interval must be above 0 and at most 600ms".into());
         }
         for (name, value) in [
             ("--stale-after", args.stale_after),
@@ -270,22 +271,40 @@ impl Controller {
     /// next write-behind batch.
     pub fn touch(&self, node_id: &str, state: &mut NodeState) {
         if state.changed() {
-            self.writer.mark_dirty(DirtyNode::Id(node_id.to_string()));
+            // Callers commit (or, at start-up, have no one to slow down): a full queue asks
+            // nothing of them.
+            let _ = self
+                .writer
+                .mark_dirty(DirtyNode::Id(node_id.to_string()), Change::Row);
         }
     }
 
     /// [`Controller::touch`] for the heartbeat path, which holds the node's slot (queued as
     /// such, so the store writer needs no lookup): `record_changed` false when only the
-    /// node's last contact time changed (see [`NodeState::seen`]).
-    pub fn touch_heartbeat(&self, slot: &NodeSlot, state: &mut NodeState, record_changed: bool) {
-        let queue = if record_changed {
-            state.changed()
+    /// node's last contact time changed (see [`NodeState::seen`]). [`Queued::Full`]: the
+    /// heartbeat's answer waits for [`WriterHandle::flushed`].
+    pub fn touch_heartbeat(
+        &self,
+        slot: &NodeSlot,
+        state: &mut NodeState,
+        record_changed: bool,
+    ) -> Queued {
+        let (queue, change) = if record_changed {
+            (state.changed(), Change::Row)
         } else {
-            state.seen()
+            (state.seen(), Change::Contact)
         };
         if queue {
-            self.writer.mark_dirty(DirtyNode::Slot(slot.clone()));
+            self.writer
+                .mark_dirty(DirtyNode::Slot(slot.clone()), change)
+        } else {
+            Queued::InTime
         }
+    }
+
+    /// Returns once everything queued for write-behind so far is in the store.
+    pub async fn flushed(&self) -> Result<(), crate::http::ApiFailure> {
+        self.writer.flushed().await.map_err(store_failure)
     }
 
     /// Writes `node_ids` now and waits for the commit.

@@ -11,7 +11,15 @@
 //! first of a batch wakes the writer (to start the flush timer). Waking a thread per
 //! heartbeat cost more than the heartbeat's own work. What the list holds is the source's
 //! choice ([`Source::Key`]): a node id, or a handle that spares the writer a lookup.
+//!
+//! The list is bounded by time, not length: the writer measures what a full row and a bare
+//! contact time cost it to write, and once the queued changes would take more than half the
+//! flush interval to write, [`WriterHandle::mark_dirty`] says the queue is full and the caller
+//! waits for [`WriterHandle::flushed`] before answering. That keeps every batch short enough
+//! for a change to be stored within two flush intervals however fast changes come: the
+//! producers slow down to the store's pace instead of the lag growing.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -36,8 +44,20 @@ pub trait Source: Send + 'static {
 
 pub type Snapshot<K> = Box<dyn Source<Key = K>>;
 
-/// Told how long each flush took and how many rows it wrote.
-pub type FlushObserver = Box<dyn Fn(Duration, usize) + Send>;
+/// One store write, as the writer reports it.
+#[derive(Debug, Clone, Copy)]
+pub struct Flushed {
+    /// How long the store took.
+    pub took: Duration,
+    /// How many rows (full rows, deletes and contact times) it wrote.
+    pub rows: usize,
+    /// For the write that completes a write-behind batch: how long ago the batch's oldest
+    /// change was queued, which is what the one-second bound is about.
+    pub oldest_change: Option<Duration>,
+}
+
+/// Told about every store write.
+pub type FlushObserver = Box<dyn Fn(Flushed) + Send>;
 
 /// Where a commit's outcome is sent.
 type CommitReply = oneshot::Sender<Result<(), StoreError>>;
@@ -49,15 +69,105 @@ enum Command {
         node_ids: Vec<String>,
         reply: CommitReply,
     },
-    Check(oneshot::Sender<Result<(), StoreError>>),
+    /// Write what is queued now, and say when it is written.
+    Flush(CommitReply),
+    Check(CommitReply),
     Shutdown(oneshot::Sender<()>),
+}
+
+/// What a queued change will need written: decides how much of the write-behind budget it
+/// takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// The node's whole row (its record, VM list or flags changed).
+    Row,
+    /// Only its last contact time.
+    Contact,
+}
+
+/// Whether the write-behind queue has room left after a [`WriterHandle::mark_dirty`].
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queued {
+    /// Written within the flush interval: nothing to wait for.
+    InTime,
+    /// The queue holds more than the writer can write in half an interval: wait for
+    /// [`WriterHandle::flushed`] before answering, so changes come no faster than they are
+    /// stored.
+    Full,
+}
+
+/// The shared write-behind queue.
+struct Dirty<K> {
+    nodes: Vec<K>,
+    /// How many of `nodes` were queued as [`Change::Row`].
+    rows: usize,
+    /// When the first of `nodes` was queued.
+    since: Option<Instant>,
+}
+
+impl<K> Default for Dirty<K> {
+    fn default() -> Self {
+        Dirty {
+            nodes: Vec::new(),
+            rows: 0,
+            since: None,
+        }
+    }
+}
+
+/// What the writer measured a write to cost, in nanoseconds of its own time per change, and
+/// how much queued work makes the queue full.
+struct Costs {
+    row: AtomicU64,
+    contact: AtomicU64,
+    budget: u64,
+}
+
+impl Costs {
+    /// Until the writer has measured a sizeable batch: generous guesses (a full row takes
+    /// 10–15 µs on a 2-core machine, a contact time 1–2 µs).
+    const FIRST_ROW: u64 = 25_000;
+    const FIRST_CONTACT: u64 = 3_000;
+    /// Batches smaller than this say more about a transaction's fixed cost than a row's.
+    const SAMPLE: usize = 256;
+
+    fn new(flush_interval: Duration) -> Costs {
+        Costs {
+            row: AtomicU64::new(Self::FIRST_ROW),
+            contact: AtomicU64::new(Self::FIRST_CONTACT),
+            budget: (flush_interval / 2).as_nanos() as u64,
+        }
+    }
+
+    /// Whether `rows` full rows and `contacts` contact times take more than the budget.
+    fn over_budget(&self, rows: usize, contacts: usize) -> bool {
+        let row = self.row.load(Ordering::Relaxed);
+        let contact = self.contact.load(Ordering::Relaxed);
+        (rows as u64)
+            .saturating_mul(row)
+            .saturating_add((contacts as u64).saturating_mul(contact))
+            > self.budget
+    }
+
+    /// Folds a measured batch of `count` changes that took `took` into the estimate (half
+    /// old, half new: one slow batch moves it, a lasting change takes it over).
+    fn observe(estimate: &AtomicU64, took: Duration, count: usize) {
+        if count < Self::SAMPLE {
+            return;
+        }
+        let measured = (took.as_nanos() / count as u128).min(u64::MAX as u128) as u64;
+        let old = estimate.load(Ordering::Relaxed);
+        estimate.store(old / 2 + measured / 2, Ordering::Relaxed);
+    }
 }
 
 /// The handle the controller talks to the writer through. Cheap to clone.
 pub struct WriterHandle<K> {
     tx: mpsc::Sender<Command>,
     /// Nodes queued for the next write-behind batch.
-    dirty: Arc<Mutex<Vec<K>>>,
+    dirty: Arc<Mutex<Dirty<K>>>,
+    costs: Arc<Costs>,
 }
 
 impl<K> Clone for WriterHandle<K> {
@@ -65,6 +175,7 @@ impl<K> Clone for WriterHandle<K> {
         WriterHandle {
             tx: self.tx.clone(),
             dirty: self.dirty.clone(),
+            costs: self.costs.clone(),
         }
     }
 }
@@ -85,8 +196,10 @@ impl<K: From<String> + Send + 'static> Writer<K> {
         flush_interval: Duration,
     ) -> Writer<K> {
         let (tx, rx) = mpsc::channel();
-        let dirty: Arc<Mutex<Vec<K>>> = Arc::default();
+        let dirty: Arc<Mutex<Dirty<K>>> = Arc::default();
         let shared = dirty.clone();
+        let costs = Arc::new(Costs::new(flush_interval));
+        let measured = costs.clone();
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || {
@@ -96,10 +209,13 @@ impl<K: From<String> + Send + 'static> Writer<K> {
                     on_flush,
                     flush_interval,
                     dirty: shared,
+                    costs: measured,
                     spare: Vec::new(),
                     retry: Vec::new(),
                     writes: Vec::new(),
+                    contacts: Vec::new(),
                     commits: Vec::new(),
+                    waiters: Vec::new(),
                     flush_due: None,
                     last_flush: Duration::ZERO,
                 }
@@ -107,7 +223,7 @@ impl<K: From<String> + Send + 'static> Writer<K> {
             })
             .expect("spawning the store writer thread");
         Writer {
-            handle: WriterHandle { tx, dirty },
+            handle: WriterHandle { tx, dirty, costs },
             thread: Some(thread),
         }
     }
@@ -127,37 +243,75 @@ impl<K: From<String> + Send + 'static> Writer<K> {
 impl<K> WriterHandle<K> {
     /// Queues `node` for the next write-behind batch. Call once per change window: the
     /// controller keeps a per-node mark so a node is queued at most once until written.
-    pub fn mark_dirty(&self, node: K) {
-        let first = {
+    /// [`Queued::Full`] asks the caller to wait for [`WriterHandle::flushed`].
+    pub fn mark_dirty(&self, node: K, change: Change) -> Queued {
+        let (first, full) = {
             let mut dirty = self.dirty.lock();
-            dirty.push(node);
-            dirty.len() == 1
+            dirty.nodes.push(node);
+            if change == Change::Row {
+                dirty.rows += 1;
+            }
+            let first = dirty.nodes.len() == 1;
+            if first {
+                dirty.since = Some(Instant::now());
+            }
+            let contacts = dirty.nodes.len() - dirty.rows;
+            (first, self.costs.over_budget(dirty.rows, contacts))
         };
         if first {
             // A closed channel means the process is shutting down; the final flush already ran.
             let _ = self.tx.send(Command::Dirty);
         }
+        if full {
+            Queued::Full
+        } else {
+            Queued::InTime
+        }
+    }
+
+    /// Replaces the writer's cost estimates (until it measures a sizeable batch), so that a
+    /// test can fill the queue with a few changes.
+    #[cfg(test)]
+    pub fn assume_costs(&self, row: Duration, contact: Duration) {
+        self.costs
+            .row
+            .store(row.as_nanos() as u64, Ordering::Relaxed);
+        self.costs
+            .contact
+            .store(contact.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Writes everything queued so far (as a write-behind batch, without waiting for the
+    /// interval) and returns once it is in the store.
+    pub async fn flushed(&self) -> Result<(), StoreError> {
+        self.ask(Command::Flush, "writing").await
     }
 
     /// Writes the current state of `node_ids` (and everything else pending) and waits until
     /// the transaction has committed.
     pub async fn commit(&self, node_ids: Vec<String>) -> Result<(), StoreError> {
-        let (reply, done) = oneshot::channel();
-        self.tx
-            .send(Command::Commit { node_ids, reply })
-            .map_err(|_| StoreError("the store writer has stopped".into()))?;
-        done.await
-            .map_err(|_| StoreError("the store writer stopped before committing".into()))?
+        self.ask(|reply| Command::Commit { node_ids, reply }, "committing")
+            .await
     }
 
     /// Asks the store whether it answers, through the writer (so a wedged writer shows too).
     pub async fn check(&self) -> Result<(), StoreError> {
+        self.ask(Command::Check, "answering").await
+    }
+
+    /// Sends the writer a command carrying a reply channel and waits for the reply; `doing`
+    /// names the wait in the error if the writer goes away first.
+    async fn ask(
+        &self,
+        command: impl FnOnce(CommitReply) -> Command,
+        doing: &str,
+    ) -> Result<(), StoreError> {
         let (reply, done) = oneshot::channel();
         self.tx
-            .send(Command::Check(reply))
+            .send(command(reply))
             .map_err(|_| StoreError("the store writer has stopped".into()))?;
         done.await
-            .map_err(|_| StoreError("the store writer stopped before answering".into()))?
+            .map_err(|_| StoreError(format!("the store writer stopped before {doing}")))?
     }
 }
 
@@ -166,14 +320,20 @@ struct WriterLoop<K> {
     snapshot: Snapshot<K>,
     on_flush: FlushObserver,
     flush_interval: Duration,
-    dirty: Arc<Mutex<Vec<K>>>,
+    dirty: Arc<Mutex<Dirty<K>>>,
+    costs: Arc<Costs>,
     /// The dirty list of the previous flush, emptied, swapped in for the next one: the lists
     /// and the batch keep their capacity from flush to flush.
     spare: Vec<K>,
     /// Nodes of a failed batch, written again with the next one.
     retry: Vec<String>,
+    /// The batch's full rows and deletes, then (for a commit) its contact times too.
     writes: Vec<NodeWrite>,
+    /// The batch's contact times.
+    contacts: Vec<NodeWrite>,
     commits: Vec<(Vec<String>, CommitReply)>,
+    /// Callers of [`WriterHandle::flushed`] waiting for this batch.
+    waiters: Vec<CommitReply>,
     /// When the oldest unwritten change must be written.
     flush_due: Option<Instant>,
     /// How long the last batch took to read and write: the next one starts that much
@@ -209,7 +369,7 @@ impl<K: From<String> + Send + 'static> WriterLoop<K> {
             match next {
                 Next::Continue => {
                     let due = self.flush_due.is_some_and(|t| Instant::now() >= t);
-                    if due || !self.commits.is_empty() {
+                    if due || !self.commits.is_empty() || !self.waiters.is_empty() {
                         self.flush();
                     }
                 }
@@ -236,6 +396,7 @@ impl<K: From<String> + Send + 'static> WriterLoop<K> {
                 }
             }
             Command::Commit { node_ids, reply } => self.commits.push((node_ids, reply)),
+            Command::Flush(reply) => self.waiters.push(reply),
             Command::Check(reply) => {
                 let _ = reply.send(self.store.check());
             }
@@ -247,54 +408,122 @@ impl<K: From<String> + Send + 'static> WriterLoop<K> {
     fn flush(&mut self) {
         let flush_started = Instant::now();
         let commits = std::mem::take(&mut self.commits);
-        let dirty = std::mem::replace(&mut *self.dirty.lock(), std::mem::take(&mut self.spare));
+        let waiters = std::mem::take(&mut self.waiters);
+        let (dirty, since) = {
+            let mut queue = self.dirty.lock();
+            queue.rows = 0;
+            let nodes = std::mem::replace(&mut queue.nodes, std::mem::take(&mut self.spare));
+            (nodes, queue.since.take())
+        };
         self.flush_due = None;
         // A node is in the dirty list once (its write-behind mark keeps it from being queued
         // twice); one also named by a commit is written twice in the batch, harmlessly.
         let mut writes = std::mem::take(&mut self.writes);
-        for node in &dirty {
-            writes.extend(self.snapshot.snapshot(node));
-        }
+        let mut contacts = std::mem::take(&mut self.contacts);
         let by_id = std::mem::take(&mut self.retry);
-        for id in by_id
+        let snapshots = dirty.iter().filter_map(|node| self.snapshot.snapshot(node));
+        let by_id = by_id
             .into_iter()
             .chain(commits.iter().flat_map(|(ids, _)| ids.iter().cloned()))
-        {
-            writes.extend(self.snapshot.snapshot(&K::from(id)));
+            .filter_map(|id| self.snapshot.snapshot(&K::from(id)));
+        for write in snapshots.chain(by_id) {
+            match write {
+                NodeWrite::Seen { .. } => contacts.push(write),
+                _ => writes.push(write),
+            }
         }
         self.spare = dirty;
         self.spare.clear();
-        if writes.is_empty() {
-            self.writes = writes;
-            for (_, reply) in commits {
-                let _ = reply.send(Ok(()));
-            }
-            return;
-        }
-        let durability = if commits.is_empty() {
-            Durability::Behind
+        let snapshotted = flush_started.elapsed();
+        let rows = writes.len() + contacts.len();
+        let result = if rows == 0 {
+            Ok(())
+        } else if commits.is_empty() {
+            // Written behind: full rows and contact times in a transaction each, timed apart
+            // so that the queue's budget knows what each kind costs. A crash between the two
+            // leaves contact times older than the rows, which loading tolerates (the newer of
+            // a record's time and its contact time wins).
+            let share = |kind: usize| snapshotted * kind as u32 / rows as u32;
+            let costs = self.costs.clone();
+            let rows_since = if contacts.is_empty() { since } else { None };
+            let rows_share = share(writes.len());
+            self.write_timed(
+                &writes,
+                Durability::Behind,
+                &costs.row,
+                rows_share,
+                rows_since,
+            )
+            .and_then(|()| {
+                let contacts_share = share(contacts.len());
+                self.write_timed(
+                    &contacts,
+                    Durability::Behind,
+                    &costs.contact,
+                    contacts_share,
+                    since,
+                )
+            })
         } else {
-            Durability::Commit
+            // A commit is one transaction, whatever it holds.
+            writes.append(&mut contacts);
+            let unmeasured = AtomicU64::new(0);
+            self.write_timed(
+                &writes,
+                Durability::Commit,
+                &unmeasured,
+                Duration::ZERO,
+                since,
+            )
         };
-        let started = Instant::now();
-        let result = self.store.write(&writes, durability);
-        (self.on_flush)(started.elapsed(), writes.len());
         self.last_flush = flush_started.elapsed();
-        if result.is_ok() {
-            self.snapshot.written(&writes);
-        }
         if let Err(error) = &result {
-            tracing::error!(%error, rows = writes.len(), "store write failed; retrying");
+            tracing::error!(%error, rows, "store write failed; retrying");
             // The snapshot cleared the nodes' marks: keep them so the next flush retries.
-            self.retry
-                .extend(writes.iter().map(|w| w.node_id().to_string()));
+            self.retry.extend(
+                writes
+                    .iter()
+                    .chain(&contacts)
+                    .map(|w| w.node_id().to_string()),
+            );
             self.flush_due = Some(Instant::now() + self.flush_interval);
         }
-        for (_, reply) in commits {
+        for reply in commits.into_iter().map(|(_, reply)| reply).chain(waiters) {
             let _ = reply.send(result.clone());
         }
         writes.clear();
+        contacts.clear();
         self.writes = writes;
+        self.contacts = contacts;
+    }
+
+    /// Writes `batch` (if it holds anything), reports it (with the age of a write-behind
+    /// change queued `since`), and folds what it took per row (plus `snapshotted`, its share
+    /// of reading the nodes) into `estimate`.
+    fn write_timed(
+        &mut self,
+        batch: &[NodeWrite],
+        durability: Durability,
+        estimate: &AtomicU64,
+        snapshotted: Duration,
+        since: Option<Instant>,
+    ) -> Result<(), StoreError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let result = self.store.write(batch, durability);
+        let took = started.elapsed();
+        (self.on_flush)(Flushed {
+            took,
+            rows: batch.len(),
+            oldest_change: since.filter(|_| result.is_ok()).map(|t| t.elapsed()),
+        });
+        if result.is_ok() {
+            self.snapshot.written(batch);
+            Costs::observe(estimate, took + snapshotted, batch.len());
+        }
+        result
     }
 }
 
@@ -328,6 +557,91 @@ mod tests {
         assert_eq!(flush_due(now, interval, Duration::from_secs(2)), now);
     }
 
+    #[test]
+    fn the_budget_weighs_full_rows_and_contact_times_apart() {
+        let costs = Costs::new(Duration::from_millis(500));
+        costs.row.store(10_000, Ordering::Relaxed);
+        costs.contact.store(1_000, Ordering::Relaxed);
+        // 250 ms of budget: 25,000 rows, or 250,000 contact times, or a mix.
+        assert!(!costs.over_budget(25_000, 0));
+        assert!(costs.over_budget(25_001, 0));
+        assert!(!costs.over_budget(0, 250_000));
+        assert!(costs.over_budget(20_000, 50_001));
+        // A measured batch moves the estimate halfway; a small one says nothing.
+        Costs::observe(&costs.row, Duration::from_millis(30), 1_000);
+        assert_eq!(costs.row.load(Ordering::Relaxed), 20_000);
+        Costs::observe(&costs.row, Duration::from_secs(1), Costs::SAMPLE - 1);
+        assert_eq!(costs.row.load(Ordering::Relaxed), 20_000);
+    }
+
+    /// Serves rows from a map: keys starting with `c` are contact times only.
+    struct Rows(Arc<Mutex<HashMap<String, u32>>>);
+    impl Source for Rows {
+        type Key = String;
+        fn snapshot(&self, id: &String) -> Option<NodeWrite> {
+            Some(match self.0.lock().unwrap().get(id) {
+                Some(_) if id.starts_with('c') => NodeWrite::Seen {
+                    node_id: id.clone(),
+                    last_heartbeat: "2026-11-30T10:00:00Z".into(),
+                },
+                Some(v) => row(id, *v),
+                None => NodeWrite::Delete(id.into()),
+            })
+        }
+        fn written(&self, _: &[NodeWrite]) {}
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_asks_callers_to_wait_and_is_written_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.sqlite3");
+        let state: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+        // An interval no test waits out: only `flushed` writes here.
+        let interval = Duration::from_secs(600);
+        let writer = Writer::start(
+            Box::new(SqliteStore::open(&path).unwrap()),
+            Box::new(Rows(state.clone())),
+            Box::new(|_| {}),
+            interval,
+        );
+        let handle = &writer.handle;
+        // Pretend a row takes a minute to write: five fill the 300 s budget.
+        handle.assume_costs(Duration::from_secs(60), Duration::from_nanos(1));
+        for i in 0..5 {
+            let id = format!("n{i}");
+            state.lock().unwrap().insert(id.clone(), 1);
+            assert_eq!(
+                handle.mark_dirty(id, Change::Row),
+                Queued::InTime,
+                "row {i}"
+            );
+        }
+        state.lock().unwrap().insert("n5".into(), 1);
+        assert_eq!(handle.mark_dirty("n5".into(), Change::Row), Queued::Full);
+        // Waiting for the flush writes every queued row now, not after the interval.
+        tokio::time::timeout(Duration::from_secs(30), handle.flushed())
+            .await
+            .expect("flushed without waiting for the interval")
+            .unwrap();
+        let mut reader = SqliteStore::open(&path).unwrap();
+        assert_eq!(reader.load_nodes().unwrap().len(), 6);
+        // The queue is empty again.
+        state.lock().unwrap().insert("n6".into(), 1);
+        assert_eq!(handle.mark_dirty("n6".into(), Change::Row), Queued::InTime);
+
+        // A sizeable batch of each kind replaces the guesses with measurements.
+        for i in 0..Costs::SAMPLE {
+            for id in [format!("r{i}"), format!("c{i}")] {
+                state.lock().unwrap().insert(id.clone(), 1);
+                let _ = handle.mark_dirty(id, Change::Contact);
+            }
+        }
+        handle.flushed().await.unwrap();
+        assert_ne!(handle.costs.row.load(Ordering::Relaxed), 60_000_000_000);
+        assert_ne!(handle.costs.contact.load(Ordering::Relaxed), 1);
+        writer.shutdown().await;
+    }
+
     #[tokio::test]
     async fn dirty_nodes_are_written_within_the_interval_and_commits_at_once() {
         let dir = tempfile::tempdir().unwrap();
@@ -351,11 +665,11 @@ mod tests {
         let writer = Writer::start(
             Box::new(SqliteStore::open(&path).unwrap()),
             snapshot,
-            Box::new(move |_, _| *counted.lock().unwrap() += 1),
+            Box::new(move |_| *counted.lock().unwrap() += 1),
             Duration::from_millis(100),
         );
         state.lock().unwrap().insert("a".into(), 1);
-        writer.handle.mark_dirty("a".into());
+        let _ = writer.handle.mark_dirty("a".into(), Change::Row);
         // Not yet written: the interval has not passed.
         let mut reader = SqliteStore::open(&path).unwrap();
         assert!(reader.load_nodes().unwrap().is_empty());
@@ -382,7 +696,7 @@ mod tests {
 
         // Shutdown writes what is pending.
         state.lock().unwrap().insert("c".into(), 1);
-        writer.handle.mark_dirty("c".into());
+        let _ = writer.handle.mark_dirty("c".into(), Change::Row);
         writer.shutdown().await;
         assert_eq!(reader.load_nodes().unwrap().len(), 2);
         assert!(*flushes.lock().unwrap() >= 3);
