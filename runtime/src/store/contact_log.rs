@@ -84,29 +84,170 @@ fn shared(a: &str, b: &str, cap: usize) -> usize {
 
 /// Calls `each` with every `(node id, contact time)` of a blob, in order. On an error some
 /// entries may already have been passed on: the caller fails as a whole.
-pub fn decode(blob: &[u8], mut each: impl FnMut(&str, &str)) -> Result<(), String> {
-    match blob.first() {
-        Some(&FORMAT) => {}
-        Some(other) => return Err(format!("unknown contact log format {other}")),
-        None => return Err("empty contact log entry".into()),
+#[cfg(test)]
+fn decode(blob: &[u8], mut each: impl FnMut(&str, &str)) -> Result<(), String> {
+    let mut entries = Decoder::new(blob)?;
+    while entries.advance()? {
+        each(entries.id(), entries.time());
     }
-    let (mut id, mut time) = (String::new(), String::new());
-    let mut at = 1;
-    while at < blob.len() {
+    Ok(())
+}
+
+/// Reads a blob's entries one at a time.
+pub struct Decoder<'a> {
+    blob: &'a [u8],
+    at: usize,
+    id: String,
+    time: String,
+}
+
+impl<'a> Decoder<'a> {
+    pub fn new(blob: &'a [u8]) -> Result<Decoder<'a>, String> {
+        match blob.first() {
+            Some(&FORMAT) => {}
+            Some(other) => return Err(format!("unknown contact log format {other}")),
+            None => return Err("empty contact log entry".into()),
+        }
+        Ok(Decoder {
+            blob,
+            at: 1,
+            id: String::new(),
+            time: String::new(),
+        })
+    }
+
+    /// Moves to the next entry; false at the end of the blob.
+    pub fn advance(&mut self) -> Result<bool, String> {
+        let (blob, at) = (self.blob, self.at);
+        if at >= blob.len() {
+            return Ok(false);
+        }
         let [id_shared] = field::<1>(blob, at)?;
         let id_rest = u16::from_le_bytes(field::<2>(blob, at + 1)?) as usize;
-        at = front_decoded(&mut id, blob, at + 3, id_shared as usize, id_rest)?;
+        let at = front_decoded(&mut self.id, blob, at + 3, id_shared as usize, id_rest)?;
         let [time_shared, time_rest] = field::<2>(blob, at)?;
-        at = front_decoded(
-            &mut time,
+        self.at = front_decoded(
+            &mut self.time,
             blob,
             at + 2,
             time_shared as usize,
             time_rest as usize,
         )?;
-        each(&id, &time);
+        Ok(true)
+    }
+
+    /// The current entry's node id (after a successful [`Decoder::advance`]).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The current entry's contact time.
+    pub fn time(&self) -> &str {
+        &self.time
+    }
+}
+
+/// Why [`for_each_latest`] stopped.
+#[derive(Debug, PartialEq, Eq)]
+pub enum MergeError<E> {
+    /// Blob number `blob` (its index in the slice) does not decode.
+    Damaged { blob: usize, error: String },
+    /// The callback failed.
+    Stopped(E),
+}
+
+/// Calls `each` once per node of `blobs` (batches in write order, each sorted by node id)
+/// with its latest contact time, in node-id order: a k-way merge of the batches in which
+/// the later batch wins a tie, so each entry costs a few comparisons against the other
+/// batches' heads instead of a lookup in a map of every node.
+pub fn for_each_latest<E>(
+    blobs: &[&[u8]],
+    mut each: impl FnMut(&str, &str) -> Result<(), E>,
+) -> Result<(), MergeError<E>> {
+    let damaged = |blob: usize| move |error: String| MergeError::Damaged { blob, error };
+    let mut heads = Vec::with_capacity(blobs.len());
+    for (index, blob) in blobs.iter().enumerate() {
+        let mut head = Decoder::new(blob).map_err(damaged(index))?;
+        if head.advance().map_err(damaged(index))? {
+            heads.push((index, head));
+        }
+    }
+    // A min-heap on (node id, batch index) over the batches' current entries.
+    let before = |a: &(usize, Decoder), b: &(usize, Decoder)| (a.1.id(), a.0) < (b.1.id(), b.0);
+    let mut heap = MinHeap::new(heads, before);
+    // The entry last taken off the heap: emitted once the heap moves past its node.
+    let (mut id, mut time, mut holding) = (String::new(), String::new(), false);
+    while let Some((index, head)) = heap.top_mut() {
+        if holding && head.id() != id {
+            each(&id, &time).map_err(MergeError::Stopped)?;
+        }
+        id.clear();
+        id.push_str(head.id());
+        time.clear();
+        time.push_str(head.time());
+        holding = true;
+        let index = *index;
+        if head.advance().map_err(damaged(index))? {
+            heap.sift_top();
+        } else {
+            heap.pop_top();
+        }
+    }
+    if holding {
+        each(&id, &time).map_err(MergeError::Stopped)?;
     }
     Ok(())
+}
+
+/// A binary min-heap whose order is a closure over its items (std's `BinaryHeap` wants an
+/// `Ord` the items cannot have: their key borrows from themselves).
+struct MinHeap<T, F> {
+    items: Vec<T>,
+    before: F,
+}
+
+impl<T, F: Fn(&T, &T) -> bool> MinHeap<T, F> {
+    fn new(items: Vec<T>, before: F) -> MinHeap<T, F> {
+        let mut heap = MinHeap { items, before };
+        for i in (0..heap.items.len() / 2).rev() {
+            heap.sift_down(i);
+        }
+        heap
+    }
+
+    fn top_mut(&mut self) -> Option<&mut T> {
+        self.items.first_mut()
+    }
+
+    /// Restores the order after the top item changed.
+    fn sift_top(&mut self) {
+        self.sift_down(0);
+    }
+
+    fn pop_top(&mut self) {
+        if !self.items.is_empty() {
+            self.items.swap_remove(0);
+            self.sift_down(0);
+        }
+    }
+
+    fn sift_down(&mut self, mut i: usize) {
+        loop {
+            let (left, right) = (2 * i + 1, 2 * i + 2);
+            let mut least = i;
+            if left < self.items.len() && (self.before)(&self.items[left], &self.items[least]) {
+                least = left;
+            }
+            if right < self.items.len() && (self.before)(&self.items[right], &self.items[least]) {
+                least = right;
+            }
+            if least == i {
+                return;
+            }
+            self.items.swap(i, least);
+            i = least;
+        }
+    }
 }
 
 /// Rebuilds `text` as its first `shared` bytes followed by the `rest` bytes at `at` in the
@@ -217,6 +358,50 @@ mod tests {
             decode(&[9], |_, _| {}).unwrap_err(),
             "unknown contact log format 9"
         );
+    }
+
+    #[test]
+    fn merged_batches_give_each_node_once_with_its_latest_time_in_node_order() {
+        let mut encoder = Encoder::default();
+        let mut blob = |entries: &[(&str, &str)]| {
+            let batch: Vec<_> = entries.iter().map(|(id, t)| seen(id, t)).collect();
+            encoder.encode(&batch).unwrap().unwrap().to_vec()
+        };
+        let blobs = [
+            blob(&[("b", "1"), ("a", "1"), ("d", "1")]),
+            blob(&[("c", "2"), ("a", "2")]),
+            blob(&[("d", "3"), ("a", "3"), ("a", "4")]),
+            blob(&[("e", "4")]),
+        ];
+        let blobs: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
+        let mut merged = Vec::new();
+        for_each_latest(&blobs, |id, time| {
+            merged.push(format!("{id}={time}"));
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(merged, ["a=4", "b=1", "c=2", "d=3", "e=4"]);
+        // Nothing to merge; a damaged blob is named by its index.
+        for_each_latest(&[], |_, _| -> Result<(), ()> { panic!("no entries") }).unwrap();
+        let damaged = [blobs[0], &blobs[1][..4]];
+        let error = for_each_latest(&damaged, |_, _| Ok::<(), ()>(())).unwrap_err();
+        let truncated = "truncated at byte 4".to_string();
+        assert_eq!(
+            error,
+            MergeError::Damaged {
+                blob: 1,
+                error: truncated
+            }
+        );
+        // The callback's error stops the merge.
+        let stopped = for_each_latest(&blobs, |id, _| {
+            if id == "c" {
+                Err(id.to_string())
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!(stopped, Err(MergeError::Stopped("c".to_string())));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 
-use super::contact_log::{self, Encoder};
+use super::contact_log::{self, Encoder, MergeError};
 use super::{Durability, NodeWrite, Store, StoreError, StoredNode};
 
 /// Schema migrations, applied in order; migration `i` brings the store to version `i + 1`
@@ -190,10 +190,12 @@ impl Store for SqliteStore {
         let mut rows = rows
             .collect::<Result<Vec<_>, _>>()
             .map_err(err("read node row"))?;
-        // Contacts not yet folded are newer than `liveness`; the log is in write order, so
-        // the last entry of a node is its latest.
+        // Contacts not yet folded are newer than `liveness`.
         let mut latest = BTreeMap::new();
-        for_each_logged_contact(&self.conn, |id, time| remember(&mut latest, id, time))?;
+        for_each_latest_contact(&self.conn, |id, time| {
+            latest.insert(id.to_string(), time.to_string());
+            Ok(())
+        })?;
         for row in &mut rows {
             if let Some(time) = latest.remove(row.node_id.as_str()) {
                 row.seen = Some(time);
@@ -301,56 +303,49 @@ impl Store for SqliteStore {
     }
 }
 
-/// Calls `each` with every logged `(node id, contact time)`, in write order (so the last call
-/// for a node has its latest time); the number of batches read.
-fn for_each_logged_contact(
+/// Calls `each` once per node in the contact log with its latest logged time, in node-id
+/// order; the number of batches read.
+fn for_each_latest_contact(
     conn: &Connection,
-    mut each: impl FnMut(&str, &str),
+    each: impl FnMut(&str, &str) -> Result<(), StoreError>,
 ) -> Result<usize, StoreError> {
     let mut stmt = conn
         .prepare_cached("SELECT batch, contacts FROM contact_log ORDER BY batch")
         .map_err(err("prepare contact log read"))?;
     let mut rows = stmt.query([]).map_err(err("read the contact log"))?;
-    let mut batches = 0;
+    let mut batches: Vec<(i64, Vec<u8>)> = Vec::new();
     while let Some(row) = rows.next().map_err(err("read the contact log"))? {
         let batch: i64 = row.get(0).map_err(err("read the contact log"))?;
         let blob = row
             .get_ref(1)
-            .and_then(|v| Ok(v.as_blob()?))
+            .and_then(|v| Ok(v.as_blob()?.to_vec()))
             .map_err(|e| StoreError(format!("contact log batch {batch}: {e}")))?;
-        contact_log::decode(blob, &mut each)
-            .map_err(|e| StoreError(format!("contact log batch {batch}: {e}")))?;
-        batches += 1;
+        batches.push((batch, blob));
     }
-    Ok(batches)
-}
-
-/// Sets `id`'s latest time in `latest`, allocating only for an id it has not seen yet.
-fn remember(latest: &mut BTreeMap<String, String>, id: &str, time: &str) {
-    match latest.get_mut(id) {
-        Some(slot) => {
-            slot.clear();
-            slot.push_str(time);
+    let blobs: Vec<&[u8]> = batches.iter().map(|(_, blob)| blob.as_slice()).collect();
+    contact_log::for_each_latest(&blobs, each).map_err(|e| match e {
+        MergeError::Damaged { blob, error } => {
+            StoreError(format!("contact log batch {}: {error}", batches[blob].0))
         }
-        None => {
-            latest.insert(id.to_string(), time.to_string());
-        }
-    }
+        MergeError::Stopped(error) => error,
+    })?;
+    Ok(batches.len())
 }
 
 /// Moves every logged contact into `liveness` (each node once, its latest time, in key order
 /// so the b-tree is walked once) and empties the log, inside the caller's transaction.
 fn fold(tx: &Transaction, upsert_seen: &mut rusqlite::CachedStatement) -> Result<(), StoreError> {
-    let mut latest = BTreeMap::new();
-    let batches = for_each_logged_contact(tx, |id, time| remember(&mut latest, id, time))?;
-    for (node_id, time) in &latest {
+    let mut nodes = 0;
+    let batches = for_each_latest_contact(tx, |node_id, time| {
+        nodes += 1;
         upsert_seen
             .execute(params![node_id, time])
-            .map_err(err("fold the contact log"))?;
-    }
+            .map(|_| ())
+            .map_err(err("fold the contact log"))
+    })?;
     tx.execute("DELETE FROM contact_log", [])
         .map_err(err("empty the contact log"))?;
-    tracing::debug!(batches, nodes = latest.len(), "contact log folded");
+    tracing::debug!(batches, nodes, "contact log folded");
     Ok(())
 }
 
