@@ -500,6 +500,59 @@ mod tests {
             .collect()
     }
 
+    /// The stored rows' `status` values.
+    fn stored_status(path: &std::path::Path) -> Vec<String> {
+        let rows = SqliteStore::open(path).unwrap().load_nodes().unwrap();
+        rows.iter()
+            .map(|row| {
+                let record: serde_json::Value = serde_json::from_slice(&row.record).unwrap();
+                record["status"].as_str().unwrap().to_string()
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_node_going_silent_costs_the_store_nothing_and_still_loads_unreachable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sqlite3");
+        let settings = Settings {
+            stale_after: Duration::from_millis(50),
+            ..Settings::for_tests()
+        };
+        let start = || {
+            let store = Box::new(SqliteStore::open(&path).unwrap());
+            Controller::start(settings.clone(), store, None).unwrap()
+        };
+        let started = start();
+        let controller = started.controller;
+        take_heartbeat(&controller, heartbeat(1000)).await.unwrap();
+        assert_eq!(stored_status(&path), ["ready"]);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        crate::controller::jobs::sweep(&controller).await;
+        let served: serde_json::Value =
+            serde_json::from_slice(&controller.node_json("n1").unwrap()).unwrap();
+        assert_eq!(served["status"], "unreachable");
+        controller.flushed().await.unwrap();
+        assert_eq!(stored_status(&path), ["ready"], "the status is not written");
+        started.writer.shutdown().await;
+        drop(controller);
+
+        // Loaded again, the node is unreachable until it heartbeats, and that writes nothing.
+        let started = start();
+        let served: serde_json::Value =
+            serde_json::from_slice(&started.controller.node_json("n1").unwrap()).unwrap();
+        assert_eq!(served["status"], "unreachable");
+        started.controller.flushed().await.unwrap();
+        assert_eq!(stored_status(&path), ["ready"]);
+        // A heartbeat brings it back, and its row is written in full.
+        take_heartbeat(&started.controller, heartbeat(2000))
+            .await
+            .unwrap();
+        started.controller.flushed().await.unwrap();
+        assert_eq!(stored_ram_available(&path), [6192]);
+        started.writer.shutdown().await;
+    }
+
     #[tokio::test]
     async fn heartbeats_are_answered_after_their_write_when_enrolling_or_when_the_store_is_behind()
     {

@@ -47,7 +47,7 @@ pub async fn sweep(controller: &Controller) {
     let mut forget = Vec::new();
     controller.table.for_each(|node_id, node| {
         if let Some(previous) = nodes::refresh_status(node, now, settings.stale_after) {
-            controller.touch(node_id, node);
+            node.status_changed();
             if node.record.status == HostState::Unreachable {
                 went_silent.push((node_id.to_string(), previous, node.record.last_heartbeat));
             }

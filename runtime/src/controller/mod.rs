@@ -251,12 +251,13 @@ impl Controller {
                 probe_requests: probe_tx,
             }
         });
-        // Loaded nodes are unreachable until they heartbeat: say so in the store too.
+        // Loaded nodes are unreachable until they heartbeat. Not written to the store: a
+        // status is derived, never read back (see `NodeState::status_changed`).
         let now = Instant::now();
         let stale = controller.settings.stale_after;
-        controller.table.for_each(|id, state| {
+        controller.table.for_each(|_, state| {
             if nodes::refresh_status(state, now, stale).is_some() {
-                controller.touch(id, state);
+                state.status_changed();
             }
         });
         tracing::info!(nodes = loaded, vms, "stored fleet loaded");
@@ -271,8 +272,7 @@ impl Controller {
     /// next write-behind batch.
     pub fn touch(&self, node_id: &str, state: &mut NodeState) {
         if state.changed() {
-            // Callers commit (or, at start-up, have no one to slow down): a full queue asks
-            // nothing of them.
+            // Callers commit: a full queue asks nothing of them.
             let _ = self
                 .writer
                 .mark_dirty(DirtyNode::Id(node_id.to_string()), Change::Row);

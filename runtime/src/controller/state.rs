@@ -171,6 +171,16 @@ impl NodeState {
         self.queue()
     }
 
+    /// After a change of `record.status` alone (a node going silent, or loaded from the
+    /// store): drops the cached serialization and leaves the store alone. A status is derived
+    /// from the node's flags and last contact, never read back (a loaded node is unreachable
+    /// until it heartbeats), so the stored row needs no write for it; and a whole fleet
+    /// going silent at once (a partition, a restart) costs the store nothing, where a
+    /// hundred thousand full rows would take the writer over a second.
+    pub fn status_changed(&mut self) {
+        self.fragment = None;
+    }
+
     /// Like [`NodeState::changed`] when only `last_heartbeat` (and nothing else in the record
     /// or flags) changed: the store then only needs the new contact time, and the cached
     /// serialization only the new time.
