@@ -489,26 +489,24 @@ mod tests {
         fleetwire_types::read(&serde_json::to_vec(&body).unwrap()).unwrap()
     }
 
-    /// `ram_available_mb` of the stored node rows (8192 minus the heartbeat's `ram_used_mb`).
-    fn stored_ram_available(path: &std::path::Path) -> Vec<u64> {
+    /// One field of every stored node record, in node-id order.
+    fn stored(path: &std::path::Path, field: &str) -> Vec<serde_json::Value> {
         let rows = SqliteStore::open(path).unwrap().load_nodes().unwrap();
         rows.iter()
             .map(|row| {
                 let record: serde_json::Value = serde_json::from_slice(&row.record).unwrap();
-                record["ram_available_mb"].as_u64().unwrap()
+                record[field].clone()
             })
             .collect()
     }
 
-    /// The stored rows' `status` values.
-    fn stored_status(path: &std::path::Path) -> Vec<String> {
-        let rows = SqliteStore::open(path).unwrap().load_nodes().unwrap();
-        rows.iter()
-            .map(|row| {
-                let record: serde_json::Value = serde_json::from_slice(&row.record).unwrap();
-                record["status"].as_str().unwrap().to_string()
-            })
-            .collect()
+    /// `ram_available_mb` of the stored records (8192 minus the heartbeat's `ram_used_mb`).
+    fn stored_ram_available(path: &std::path::Path) -> Vec<serde_json::Value> {
+        stored(path, "ram_available_mb")
+    }
+
+    fn stored_status(path: &std::path::Path) -> Vec<serde_json::Value> {
+        stored(path, "status")
     }
 
     #[tokio::test]

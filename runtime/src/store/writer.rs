@@ -16,8 +16,9 @@
 //! contact time cost it to write, and once the queued changes would take more than half the
 //! flush interval to write, [`WriterHandle::mark_dirty`] says the queue is full and the caller
 //! waits for [`WriterHandle::flushed`] before answering. That keeps every batch short enough
-//! for a change to be stored within two flush intervals however fast changes come: the
-//! producers slow down to the store's pace instead of the lag growing.
+//! for a change to be stored within about one and a half flush intervals (the wait for its
+//! batch, then the batch) however fast changes come: the producers slow down to the store's
+//! pace instead of the lag growing.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
