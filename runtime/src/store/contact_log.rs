@@ -18,8 +18,8 @@ const FORMAT: u8 = 1;
 /// 100,000 nodes is a megabyte of scratch that would otherwise be faulted in afresh).
 #[derive(Debug, Default)]
 pub struct Encoder {
-    /// Indices of the batch's `Seen` writes, sorted by node id.
-    order: Vec<usize>,
+    /// The batch's `Seen` writes as (sort key, index in the batch), sorted by node id.
+    order: Vec<(u64, usize)>,
     blob: Vec<u8>,
 }
 
@@ -28,23 +28,38 @@ impl Encoder {
     /// twice keeps both entries, in batch order (the later one wins on decode).
     pub fn encode(&mut self, batch: &[NodeWrite]) -> Result<Option<&[u8]>, String> {
         self.order.clear();
+        let mut seen = batch
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| matches!(w, NodeWrite::Seen { .. }));
+        let Some((_, first)) = seen.next() else {
+            return Ok(None);
+        };
+        // Ids of a fleet share long prefixes: sort on the eight bytes after the batch's common
+        // prefix as an integer, and compare whole ids only when those tie. An integer sort of
+        // the batch instead of string comparisons through a pointer per entry.
+        let first = first.node_id().as_bytes();
+        let common = seen.fold(first.len(), |common, (_, w)| {
+            shared_bytes(&first[..common], w.node_id().as_bytes())
+        });
         self.order.extend(
             batch
                 .iter()
                 .enumerate()
                 .filter(|(_, w)| matches!(w, NodeWrite::Seen { .. }))
-                .map(|(i, _)| i),
+                .map(|(i, w)| (sort_key(&w.node_id().as_bytes()[common..]), i)),
         );
-        if self.order.is_empty() {
-            return Ok(None);
-        }
-        // A stable sort: duplicates stay in batch order.
-        self.order
-            .sort_by(|&a, &b| batch[a].node_id().cmp(batch[b].node_id()));
+        // Unstable, but ending on the batch index: duplicates stay in batch order.
+        self.order.sort_unstable_by(|&(key_a, a), &(key_b, b)| {
+            key_a
+                .cmp(&key_b)
+                .then_with(|| batch[a].node_id().cmp(batch[b].node_id()))
+                .then(a.cmp(&b))
+        });
         self.blob.clear();
         self.blob.push(FORMAT);
         let (mut last_id, mut last_time) = ("", "");
-        for &i in &self.order {
+        for &(_, i) in &self.order {
             let NodeWrite::Seen {
                 node_id,
                 last_heartbeat,
@@ -71,6 +86,20 @@ impl Encoder {
         }
         Ok(Some(&self.blob))
     }
+}
+
+/// The first eight bytes of `rest` as a big-endian integer, zero-padded: ordering by it agrees
+/// with ordering the strings (a shorter string is a zero-padded one), up to ties.
+fn sort_key(rest: &[u8]) -> u64 {
+    let mut key = [0u8; 8];
+    let n = rest.len().min(8);
+    key[..n].copy_from_slice(&rest[..n]);
+    u64::from_be_bytes(key)
+}
+
+/// How many leading bytes `a` and `b` share.
+fn shared_bytes(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// How many leading bytes `a` and `b` share, at most `cap`.
@@ -402,6 +431,59 @@ mod tests {
             }
         });
         assert_eq!(stopped, Err(MergeError::Stopped("c".to_string())));
+    }
+
+    #[test]
+    fn the_sort_key_orders_like_the_ids_up_to_ties() {
+        let ids = [
+            "",
+            "a",
+            "a\u{0}",
+            "a\u{0}b",
+            "ab",
+            "abcdefgh",
+            "abcdefgh\u{0}",
+            "abcdefghi",
+            "abcdefgi",
+            "b",
+            "nöde",
+            "node-0000100",
+            "node-0000099",
+            "ÿ",
+        ];
+        for a in ids {
+            for b in ids {
+                let (ka, kb) = (sort_key(a.as_bytes()), sort_key(b.as_bytes()));
+                if ka != kb {
+                    assert_eq!(ka.cmp(&kb), a.cmp(b), "{a:?} {b:?}");
+                }
+            }
+        }
+        // A batch with a long common prefix comes out in id order, duplicates in batch order.
+        let batch: Vec<_> = [
+            "fleet-x-0003",
+            "fleet-x-0001",
+            "fleet-x-0003",
+            "fleet-x-0002",
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, id)| seen(id, &format!("2026-11-30T10:00:0{i}Z")))
+        .collect();
+        let blob = Encoder::default().encode(&batch).unwrap().unwrap().to_vec();
+        let order: Vec<String> = decoded(&blob)
+            .into_iter()
+            .map(|(id, t)| format!("{id}@{}", &t[18..19]))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "fleet-x-0001@1",
+                "fleet-x-0002@3",
+                "fleet-x-0003@0",
+                "fleet-x-0003@2"
+            ]
+        );
     }
 
     #[test]
