@@ -39,8 +39,8 @@ pub struct LoadgenArgs {
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub duration: Duration,
     /// How long the heartbeats run before measuring starts, so that the measured phase is the
-    /// steady state: the controller has written the enrolment behind and every node has been
-    /// seen since.
+    /// steady state: every node has been seen since its enrolment, and the controller's
+    /// first full batches after it are written.
     #[arg(long, default_value = "3s", value_parser = parse_duration)]
     pub warmup: Duration,
     /// Give every heartbeat a new `ram_used_mb`, as a live host's would, so that each one

@@ -121,7 +121,7 @@ pub async fn register_node(
                 Some(CertSerial::try_from(issued.serial_hex.as_str()).expect("a hex serial"));
             state.record.cert_not_after = Some(Timestamp::from(issued.not_after));
         }
-        controller.touch(&node_id, &mut state);
+        state.changed_for_commit();
         (state.record.clone(), outcome)
     };
     controller.commit(vec![node_id.clone()]).await?;
@@ -204,8 +204,7 @@ fn apply_heartbeat(controller: &Controller, heartbeat: NodeHeartbeat) -> Durable
             );
         }
         let queued = if new {
-            // Committed by id below: queued as well, it would be written twice.
-            let _ = state.changed();
+            state.changed_for_commit();
             Queued::InTime
         } else {
             controller.touch_heartbeat(&slot, &mut state, outcome.record_changed)
@@ -295,7 +294,7 @@ async fn operate(
     let body = {
         let mut state = slot.lock();
         action(&mut state);
-        controller.touch(&node_id, &mut state);
+        state.changed_for_commit();
         state.fragment().clone()
     };
     controller.commit(vec![node_id.clone()]).await?;

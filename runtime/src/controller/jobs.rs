@@ -92,7 +92,7 @@ pub async fn self_heal(controller: &Controller) {
     let mut healed = Vec::new();
     controller.table.for_each(|node_id, node| {
         if let Some((was, now)) = ledger::heal(node) {
-            controller.touch(node_id, node);
+            node.changed_for_commit();
             healed.push((node_id.to_string(), was, now));
         }
     });

@@ -269,10 +269,12 @@ impl Controller {
     }
 
     /// Marks `state` changed: its cached serialization is dropped and it is queued for the
-    /// next write-behind batch.
+    /// next write-behind batch (a change committed before its answer uses
+    /// [`NodeState::changed_for_commit`] instead).
     pub fn touch(&self, node_id: &str, state: &mut NodeState) {
         if state.changed() {
-            // Callers commit: a full queue asks nothing of them.
+            // The runtime probe, the one caller, changes a node only when its engine version
+            // does: a full queue asks nothing of it.
             let _ = self
                 .writer
                 .mark_dirty(DirtyNode::Id(node_id.to_string()), Change::Row);

@@ -328,7 +328,7 @@ async fn place(
         controller
             .table
             .index_vms(&hold.node_id, [], [vm.vm_id.as_str()]);
-        controller.touch(&hold.node_id, &mut state);
+        state.changed_for_commit();
     }
     controller.commit(vec![hold.node_id.clone()]).await?;
     tracing::info!(
@@ -382,7 +382,7 @@ pub async fn delete_vm(controller: &Arc<Controller>, vm_id: &str) -> Result<(), 
         state.record.vm_count = u32::try_from(state.vms().len()).unwrap_or(u32::MAX);
         nodes::recompute_allocations(&mut state);
         controller.table.index_vms(&node_id, [vm_id], []);
-        controller.touch(&node_id, &mut state);
+        state.changed_for_commit();
     }
     controller.commit(vec![node_id.clone()]).await?;
     tracing::info!(vm_id, node_id, "VM deleted");

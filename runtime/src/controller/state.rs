@@ -166,9 +166,16 @@ impl NodeState {
     /// write-behind (it was not already).
     #[must_use]
     pub fn changed(&mut self) -> bool {
+        self.changed_for_commit();
+        self.queue()
+    }
+
+    /// Like [`NodeState::changed`] for a change its caller commits by id before answering
+    /// (a registration, a placement, an operator action): not queued for write-behind as
+    /// well, where the commit would write the same row a second time.
+    pub fn changed_for_commit(&mut self) {
         self.record_generation += 1;
         self.fragment = None;
-        self.queue()
     }
 
     /// After a change of `record.status` alone (a node going silent, or loaded from the
@@ -597,6 +604,15 @@ mod tests {
         };
         state.row_written(&row);
         state.vms_mut();
+        assert!(matches!(state.to_write(), NodeWrite::Upsert(_)));
+        // A change its caller commits is not queued, but its commit writes the full row, and
+        // the next heartbeat still queues the node.
+        let NodeWrite::Upsert(row) = state.to_write() else {
+            unreachable!()
+        };
+        state.row_written(&row);
+        state.changed_for_commit();
+        assert!(state.seen(), "not marked as queued: a heartbeat queues it");
         assert!(matches!(state.to_write(), NodeWrite::Upsert(_)));
     }
 }

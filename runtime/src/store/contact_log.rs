@@ -28,27 +28,26 @@ impl Encoder {
     /// twice keeps both entries, in batch order (the later one wins on decode).
     pub fn encode(&mut self, batch: &[NodeWrite]) -> Result<Option<&[u8]>, String> {
         self.order.clear();
-        let mut seen = batch
-            .iter()
-            .enumerate()
-            .filter(|(_, w)| matches!(w, NodeWrite::Seen { .. }));
-        let Some((_, first)) = seen.next() else {
-            return Ok(None);
-        };
-        // Ids of a fleet share long prefixes: sort on the eight bytes after the batch's common
-        // prefix as an integer, and compare whole ids only when those tie. An integer sort of
-        // the batch instead of string comparisons through a pointer per entry.
-        let first = first.node_id().as_bytes();
-        let common = seen.fold(first.len(), |common, (_, w)| {
-            shared_bytes(&first[..common], w.node_id().as_bytes())
-        });
         self.order.extend(
             batch
                 .iter()
                 .enumerate()
                 .filter(|(_, w)| matches!(w, NodeWrite::Seen { .. }))
-                .map(|(i, w)| (sort_key(&w.node_id().as_bytes()[common..]), i)),
+                .map(|(i, _)| (0, i)),
         );
+        let Some(&(_, first)) = self.order.first() else {
+            return Ok(None);
+        };
+        // Ids of a fleet share long prefixes: sort on the eight bytes after the batch's common
+        // prefix as an integer, and compare whole ids only when those tie. An integer sort of
+        // the batch instead of string comparisons through a pointer per entry.
+        let id = |i: usize| batch[i].node_id().as_bytes();
+        let common = self.order.iter().fold(id(first).len(), |common, &(_, i)| {
+            shared(&id(first)[..common], id(i))
+        });
+        for (key, i) in &mut self.order {
+            *key = sort_key(&id(*i)[common..]);
+        }
         // Unstable, but ending on the batch index: duplicates stay in batch order.
         self.order.sort_unstable_by(|&(key_a, a), &(key_b, b)| {
             key_a
@@ -67,10 +66,11 @@ impl Encoder {
             else {
                 unreachable!("only Seen writes are ordered");
             };
-            let id_shared = shared(last_id, node_id, u8::MAX as usize);
+            let id_shared = shared(last_id.as_bytes(), node_id.as_bytes()).min(u8::MAX as usize);
             let id_rest = u16::try_from(node_id.len() - id_shared)
                 .map_err(|_| format!("node id {node_id:?} is too long for the contact log"))?;
-            let time_shared = shared(last_time, last_heartbeat, u8::MAX as usize);
+            let time_shared =
+                shared(last_time.as_bytes(), last_heartbeat.as_bytes()).min(u8::MAX as usize);
             let time_rest = u8::try_from(last_heartbeat.len() - time_shared).map_err(|_| {
                 format!("contact time {last_heartbeat:?} of node {node_id:?} is too long")
             })?;
@@ -98,17 +98,8 @@ fn sort_key(rest: &[u8]) -> u64 {
 }
 
 /// How many leading bytes `a` and `b` share.
-fn shared_bytes(a: &[u8], b: &[u8]) -> usize {
+fn shared(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
-
-/// How many leading bytes `a` and `b` share, at most `cap`.
-fn shared(a: &str, b: &str, cap: usize) -> usize {
-    a.bytes()
-        .zip(b.bytes())
-        .take(cap)
-        .take_while(|(x, y)| x == y)
-        .count()
 }
 
 /// Calls `each` with every `(node id, contact time)` of a blob, in order. On an error some
