@@ -192,7 +192,7 @@ fn apply_heartbeat(controller: &Controller, heartbeat: NodeHeartbeat) -> Durable
     let (slot, new) = controller.table.get_or_insert(&node_id, || {
         nodes::enroll_by_heartbeat(&heartbeat, received)
     });
-    let (mut outcome, queued) = {
+    let (mut outcome, queue) = {
         let mut state = slot.lock();
         let outcome =
             nodes::apply_heartbeat(&mut state, heartbeat, now, received, &controller.settings);
@@ -203,13 +203,13 @@ fn apply_heartbeat(controller: &Controller, heartbeat: NodeHeartbeat) -> Durable
                 added.iter().map(String::as_str),
             );
         }
-        let queued = if new {
+        let queue = if new {
             state.changed_for_commit();
-            Queued::InTime
+            None
         } else {
-            controller.touch_heartbeat(&slot, &mut state, outcome.record_changed)
+            Controller::touch_heartbeat(&mut state, outcome.record_changed)
         };
-        (outcome, queued)
+        (outcome, queue)
     };
     controller.metrics.heartbeat();
     outcome.enrolled = new;
@@ -222,10 +222,14 @@ fn apply_heartbeat(controller: &Controller, heartbeat: NodeHeartbeat) -> Durable
     {
         outcome.log(&node_id);
     }
-    match (new, queued) {
-        (true, _) => Durable::Commit(node_id),
-        (false, Queued::Full) => Durable::Flush,
-        (false, Queued::InTime) => Durable::Behind,
+    if new {
+        return Durable::Commit(node_id);
+    }
+    // Queued after the node's lock is released: its write-behind mark is already set, so a
+    // batch taken in between leaves it for the next one, which this adds it to.
+    match queue.map(|change| controller.queue_heartbeat(slot, node_id, change)) {
+        Some(Queued::Full) => Durable::Flush,
+        Some(Queued::InTime) | None => Durable::Behind,
     }
 }
 

@@ -281,27 +281,25 @@ impl Controller {
         }
     }
 
-    /// [`Controller::touch`] for the heartbeat path, which holds the node's slot (queued as
-    /// such, so the store writer needs no lookup): `record_changed` false when only the
-    /// node's last contact time changed (see [`NodeState::seen`]). [`Queued::Full`]: the
-    /// heartbeat's answer waits for [`WriterHandle::flushed`].
-    pub fn touch_heartbeat(
-        &self,
-        slot: &NodeSlot,
-        state: &mut NodeState,
-        record_changed: bool,
-    ) -> Queued {
+    /// Marks `state` changed by a heartbeat (`record_changed` false when only the node's last
+    /// contact time changed, see [`NodeState::seen`]); the change to queue for write-behind
+    /// with [`Controller::queue_heartbeat`] once the node's lock is released, if it is not
+    /// queued already.
+    pub fn touch_heartbeat(state: &mut NodeState, record_changed: bool) -> Option<Change> {
         let (queue, change) = if record_changed {
             (state.changed(), Change::Row)
         } else {
             (state.seen(), Change::Contact)
         };
-        if queue {
-            self.writer
-                .mark_dirty(DirtyNode::Slot(slot.clone()), change)
-        } else {
-            Queued::InTime
-        }
+        queue.then_some(change)
+    }
+
+    /// Queues a node touched by a heartbeat (by its slot and id, so the store writer needs
+    /// neither a lookup nor the node's own copy of its id). [`Queued::Full`]: the heartbeat's
+    /// answer waits for [`WriterHandle::flushed`].
+    pub fn queue_heartbeat(&self, slot: NodeSlot, node_id: String, change: Change) -> Queued {
+        self.writer
+            .mark_dirty(DirtyNode::Slot(slot, node_id), change)
     }
 
     /// Returns once everything queued for write-behind so far is in the store.
@@ -382,8 +380,14 @@ struct TableSource(std::sync::Weak<Controller>);
 impl crate::store::writer::Source for TableSource {
     type Key = DirtyNode;
 
-    fn snapshot(&self, node: &DirtyNode) -> Option<crate::store::NodeWrite> {
+    fn snapshot(&self, node: &mut DirtyNode) -> Option<crate::store::NodeWrite> {
         self.0.upgrade().and_then(|c| c.table.snapshot(node))
+    }
+
+    fn prefetch(&self, node: &DirtyNode) {
+        if let DirtyNode::Slot(slot, _) = node {
+            state::prefetch(slot);
+        }
     }
 
     fn written(&self, writes: &[crate::store::NodeWrite]) {

@@ -37,13 +37,22 @@ pub trait Source: Send + 'static {
     type Key: From<String> + Send + 'static;
     /// A node's current state: `Upsert` (or `Seen`) while the controller knows the node,
     /// `Delete` once it has forgotten it; `None` when there is nothing to write (the
-    /// controller itself is gone). Also clears the node's "queued for write-behind" mark.
-    fn snapshot(&self, node: &Self::Key) -> Option<NodeWrite>;
+    /// controller itself is gone). Also clears the node's "queued for write-behind" mark. It
+    /// may take what it needs out of `node`, which is dropped afterwards.
+    fn snapshot(&self, node: &mut Self::Key) -> Option<NodeWrite>;
+    /// Asks the CPU to start loading what [`Source::snapshot`] of `node` will read, a few
+    /// nodes ahead of it: at 100,000 nodes a queued node is rarely in cache, and waiting for
+    /// each in turn was most of a contact time's cost to the writer.
+    fn prefetch(&self, _node: &Self::Key) {}
     /// These writes are now in the store.
     fn written(&self, writes: &[NodeWrite]);
 }
 
 pub type Snapshot<K> = Box<dyn Source<Key = K>>;
+
+/// How many queued nodes ahead of the one being read the writer asks to be loaded: enough
+/// for a memory access (about 100 ns) to overlap the reading of the nodes between.
+const PREFETCH_AHEAD: usize = 8;
 
 /// One store write, as the writer reports it.
 #[derive(Debug, Clone, Copy)]
@@ -422,16 +431,23 @@ impl<K: From<String> + Send + 'static> WriterLoop<K> {
         let mut writes = std::mem::take(&mut self.writes);
         let mut contacts = std::mem::take(&mut self.contacts);
         let by_id = std::mem::take(&mut self.retry);
-        let snapshots = dirty.iter().filter_map(|node| self.snapshot.snapshot(node));
+        let mut dirty = dirty;
+        let mut keep = |write: Option<NodeWrite>| match write {
+            Some(write @ NodeWrite::Seen { .. }) => contacts.push(write),
+            Some(write) => writes.push(write),
+            None => {}
+        };
+        for i in 0..dirty.len() {
+            if let Some(ahead) = dirty.get(i + PREFETCH_AHEAD) {
+                self.snapshot.prefetch(ahead);
+            }
+            keep(self.snapshot.snapshot(&mut dirty[i]));
+        }
         let by_id = by_id
             .into_iter()
-            .chain(commits.iter().flat_map(|(ids, _)| ids.iter().cloned()))
-            .filter_map(|id| self.snapshot.snapshot(&K::from(id)));
-        for write in snapshots.chain(by_id) {
-            match write {
-                NodeWrite::Seen { .. } => contacts.push(write),
-                _ => writes.push(write),
-            }
+            .chain(commits.iter().flat_map(|(ids, _)| ids.iter().cloned()));
+        for id in by_id {
+            keep(self.snapshot.snapshot(&mut K::from(id)));
         }
         self.spare = dirty;
         self.spare.clear();
@@ -579,14 +595,14 @@ mod tests {
     struct Rows(Arc<Mutex<HashMap<String, u32>>>);
     impl Source for Rows {
         type Key = String;
-        fn snapshot(&self, id: &String) -> Option<NodeWrite> {
+        fn snapshot(&self, id: &mut String) -> Option<NodeWrite> {
             Some(match self.0.lock().unwrap().get(id) {
                 Some(_) if id.starts_with('c') => NodeWrite::Seen {
                     node_id: id.clone(),
                     last_heartbeat: "2026-11-30T10:00:00Z".into(),
                 },
                 Some(v) => row(id, *v),
-                None => NodeWrite::Delete(id.into()),
+                None => NodeWrite::Delete(id.clone()),
             })
         }
         fn written(&self, _: &[NodeWrite]) {}
@@ -652,10 +668,10 @@ mod tests {
         struct View(Arc<Mutex<HashMap<String, u32>>>);
         impl Source for View {
             type Key = String;
-            fn snapshot(&self, id: &String) -> Option<NodeWrite> {
+            fn snapshot(&self, id: &mut String) -> Option<NodeWrite> {
                 Some(match self.0.lock().unwrap().get(id) {
                     Some(v) => row(id, *v),
-                    None => NodeWrite::Delete(id.into()),
+                    None => NodeWrite::Delete(id.clone()),
                 })
             }
             fn written(&self, _: &[NodeWrite]) {}
