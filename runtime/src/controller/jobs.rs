@@ -9,7 +9,7 @@ use fleetwire_types::{HostState, SemVer, Timestamp};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::JoinHandle;
 
-use super::{ledger, nodes, state, Controller};
+use super::{ledger, nodes, Controller};
 
 /// Most probes in flight at once.
 const PROBE_CONCURRENCY: usize = 32;
@@ -34,38 +34,52 @@ async fn sweep_loop(controller: Arc<Controller>) {
     }
 }
 
-/// One pass: re-derive every node's status from the controller's receive time, publish the
-/// counts, and delete nodes unreachable for longer than `forget_after`.
+/// One pass: re-derive the status of nodes that may have gone silent from the controller's
+/// receive time, delete nodes unreachable for longer than `forget_after`, and publish the
+/// counts. Only the nodes the liveness board shows to be due are locked and looked at, so a
+/// pass costs the same whatever the fleet's size (bar a read of a word per node).
 pub async fn sweep(controller: &Controller) {
     let now = Instant::now();
     let wall = Timestamp::now().utc();
     let settings = &controller.settings;
     let forget_after =
         chrono::Duration::from_std(settings.forget_after).unwrap_or(chrono::Duration::MAX);
-    let mut counts = state::zero_counts();
+    let due = controller
+        .table
+        .scan_liveness(now, settings.stale_after, settings.forget_after)
+        .due;
     let mut went_silent = Vec::new();
     let mut forget = Vec::new();
-    controller.table.for_each(|node_id, node| {
+    controller.table.for_each_due(&due, |node| {
         if let Some(previous) = nodes::refresh_status(node, now, settings.stale_after) {
             node.status_changed();
             if node.record.status == HostState::Unreachable {
-                went_silent.push((node_id.to_string(), previous, node.record.last_heartbeat));
+                went_silent.push((
+                    node.record.node_id.to_string(),
+                    previous,
+                    node.record.last_heartbeat,
+                ));
             }
         }
         if node.record.status == HostState::Unreachable
             && wall - node.record.last_heartbeat.utc() > forget_after
         {
-            forget.push(node_id.to_string());
+            forget.push(node.record.node_id.to_string());
         }
-        state::count(&mut counts, node.record.status);
     });
+    for node_id in &forget {
+        controller.table.remove(node_id);
+    }
+    let counts = controller
+        .table
+        .scan_liveness(now, settings.stale_after, settings.forget_after)
+        .counts;
     controller.metrics.set_node_counts(&counts);
     for (node_id, previous, last_heartbeat) in went_silent {
         tracing::warn!(node_id, from = %previous, %last_heartbeat, "node unreachable: no heartbeat received for longer than --stale-after");
     }
     if !forget.is_empty() {
         for node_id in &forget {
-            controller.table.remove(node_id);
             tracing::warn!(
                 node_id,
                 "node forgotten: unreachable for longer than --forget-after"
@@ -178,5 +192,91 @@ pub async fn probe(controller: &Controller, node_id: &str, address: &str) {
     };
     if let Some((previous, version)) = changed {
         tracing::info!(node_id, engine_version = %version.as_str(), previous = ?previous.map(|v| v.to_string()), "runtime engine version recorded");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use fleetwire_types::NodeHeartbeat;
+
+    use super::*;
+    use crate::controller::api::take_heartbeat;
+    use crate::controller::Settings;
+    use crate::store::sqlite::SqliteStore;
+
+    fn heartbeat(node_id: &str) -> NodeHeartbeat {
+        let body = serde_json::json!({
+            "node_id": node_id, "wg_ip": "10.0.0.1", "hostname": "h1",
+            "ram_total_mb": 8192, "ram_used_mb": 1000, "cpu_cores": 4,
+            "cpu_load_pct": 3.5, "kvm_available": true, "vms": [], "boot_id": "host-a",
+            "timestamp_utc": "2001-01-01T00:00:00Z"
+        });
+        fleetwire_types::read(&serde_json::to_vec(&body).unwrap()).unwrap()
+    }
+
+    fn status(controller: &Controller, node_id: &str) -> Option<String> {
+        let json = controller.node_json(node_id)?;
+        let record: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        Some(record["status"].as_str().unwrap().to_string())
+    }
+
+    #[tokio::test]
+    async fn the_sweep_finds_silent_nodes_through_the_board_counts_them_and_forgets_them() {
+        let settings = Settings {
+            stale_after: Duration::from_millis(100),
+            forget_after: Duration::from_millis(400),
+            ..Settings::for_tests()
+        };
+        let store = Box::new(SqliteStore::in_memory().unwrap());
+        let started = Controller::start(settings, store, None).unwrap();
+        let controller = started.controller;
+        for id in ["quiet", "chatty", "unenrolled"] {
+            take_heartbeat(&controller, heartbeat(id)).await.unwrap();
+        }
+        // An unenrolled node gives its board word back: it is neither counted nor visited.
+        controller.table.remove("unenrolled");
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        take_heartbeat(&controller, heartbeat("chatty"))
+            .await
+            .unwrap();
+        sweep(&controller).await;
+        assert_eq!(status(&controller, "quiet").as_deref(), Some("unreachable"));
+        assert_eq!(status(&controller, "chatty").as_deref(), Some("ready"));
+        let metrics = controller.metrics.render();
+        assert!(
+            metrics.contains("fleetwire_controller_nodes{status=\"ready\"} 1"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("fleetwire_controller_nodes{status=\"unreachable\"} 1"),
+            "{metrics}"
+        );
+
+        // The node comes back: ready, and counted so.
+        take_heartbeat(&controller, heartbeat("quiet"))
+            .await
+            .unwrap();
+        sweep(&controller).await;
+        assert_eq!(status(&controller, "quiet").as_deref(), Some("ready"));
+        assert!(controller
+            .metrics
+            .render()
+            .contains("fleetwire_controller_nodes{status=\"ready\"} 2"));
+
+        // Both go silent, past the forget limit: unreachable first, then forgotten.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        sweep(&controller).await;
+        assert_eq!(status(&controller, "quiet").as_deref(), Some("unreachable"));
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        sweep(&controller).await;
+        assert_eq!(status(&controller, "quiet"), None);
+        assert_eq!(status(&controller, "chatty"), None);
+        assert!(controller
+            .metrics
+            .render()
+            .contains("fleetwire_controller_nodes{status=\"unreachable\"} 0"));
+        started.writer.shutdown().await;
     }
 }

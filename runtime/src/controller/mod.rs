@@ -11,6 +11,7 @@ pub mod fleet_document;
 pub mod heartbeat_route;
 pub mod jobs;
 pub mod ledger;
+pub mod liveness;
 pub mod metrics;
 pub mod nodes;
 pub mod placement;

@@ -33,17 +33,17 @@ pub fn status(
     }
 }
 
-/// Re-derives `record.status`; the previous status when it changed.
+/// Re-derives `record.status` (and posts it with the last contact to the liveness board);
+/// the previous status when it changed.
 pub fn refresh_status(
     state: &mut NodeState,
     now: Instant,
     stale_after: Duration,
 ) -> Option<HostState> {
     let status = status(&state.flags, state.last_seen, now, stale_after);
-    if state.record.status == status {
-        return None;
-    }
-    Some(std::mem::replace(&mut state.record.status, status))
+    let previous = std::mem::replace(&mut state.record.status, status);
+    state.post_liveness();
+    (previous != status).then_some(previous)
 }
 
 /// A record for a node the controller has never seen, with only what every node has.

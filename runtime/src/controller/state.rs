@@ -5,13 +5,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use fleetwire_types::{HostState, NodeCounts, NodeRecord, VmRecord};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
+use super::liveness::{Board, Cell, Scan};
 use crate::store::{NodeWrite, StoredNode};
 
 /// One VM the controller knows on a node.
@@ -84,6 +85,8 @@ pub struct NodeState {
     queued: bool,
     /// Removed from the table: whoever removed it commits its deletion, by id.
     forgotten: bool,
+    /// The node's word on the table's liveness board (`None` outside a table).
+    liveness: Option<Cell>,
 }
 
 impl NodeState {
@@ -102,6 +105,7 @@ impl NodeState {
             record_stored: None,
             queued: false,
             forgotten: false,
+            liveness: None,
         }
     }
 
@@ -202,6 +206,18 @@ impl NodeState {
     /// Marks the node for write-behind; true when it was not marked already.
     fn queue(&mut self) -> bool {
         !std::mem::replace(&mut self.queued, true)
+    }
+
+    /// Copies the node's status and last contact to its word on the liveness board, for the
+    /// staleness sweep (see [`super::liveness`]); called whenever the status is re-derived.
+    pub fn post_liveness(&self) {
+        if let Some(cell) = &self.liveness {
+            cell.post(
+                self.record.status,
+                self.last_seen,
+                self.record.last_heartbeat,
+            );
+        }
     }
 
     pub fn vm(&self, vm_id: &str) -> Option<&VmEntry> {
@@ -376,10 +392,34 @@ impl Nodes {
     }
 }
 
+/// The liveness board and the node holding each of its words. Its lock is never held while
+/// another is taken.
+#[derive(Default)]
+struct Liveness {
+    board: Board,
+    by_word: Vec<Option<NodeSlot>>,
+}
+
+impl Liveness {
+    /// Gives the node in `slot` (not yet in the table: nobody else holds it) its word.
+    fn enter(&mut self, slot: &NodeSlot) {
+        let cell = self.board.take();
+        let index = cell.index();
+        if index >= self.by_word.len() {
+            self.by_word.resize(index + 1, None);
+        }
+        self.by_word[index] = Some(slot.clone());
+        let mut state = slot.lock();
+        state.liveness = Some(cell);
+        state.post_liveness();
+    }
+}
+
 /// The table of nodes and the index of VM ids to their nodes.
 #[derive(Default)]
 pub struct NodeTable {
     nodes: RwLock<Nodes>,
+    liveness: Mutex<Liveness>,
     /// vm_id → node_id; an empty node id marks an id held by a placement in flight.
     vm_index: Mutex<HashMap<String, String>>,
 }
@@ -403,6 +443,7 @@ impl NodeTable {
             return (slot.clone(), false);
         }
         let slot = Arc::new(Mutex::new(make()));
+        self.liveness.lock().enter(&slot);
         nodes.insert(node_id.to_string(), slot.clone());
         (slot, true)
     }
@@ -413,9 +454,9 @@ impl NodeTable {
         for vm in &state.vms {
             index.insert(vm.record.vm_id.to_string(), node_id.clone());
         }
-        self.nodes
-            .write()
-            .insert(node_id, Arc::new(Mutex::new(state)));
+        let slot = Arc::new(Mutex::new(state));
+        self.liveness.lock().enter(&slot);
+        self.nodes.write().insert(node_id, slot);
     }
 
     /// Removes a node and its VMs from the index; the removed state, if it was there.
@@ -423,6 +464,11 @@ impl NodeTable {
         let slot = self.nodes.write().remove(node_id)?;
         let mut state = slot.lock();
         state.forgotten = true;
+        if let Some(cell) = state.liveness.take() {
+            let mut liveness = self.liveness.lock();
+            liveness.by_word[cell.index()] = None;
+            liveness.board.release(cell);
+        }
         let mut index = self.vm_index.lock();
         for vm in &state.vms {
             if index
@@ -442,6 +488,37 @@ impl NodeTable {
     /// such a walk, nor heartbeats for an enrollment queued behind it.
     pub fn ordered_slots(&self) -> Vec<NodeSlot> {
         self.nodes.read().ordered.values().cloned().collect()
+    }
+
+    /// Reads the liveness board: nodes by status, and those due for the staleness sweep's look
+    /// at `now` (see [`Board::scan`]).
+    pub fn scan_liveness(
+        &self,
+        now: Instant,
+        stale_after: Duration,
+        forget_after: Duration,
+    ) -> Scan {
+        self.liveness
+            .lock()
+            .board
+            .scan(now, stale_after, forget_after)
+    }
+
+    /// Calls `visit` with each node of `due` (board words from [`NodeTable::scan_liveness`])
+    /// still in the table, locked.
+    pub fn for_each_due(&self, due: &[usize], mut visit: impl FnMut(&mut NodeState)) {
+        let slots: Vec<NodeSlot> = {
+            let liveness = self.liveness.lock();
+            due.iter()
+                .filter_map(|&index| liveness.by_word.get(index).cloned().flatten())
+                .collect()
+        };
+        for slot in slots {
+            let mut state = slot.lock();
+            if !state.forgotten {
+                visit(&mut state);
+            }
+        }
     }
 
     /// Calls `visit` for every node in node id order, with the node locked. New nodes wait
