@@ -36,8 +36,7 @@ struct Chunk {
     words: Box<[AtomicU64]>,
 }
 
-/// A node's word on the board.
-#[derive(Clone)]
+/// A node's word on the board (not `Clone`: a word has one holder, who gives it back once).
 pub struct Cell {
     chunk: Arc<Chunk>,
     /// Board-wide: the word is `chunk.words[index % CHUNK]`.
@@ -102,7 +101,7 @@ fn unpack(word: u64) -> (HostState, i64) {
     (status, (word >> 2) as i64 - BIAS_MS)
 }
 
-/// The board: its arrays and which of their words are free. Kept by the node table under its
+/// The board: its arrays and which of their words are free. Kept by the node table under a
 /// lock (words are taken and freed as nodes are added and removed).
 pub struct Board {
     epoch: Instant,
@@ -244,14 +243,13 @@ mod tests {
     fn a_released_word_is_vacant_and_taken_again() {
         let mut board = Board::default();
         let now = Instant::now();
-        let cells: Vec<Cell> = (0..CHUNK + 3).map(|_| board.take()).collect();
+        let mut cells: Vec<Cell> = (0..CHUNK + 3).map(|_| board.take()).collect();
         for cell in &cells {
             cell.post(HostState::Unreachable, Some(now - FORGET), Timestamp::now());
         }
         assert_eq!(board.chunks.len(), 2);
         assert_eq!(board.scan(now, STALE, FORGET).due.len(), CHUNK + 3);
-        let second_chunk = cells[CHUNK + 1].clone();
-        board.release(second_chunk);
+        board.release(cells.remove(CHUNK + 1));
         let scan = board.scan(now, STALE, FORGET);
         assert_eq!(scan.counts.unreachable as usize, CHUNK + 2);
         assert!(!scan.due.contains(&(CHUNK + 1)));

@@ -401,18 +401,24 @@ struct Liveness {
 }
 
 impl Liveness {
-    /// Gives the node in `slot` (not yet in the table: nobody else holds it) its word.
-    fn enter(&mut self, slot: &NodeSlot) {
+    /// A word for the node in `slot`, recorded as its holder; the caller hands the word to the
+    /// node (see [`attach`]) once this lock is released.
+    fn enter(&mut self, slot: &NodeSlot) -> Cell {
         let cell = self.board.take();
         let index = cell.index();
         if index >= self.by_word.len() {
             self.by_word.resize(index + 1, None);
         }
         self.by_word[index] = Some(slot.clone());
-        let mut state = slot.lock();
-        state.liveness = Some(cell);
-        state.post_liveness();
+        cell
     }
+}
+
+/// Gives a node its board word and posts its status there.
+fn attach(slot: &NodeSlot, cell: Cell) {
+    let mut state = slot.lock();
+    state.liveness = Some(cell);
+    state.post_liveness();
 }
 
 /// The table of nodes and the index of VM ids to their nodes.
@@ -443,7 +449,8 @@ impl NodeTable {
             return (slot.clone(), false);
         }
         let slot = Arc::new(Mutex::new(make()));
-        self.liveness.lock().enter(&slot);
+        let cell = self.liveness.lock().enter(&slot);
+        attach(&slot, cell);
         nodes.insert(node_id.to_string(), slot.clone());
         (slot, true)
     }
@@ -455,7 +462,8 @@ impl NodeTable {
             index.insert(vm.record.vm_id.to_string(), node_id.clone());
         }
         let slot = Arc::new(Mutex::new(state));
-        self.liveness.lock().enter(&slot);
+        let cell = self.liveness.lock().enter(&slot);
+        attach(&slot, cell);
         self.nodes.write().insert(node_id, slot);
     }
 
