@@ -42,7 +42,7 @@ pub trait Source: Send + 'static {
     fn snapshot(&self, node: &mut Self::Key) -> Option<NodeWrite>;
     /// Asks the CPU to start loading what [`Source::snapshot`] of `node` will read, a few
     /// nodes ahead of it: at 100,000 nodes a queued node is rarely in cache, and waiting for
-    /// each in turn was most of a contact time's cost to the writer.
+    /// each in turn had been a fifth of the writer's time.
     fn prefetch(&self, _node: &Self::Key) {}
     /// These writes are now in the store.
     fn written(&self, writes: &[NodeWrite]);
@@ -656,6 +656,53 @@ mod tests {
         handle.flushed().await.unwrap();
         assert_ne!(handle.costs.row.load(Ordering::Relaxed), 60_000_000_000);
         assert_ne!(handle.costs.contact.load(Ordering::Relaxed), 1);
+        writer.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn each_queued_node_is_prefetched_a_few_nodes_before_it_is_read() {
+        /// Records the order of the writer's calls.
+        struct Calls(Arc<Mutex<Vec<String>>>);
+        impl Source for Calls {
+            type Key = String;
+            fn snapshot(&self, id: &mut String) -> Option<NodeWrite> {
+                self.0.lock().unwrap().push(format!("read {id}"));
+                Some(row(id, 1))
+            }
+            fn prefetch(&self, id: &String) {
+                self.0.lock().unwrap().push(format!("prefetch {id}"));
+            }
+            fn written(&self, _: &[NodeWrite]) {}
+        }
+        let calls: Arc<Mutex<Vec<String>>> = Arc::default();
+        let writer = Writer::start(
+            Box::new(SqliteStore::in_memory().unwrap()),
+            Box::new(Calls(calls.clone())),
+            Box::new(|_| {}),
+            Duration::from_millis(50),
+        );
+        let ids: Vec<String> = (0..PREFETCH_AHEAD + 3)
+            .map(|i| format!("n{i:02}"))
+            .collect();
+        for id in &ids {
+            let _ = writer.handle.mark_dirty(id.clone(), Change::Row);
+        }
+        writer.handle.flushed().await.unwrap();
+        let calls = calls.lock().unwrap().clone();
+        let at = |call: String| calls.iter().position(|c| *c == call);
+        for (i, id) in ids.iter().enumerate() {
+            let prefetched = at(format!("prefetch {id}"));
+            match i.checked_sub(PREFETCH_AHEAD) {
+                Some(before) => assert_eq!(
+                    prefetched.map(|p| p + 1),
+                    at(format!("read {}", ids[before])),
+                    "{id} is prefetched just before {} is read",
+                    ids[before]
+                ),
+                None => assert_eq!(prefetched, None, "{id}"),
+            }
+            assert!(at(format!("read {id}")) > prefetched, "{id}");
+        }
         writer.shutdown().await;
     }
 
