@@ -207,7 +207,7 @@ fn apply_heartbeat(controller: &Controller, heartbeat: NodeHeartbeat) -> Durable
             state.changed_for_commit();
             None
         } else {
-            Controller::touch_heartbeat(&mut state, outcome.record_changed)
+            state.heartbeat_change(outcome.record_changed)
         };
         (outcome, queue)
     };

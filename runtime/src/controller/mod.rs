@@ -282,19 +282,6 @@ impl Controller {
         }
     }
 
-    /// Marks `state` changed by a heartbeat (`record_changed` false when only the node's last
-    /// contact time changed, see [`NodeState::seen`]); the change to queue for write-behind
-    /// with [`Controller::queue_heartbeat`] once the node's lock is released, if it is not
-    /// queued already.
-    pub fn touch_heartbeat(state: &mut NodeState, record_changed: bool) -> Option<Change> {
-        let (queue, change) = if record_changed {
-            (state.changed(), Change::Row)
-        } else {
-            (state.seen(), Change::Contact)
-        };
-        queue.then_some(change)
-    }
-
     /// Queues a node touched by a heartbeat (by its slot and id, so the store writer needs
     /// neither a lookup nor the node's own copy of its id). [`Queued::Full`]: the heartbeat's
     /// answer waits for [`WriterHandle::flushed`].

@@ -13,6 +13,7 @@ use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 use super::liveness::{Board, Cell, Scan};
+use crate::store::writer::Change;
 use crate::store::{NodeWrite, StoredNode};
 
 /// One VM the controller knows on a node.
@@ -201,6 +202,19 @@ impl NodeState {
             fragment.time_stale = true;
         }
         self.queue()
+    }
+
+    /// Marks the node changed by a heartbeat (`record_changed` false when only its last
+    /// contact time changed, see [`NodeState::seen`]): the change to queue for write-behind
+    /// once the node's lock is released, `None` when the node is queued already.
+    #[must_use]
+    pub fn heartbeat_change(&mut self, record_changed: bool) -> Option<Change> {
+        let (queue, change) = if record_changed {
+            (self.changed(), Change::Row)
+        } else {
+            (self.seen(), Change::Contact)
+        };
+        queue.then_some(change)
     }
 
     /// Marks the node for write-behind; true when it was not marked already.
@@ -738,5 +752,15 @@ mod tests {
         state.changed_for_commit();
         assert!(state.seen(), "not marked as queued: a heartbeat queues it");
         assert!(matches!(state.to_write("n".into()), NodeWrite::Upsert(_)));
+    }
+
+    #[test]
+    fn a_heartbeat_queues_its_node_once_per_batch_as_a_row_or_a_contact_time() {
+        let mut state = node();
+        assert_eq!(state.heartbeat_change(false), Some(Change::Contact));
+        assert_eq!(state.heartbeat_change(true), None, "already queued");
+        let _ = state.to_write("n".into());
+        assert_eq!(state.heartbeat_change(true), Some(Change::Row));
+        assert_eq!(state.heartbeat_change(false), None, "already queued");
     }
 }
