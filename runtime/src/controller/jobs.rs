@@ -46,8 +46,7 @@ pub async fn sweep(controller: &Controller) {
         chrono::Duration::from_std(settings.forget_after).unwrap_or(chrono::Duration::MAX);
     let due = controller
         .table
-        .scan_liveness(now, settings.stale_after, settings.forget_after)
-        .due;
+        .due_for_sweep(now, settings.stale_after, settings.forget_after);
     let mut went_silent = Vec::new();
     let mut forget = Vec::new();
     controller.table.for_each_due(&due, |node| {
@@ -70,11 +69,9 @@ pub async fn sweep(controller: &Controller) {
     for node_id in &forget {
         controller.table.remove(node_id);
     }
-    let counts = controller
-        .table
-        .scan_liveness(now, settings.stale_after, settings.forget_after)
-        .counts;
-    controller.metrics.set_node_counts(&counts);
+    controller
+        .metrics
+        .set_node_counts(&controller.table.node_counts());
     for (node_id, previous, last_heartbeat) in went_silent {
         tracing::warn!(node_id, from = %previous, %last_heartbeat, "node unreachable: no heartbeat received for longer than --stale-after");
     }

@@ -70,7 +70,7 @@ impl Cell {
         self.chunk.words[self.index % CHUNK].store(word(status, seen_ms), Ordering::Relaxed);
     }
 
-    /// Where the word sits on the board, as [`Scan::due`] names it.
+    /// Where the word sits on the board, as [`Board::due`] names it.
     pub fn index(&self) -> usize {
         self.index
     }
@@ -121,14 +121,6 @@ impl Default for Board {
     }
 }
 
-/// What a scan of the board found.
-pub struct Scan {
-    /// Nodes by status, as last posted.
-    pub counts: NodeCounts,
-    /// Words of nodes that may have gone silent, or be silent past the forget limit.
-    pub due: Vec<usize>,
-}
-
 impl Board {
     /// A word for a new node (vacant until the node posts to it).
     pub fn take(&mut self) -> Cell {
@@ -154,33 +146,44 @@ impl Board {
         self.free.push(cell.index);
     }
 
-    /// Reads every word: counts by status, and the nodes due for a look at `now` — alive but
-    /// silent for `stale_after` or more, or unreachable and silent for `forget_after` or more.
-    pub fn scan(&self, now: Instant, stale_after: Duration, forget_after: Duration) -> Scan {
+    /// The words of nodes due for a look at `now`: alive but silent for `stale_after` or
+    /// more, or unreachable and silent for `forget_after` or more.
+    pub fn due(&self, now: Instant, stale_after: Duration, forget_after: Duration) -> Vec<usize> {
         let now_ms = millis(now.saturating_duration_since(self.epoch));
         let (stale_ms, forget_ms) = (millis(stale_after), millis(forget_after));
-        let mut counts = super::state::zero_counts();
-        let mut due = Vec::new();
-        for (c, chunk) in self.chunks.iter().enumerate() {
-            for (i, w) in chunk.words.iter().enumerate() {
-                let w = w.load(Ordering::Relaxed);
-                if w == VACANT {
-                    continue;
-                }
-                let (status, seen_ms) = unpack(w);
-                count(&mut counts, status);
-                let silent = now_ms.saturating_sub(seen_ms);
+        self.posted()
+            .filter(|&(_, status, seen_ms)| {
                 let limit = if status == HostState::Unreachable {
                     forget_ms
                 } else {
                     stale_ms
                 };
-                if silent >= limit {
-                    due.push(c * CHUNK + i);
-                }
-            }
+                now_ms.saturating_sub(seen_ms) >= limit
+            })
+            .map(|(index, _, _)| index)
+            .collect()
+    }
+
+    /// Nodes by status, as last posted.
+    pub fn counts(&self) -> NodeCounts {
+        let mut counts = super::state::zero_counts();
+        for (_, status, _) in self.posted() {
+            count(&mut counts, status);
         }
-        Scan { counts, due }
+        counts
+    }
+
+    /// Every word a node has posted to: its index, status and time.
+    fn posted(&self) -> impl Iterator<Item = (usize, HostState, i64)> + '_ {
+        self.chunks.iter().enumerate().flat_map(|(c, chunk)| {
+            chunk.words.iter().enumerate().filter_map(move |(i, w)| {
+                let w = w.load(Ordering::Relaxed);
+                (w != VACANT).then(|| {
+                    let (status, seen_ms) = unpack(w);
+                    (c * CHUNK + i, status, seen_ms)
+                })
+            })
+        })
     }
 }
 
@@ -222,21 +225,21 @@ mod tests {
             None,
             ago(FORGET + Duration::from_secs(60)),
         );
-        let scan = board.scan(now, STALE, FORGET);
-        assert_eq!(scan.due, [1, 2, 4]);
+        assert_eq!(board.due(now, STALE, FORGET), [1, 2, 4]);
+        let counts = board.counts();
         assert_eq!(
             (
-                scan.counts.ready,
-                scan.counts.draining,
-                scan.counts.unreachable,
-                scan.counts.registering
+                counts.ready,
+                counts.draining,
+                counts.unreachable,
+                counts.registering
             ),
             (2, 1, 2, 0)
         );
 
         // The silent node heartbeats again: no longer due.
         silent.post(HostState::Ready, Some(now), Timestamp::now());
-        assert_eq!(board.scan(now, STALE, FORGET).due, [2, 4]);
+        assert_eq!(board.due(now, STALE, FORGET), [2, 4]);
     }
 
     #[test]
@@ -248,16 +251,15 @@ mod tests {
             cell.post(HostState::Unreachable, Some(now - FORGET), Timestamp::now());
         }
         assert_eq!(board.chunks.len(), 2);
-        assert_eq!(board.scan(now, STALE, FORGET).due.len(), CHUNK + 3);
+        assert_eq!(board.due(now, STALE, FORGET).len(), CHUNK + 3);
         board.release(cells.remove(CHUNK + 1));
-        let scan = board.scan(now, STALE, FORGET);
-        assert_eq!(scan.counts.unreachable as usize, CHUNK + 2);
-        assert!(!scan.due.contains(&(CHUNK + 1)));
+        assert_eq!(board.counts().unreachable as usize, CHUNK + 2);
+        assert!(!board.due(now, STALE, FORGET).contains(&(CHUNK + 1)));
         // Reused before the board grows.
         let again = board.take();
         again.post(HostState::Registering, Some(now), Timestamp::now());
         assert_eq!(again.index(), CHUNK + 1);
-        assert_eq!(board.scan(now, STALE, FORGET).counts.registering, 1);
+        assert_eq!(board.counts().registering, 1);
     }
 
     #[test]

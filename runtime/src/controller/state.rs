@@ -12,7 +12,7 @@ use fleetwire_types::{HostState, NodeCounts, NodeRecord, VmRecord};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
-use super::liveness::{Board, Cell, Scan};
+use super::liveness::{Board, Cell};
 use crate::store::writer::Change;
 use crate::store::{NodeWrite, StoredNode};
 
@@ -512,21 +512,26 @@ impl NodeTable {
         self.nodes.read().ordered.values().cloned().collect()
     }
 
-    /// Reads the liveness board: nodes by status, and those due for the staleness sweep's look
-    /// at `now` (see [`Board::scan`]).
-    pub fn scan_liveness(
+    /// The liveness board's words of nodes due for the staleness sweep's look at `now` (see
+    /// [`Board::due`]).
+    pub fn due_for_sweep(
         &self,
         now: Instant,
         stale_after: Duration,
         forget_after: Duration,
-    ) -> Scan {
+    ) -> Vec<usize> {
         self.liveness
             .lock()
             .board
-            .scan(now, stale_after, forget_after)
+            .due(now, stale_after, forget_after)
     }
 
-    /// Calls `visit` with each node of `due` (board words from [`NodeTable::scan_liveness`])
+    /// Nodes by status, as last posted to the liveness board.
+    pub fn node_counts(&self) -> NodeCounts {
+        self.liveness.lock().board.counts()
+    }
+
+    /// Calls `visit` with each node of `due` (board words from [`NodeTable::due_for_sweep`])
     /// still in the table, locked.
     pub fn for_each_due(&self, due: &[usize], mut visit: impl FnMut(&mut NodeState)) {
         let slots: Vec<NodeSlot> = {
