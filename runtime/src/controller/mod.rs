@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use axum::body::Bytes;
-use fleetwire_types::{HostState, NodeRecord, Timestamp, VmRecord};
+use fleetwire_types::{HostState, NodeRecord, VmRecord};
 
 use crate::store::sqlite::SqliteStore;
 use crate::store::writer::{Change, Queued, Writer, WriterHandle};
@@ -390,10 +390,7 @@ fn restore(row: &StoredNode) -> anyhow::Result<NodeState> {
     // Read back through the validated reader like any other wire document.
     let mut record: NodeRecord = fleetwire_types::read(&row.record)
         .map_err(|r| anyhow::anyhow!("its record is not a NodeRecord: {r}"))?;
-    if let Some(seen) = &row.seen {
-        let seen: Timestamp = seen
-            .parse()
-            .map_err(|e| anyhow::anyhow!("its last contact time is unreadable: {e}"))?;
+    if let Some(seen) = row.seen {
         if seen > record.last_heartbeat {
             record.last_heartbeat = seen;
         }

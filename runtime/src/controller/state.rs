@@ -248,7 +248,7 @@ impl NodeState {
             self.queued = false;
             return NodeWrite::Seen {
                 node_id,
-                last_heartbeat: self.record.last_heartbeat.to_string(),
+                last_heartbeat: self.record.last_heartbeat,
             };
         }
         NodeWrite::Upsert(self.stored_as(node_id))
@@ -735,7 +735,7 @@ mod tests {
         state.record.last_heartbeat = "2026-01-01T00:00:05Z".parse().unwrap();
         match state.to_write("n".into()) {
             NodeWrite::Seen { last_heartbeat, .. } => {
-                assert_eq!(last_heartbeat, "2026-01-01T00:00:05Z")
+                assert_eq!(last_heartbeat.to_string(), "2026-01-01T00:00:05Z")
             }
             other => panic!("expected Seen, got {other:?}"),
         }

@@ -2,17 +2,28 @@
 //! packed into one blob so that a batch costs one appended row instead of one b-tree update
 //! per node.
 //!
-//! A blob is a format byte (`1`) followed by one entry per node, in node-id order. Both
-//! strings of an entry are front-coded against the previous entry's (sorted ids and the times
-//! of one batch share long prefixes, which makes a blob about a third of the plain size):
-//! the id as the count of leading bytes it shares with the previous id (u8), the count of
-//! bytes that follow (u16, little endian) and those bytes; then the time (RFC 3339 text,
-//! exactly as the controller wrote it) the same way with a u8 count for both. A blob that
-//! does not decode is reported with the byte offset where it went wrong.
+//! A blob is a format byte followed by one entry per node, in node-id order. The id is
+//! front-coded against the previous entry's (sorted ids share long prefixes): the count of
+//! leading bytes it shares with the previous id (u8), the count of bytes that follow (u16,
+//! little endian) and those bytes. In format 2, the one written, the time follows as three
+//! varints (LEB128, signed ones zigzag-coded): its seconds since the Unix epoch as the
+//! difference from the previous entry's (the first from zero), its nanoseconds, and its UTC
+//! offset in seconds; the contact times of a batch lie within about a second of each other,
+//! so an entry's time takes about seven bytes, and the writer neither formats nor copies
+//! text. Format 1, written by earlier builds and still read, has the time as RFC 3339 text
+//! front-coded the same way as the id with a u8 count for both. A blob that does not decode
+//! is reported with the byte offset where it went wrong.
+
+use chrono::{DateTime, FixedOffset};
+use fleetwire_types::Timestamp;
+use integer_encoding::VarInt;
 
 use super::NodeWrite;
 
-const FORMAT: u8 = 1;
+/// The format written.
+const FORMAT: u8 = 2;
+/// The format of earlier builds, with RFC 3339 text times: still read.
+const FORMAT_TEXT: u8 = 1;
 
 /// Encodes the contact times of a batch; keeps its buffers from batch to batch (a batch at
 /// 100,000 nodes is a megabyte of scratch that would otherwise be faulted in afresh).
@@ -57,7 +68,7 @@ impl Encoder {
         });
         self.blob.clear();
         self.blob.push(FORMAT);
-        let (mut last_id, mut last_time) = ("", "");
+        let (mut last_id, mut last_seconds) = ("", 0i64);
         for &(_, i) in &self.order {
             let NodeWrite::Seen {
                 node_id,
@@ -69,23 +80,25 @@ impl Encoder {
             let id_shared = shared(last_id.as_bytes(), node_id.as_bytes()).min(u8::MAX as usize);
             let id_rest = u16::try_from(node_id.len() - id_shared)
                 .map_err(|_| format!("node id {node_id:?} is too long for the contact log"))?;
-            let time_shared =
-                shared(last_time.as_bytes(), last_heartbeat.as_bytes()).min(u8::MAX as usize);
-            let time_rest = u8::try_from(last_heartbeat.len() - time_shared).map_err(|_| {
-                format!("contact time {last_heartbeat:?} of node {node_id:?} is too long")
-            })?;
             self.blob.push(id_shared as u8);
             self.blob.extend_from_slice(&id_rest.to_le_bytes());
             self.blob
                 .extend_from_slice(&node_id.as_bytes()[id_shared..]);
-            self.blob.push(time_shared as u8);
-            self.blob.push(time_rest);
-            self.blob
-                .extend_from_slice(&last_heartbeat.as_bytes()[time_shared..]);
-            (last_id, last_time) = (node_id, last_heartbeat);
+            let time = last_heartbeat.as_datetime();
+            let seconds = time.timestamp();
+            push_varint(&mut self.blob, seconds.wrapping_sub(last_seconds));
+            push_varint(&mut self.blob, time.timestamp_subsec_nanos());
+            push_varint(&mut self.blob, time.offset().local_minus_utc());
+            (last_id, last_seconds) = (node_id, seconds);
         }
         Ok(Some(&self.blob))
     }
+}
+
+fn push_varint(blob: &mut Vec<u8>, value: impl VarInt) {
+    let mut bytes = [0u8; 10];
+    let n = value.encode_var(&mut bytes);
+    blob.extend_from_slice(&bytes[..n]);
 }
 
 /// The first eight bytes of `rest` as a big-endian integer, zero-padded: ordering by it agrees
@@ -105,7 +118,7 @@ fn shared(a: &[u8], b: &[u8]) -> usize {
 /// Calls `each` with every `(node id, contact time)` of a blob, in order. On an error some
 /// entries may already have been passed on: the caller fails as a whole.
 #[cfg(test)]
-fn decode(blob: &[u8], mut each: impl FnMut(&str, &str)) -> Result<(), String> {
+fn decode(blob: &[u8], mut each: impl FnMut(&str, Timestamp)) -> Result<(), String> {
     let mut entries = Decoder::new(blob)?;
     while entries.advance()? {
         each(entries.id(), entries.time());
@@ -116,23 +129,31 @@ fn decode(blob: &[u8], mut each: impl FnMut(&str, &str)) -> Result<(), String> {
 /// Reads a blob's entries one at a time.
 pub struct Decoder<'a> {
     blob: &'a [u8],
+    format: u8,
     at: usize,
     id: String,
-    time: String,
+    time: Timestamp,
+    /// The current entry's seconds since the epoch (format 2 codes the next one against it).
+    seconds: i64,
+    /// The current entry's time as text (format 1 codes the next one against it).
+    text: String,
 }
 
 impl<'a> Decoder<'a> {
     pub fn new(blob: &'a [u8]) -> Result<Decoder<'a>, String> {
-        match blob.first() {
-            Some(&FORMAT) => {}
+        let format = match blob.first() {
+            Some(&format @ (FORMAT | FORMAT_TEXT)) => format,
             Some(other) => return Err(format!("unknown contact log format {other}")),
             None => return Err("empty contact log entry".into()),
-        }
+        };
         Ok(Decoder {
             blob,
+            format,
             at: 1,
             id: String::new(),
-            time: String::new(),
+            time: Timestamp::from(DateTime::UNIX_EPOCH),
+            seconds: 0,
+            text: String::new(),
         })
     }
 
@@ -145,15 +166,45 @@ impl<'a> Decoder<'a> {
         let [id_shared] = field::<1>(blob, at)?;
         let id_rest = u16::from_le_bytes(field::<2>(blob, at + 1)?) as usize;
         let at = front_decoded(&mut self.id, blob, at + 3, id_shared as usize, id_rest)?;
-        let [time_shared, time_rest] = field::<2>(blob, at)?;
-        self.at = front_decoded(
-            &mut self.time,
-            blob,
+        self.at = if self.format == FORMAT_TEXT {
+            self.text_time(at)?
+        } else {
+            self.numeric_time(at)?
+        };
+        Ok(true)
+    }
+
+    /// Format 2: the time's three varints at `at`; the offset after them.
+    fn numeric_time(&mut self, at: usize) -> Result<usize, String> {
+        let (delta, after_seconds) = varint::<i64>(self.blob, at)?;
+        let (nanos, after_nanos) = varint::<u32>(self.blob, after_seconds)?;
+        let (offset, end) = varint::<i32>(self.blob, after_nanos)?;
+        let seconds = self.seconds.wrapping_add(delta);
+        let time = DateTime::from_timestamp(seconds, nanos)
+            .zip(FixedOffset::east_opt(offset))
+            .map(|(utc, offset)| utc.with_timezone(&offset))
+            .ok_or_else(|| {
+                format!("byte {at}: {seconds} s, {nanos} ns, offset {offset} s is not a time")
+            })?;
+        (self.time, self.seconds) = (time.into(), seconds);
+        Ok(end)
+    }
+
+    /// Format 1: the time's front-coded RFC 3339 text at `at`; the offset after it.
+    fn text_time(&mut self, at: usize) -> Result<usize, String> {
+        let [time_shared, time_rest] = field::<2>(self.blob, at)?;
+        let end = front_decoded(
+            &mut self.text,
+            self.blob,
             at + 2,
             time_shared as usize,
             time_rest as usize,
         )?;
-        Ok(true)
+        self.time = self
+            .text
+            .parse()
+            .map_err(|e| format!("byte {}: {e}", at + 2))?;
+        Ok(end)
     }
 
     /// The current entry's node id (after a successful [`Decoder::advance`]).
@@ -162,9 +213,18 @@ impl<'a> Decoder<'a> {
     }
 
     /// The current entry's contact time.
-    pub fn time(&self) -> &str {
-        &self.time
+    pub fn time(&self) -> Timestamp {
+        self.time
     }
+}
+
+/// The varint at `at` in the blob, and the offset after it.
+fn varint<T: VarInt>(blob: &[u8], at: usize) -> Result<(T, usize), String> {
+    let (value, len) = blob
+        .get(at..)
+        .and_then(T::decode_var)
+        .ok_or_else(|| format!("truncated or overlong number at byte {at}"))?;
+    Ok((value, at + len))
 }
 
 /// Why [`for_each_latest`] stopped.
@@ -182,7 +242,7 @@ pub enum MergeError<E> {
 /// batches' heads instead of a lookup in a map of every node.
 pub fn for_each_latest<E>(
     blobs: &[&[u8]],
-    mut each: impl FnMut(&str, &str) -> Result<(), E>,
+    mut each: impl FnMut(&str, Timestamp) -> Result<(), E>,
 ) -> Result<(), MergeError<E>> {
     let damaged = |blob: usize| move |error: String| MergeError::Damaged { blob, error };
     let mut heads = Vec::with_capacity(blobs.len());
@@ -196,16 +256,14 @@ pub fn for_each_latest<E>(
     let before = |a: &(usize, Decoder), b: &(usize, Decoder)| (a.1.id(), a.0) < (b.1.id(), b.0);
     let mut heap = MinHeap::new(heads, before);
     // The entry last taken off the heap: emitted once the heap moves past its node.
-    let (mut id, mut time, mut holding) = (String::new(), String::new(), false);
+    let (mut id, mut time) = (String::new(), None);
     while let Some((index, head)) = heap.top_mut() {
-        if holding && head.id() != id {
-            each(&id, &time).map_err(MergeError::Stopped)?;
+        if let Some(time) = time.filter(|_| head.id() != id) {
+            each(&id, time).map_err(MergeError::Stopped)?;
         }
         id.clear();
         id.push_str(head.id());
-        time.clear();
-        time.push_str(head.time());
-        holding = true;
+        time = Some(head.time());
         let index = *index;
         if head.advance().map_err(damaged(index))? {
             heap.sift_top();
@@ -213,8 +271,8 @@ pub fn for_each_latest<E>(
             heap.pop_top();
         }
     }
-    if holding {
-        each(&id, &time).map_err(MergeError::Stopped)?;
+    if let Some(time) = time {
+        each(&id, time).map_err(MergeError::Stopped)?;
     }
     Ok(())
 }
@@ -308,43 +366,55 @@ mod tests {
     fn seen(id: &str, time: &str) -> NodeWrite {
         NodeWrite::Seen {
             node_id: id.into(),
-            last_heartbeat: time.into(),
+            last_heartbeat: time.parse().unwrap(),
         }
     }
 
     fn decoded(blob: &[u8]) -> Vec<(String, String)> {
         let mut entries = Vec::new();
-        decode(blob, |id, time| entries.push((id.into(), time.into()))).unwrap();
+        decode(blob, |id, time| entries.push((id.into(), time.to_string()))).unwrap();
         entries
     }
 
     #[test]
     fn entries_read_back_in_node_order_and_front_coded() {
         let mut encoder = Encoder::default();
+        // Times earlier and later than the one before, with and without fractions and
+        // offsets, before the epoch and far after it: each reads back as it was written.
         let batch = [
             seen("node-b", "2026-11-30T10:00:00.123456789Z"),
             NodeWrite::Delete("node-x".into()),
             seen("nöde-ä", "2026-11-30T10:00:01Z"),
             seen("node-a", "2026-11-30T10:00:00Z"),
             seen("node-a", "2026-11-30T10:00:02Z"),
+            seen("node-c", "1969-12-31T23:59:59.5-05:30"),
+            seen("node-d", "9999-12-31T23:59:59.999999999+14:00"),
         ];
         let blob = encoder.encode(&batch).unwrap().unwrap().to_vec();
+        assert_eq!(blob[0], FORMAT);
         assert_eq!(
             decoded(&blob),
             [
                 ("node-a", "2026-11-30T10:00:00Z"),
                 ("node-a", "2026-11-30T10:00:02Z"),
                 ("node-b", "2026-11-30T10:00:00.123456789Z"),
+                ("node-c", "1969-12-31T23:59:59.500-05:30"),
+                ("node-d", "9999-12-31T23:59:59.999999999+14:00"),
                 ("nöde-ä", "2026-11-30T10:00:01Z"),
             ]
             .map(|(a, b)| (a.to_string(), b.to_string()))
         );
-        let plain: usize = batch
-            .iter()
-            .filter(|w| matches!(w, NodeWrite::Seen { .. }))
-            .map(|w| w.node_id().len() + 26)
-            .sum();
-        assert!(blob.len() < plain * 2 / 3, "{} of {plain}", blob.len());
+        // A batch of a fleet: under twelve bytes a node, where its id and time as text are 34.
+        let fleet: Vec<_> = (0..1000)
+            .map(|i| {
+                seen(
+                    &format!("node-{i:05}"),
+                    &format!("2026-11-30T10:00:0{}.{i:03}Z", i % 2),
+                )
+            })
+            .collect();
+        let blob = encoder.encode(&fleet).unwrap().unwrap();
+        assert!(blob.len() < 1000 * 12, "{} bytes", blob.len());
         // Its buffers are reused, and a batch without contacts has no blob.
         assert_eq!(encoder.encode(&batch[1..2]).unwrap(), None);
     }
@@ -357,10 +427,12 @@ mod tests {
             .unwrap()
             .unwrap()
             .to_vec();
-        // [1] [0, 6, 0] node-a [0, 20] time: the time starts at byte 12.
+        // [2] [0, 6, 0] node-a, then the time's varints from byte 10: seconds (5 bytes),
+        // nanoseconds and offset (a byte each).
+        assert_eq!(blob.len(), 17);
         assert_eq!(
             decode(&blob[..blob.len() - 3], |_, _| {}).unwrap_err(),
-            "truncated at byte 12"
+            "truncated or overlong number at byte 10"
         );
         let mut bad = blob.clone();
         bad[4] = 0xff;
@@ -370,6 +442,14 @@ mod tests {
         bad[1] = 3;
         let error = decode(&bad, |_, _| {}).unwrap_err();
         assert_eq!(error, "byte 4 continues 3 bytes of a 0-byte string");
+        // An offset of a day is no offset.
+        let mut bad = blob[..16].to_vec();
+        bad.extend_from_slice(&86_400i32.encode_var_vec());
+        let error = decode(&bad, |_, _| {}).unwrap_err();
+        assert!(
+            error.starts_with("byte 10: ") && error.ends_with("is not a time"),
+            "{error}"
+        );
         assert_eq!(
             decode(&[], |_, _| {}).unwrap_err(),
             "empty contact log entry"
@@ -381,22 +461,49 @@ mod tests {
     }
 
     #[test]
+    fn blobs_of_earlier_builds_with_text_times_still_read() {
+        // Format 1: node-a at 10:00:05Z, node-b front-coded against it.
+        let mut blob = vec![FORMAT_TEXT, 0, 6, 0];
+        blob.extend_from_slice(b"node-a");
+        blob.extend_from_slice(&[0, 20]);
+        blob.extend_from_slice(b"2026-11-30T10:00:05Z");
+        blob.extend_from_slice(&[5, 1, 0, b'b', 18, 5]);
+        blob.extend_from_slice(b"7.25Z");
+        assert_eq!(
+            decoded(&blob),
+            [
+                ("node-a", "2026-11-30T10:00:05Z"),
+                ("node-b", "2026-11-30T10:00:07.250Z"),
+            ]
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+        );
+        // A time that is not one says where.
+        let bad_time = b"2026-13-30T10:00:05Z";
+        blob[12..32].copy_from_slice(bad_time);
+        let error = decode(&blob, |_, _| {}).unwrap_err();
+        assert!(error.starts_with("byte 12: "), "{error}");
+    }
+
+    #[test]
     fn merged_batches_give_each_node_once_with_its_latest_time_in_node_order() {
         let mut encoder = Encoder::default();
-        let mut blob = |entries: &[(&str, &str)]| {
-            let batch: Vec<_> = entries.iter().map(|(id, t)| seen(id, t)).collect();
+        let mut blob = |entries: &[(&str, u32)]| {
+            let batch: Vec<_> = entries
+                .iter()
+                .map(|(id, s)| seen(id, &format!("2026-11-30T10:00:{s:02}Z")))
+                .collect();
             encoder.encode(&batch).unwrap().unwrap().to_vec()
         };
         let blobs = [
-            blob(&[("b", "1"), ("a", "1"), ("d", "1")]),
-            blob(&[("c", "2"), ("a", "2")]),
-            blob(&[("d", "3"), ("a", "3"), ("a", "4")]),
-            blob(&[("e", "4")]),
+            blob(&[("b", 1), ("a", 1), ("d", 1)]),
+            blob(&[("c", 2), ("a", 2)]),
+            blob(&[("d", 3), ("a", 3), ("a", 4)]),
+            blob(&[("e", 4)]),
         ];
         let blobs: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
         let mut merged = Vec::new();
         for_each_latest(&blobs, |id, time| {
-            merged.push(format!("{id}={time}"));
+            merged.push(format!("{id}={}", time.as_datetime().timestamp() % 60));
             Ok::<(), ()>(())
         })
         .unwrap();

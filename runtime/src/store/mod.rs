@@ -12,6 +12,8 @@ pub mod writer;
 
 use std::fmt;
 
+use fleetwire_types::Timestamp;
+
 /// One node as stored: JSON documents, opaque to the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredNode {
@@ -29,7 +31,7 @@ pub struct StoredNode {
     pub record_generation: u64,
     /// On load: the node's last contact time from a later [`NodeWrite::Seen`], newer than the
     /// record's `last_heartbeat` when set.
-    pub seen: Option<String>,
+    pub seen: Option<Timestamp>,
     /// The controller's private flags for the node (drain, cordon source, ...), serialized.
     pub flags: Vec<u8>,
 }
@@ -60,8 +62,8 @@ pub enum NodeWrite {
     /// (the common heartbeat): a few bytes instead of the whole row.
     Seen {
         node_id: String,
-        /// RFC 3339, the controller's receive time.
-        last_heartbeat: String,
+        /// The controller's receive time of the node's last heartbeat.
+        last_heartbeat: Timestamp,
     },
     /// Forget the node.
     Delete(String),

@@ -6,6 +6,8 @@ use std::path::Path;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 
 use super::contact_log::{self, Encoder, MergeError};
+use fleetwire_types::Timestamp;
+
 use super::{Durability, NodeWrite, Store, StoreError, StoredNode};
 
 /// Schema migrations, applied in order; migration `i` brings the store to version `i + 1`
@@ -182,18 +184,21 @@ impl Store for SqliteStore {
                     vms_changed: false,
                     vms_generation: 0,
                     record_generation: 0,
-                    seen: row.get(4)?,
+                    seen: None,
                     flags: row.get::<_, String>(3)?.into_bytes(),
-                })
+                }
+                .with_seen(row.get(4)?))
             })
             .map_err(err("load nodes"))?;
         let mut rows = rows
             .collect::<Result<Vec<_>, _>>()
-            .map_err(err("read node row"))?;
+            .map_err(err("read node row"))?
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()?;
         // Contacts not yet folded are newer than `liveness`.
         let mut latest = BTreeMap::new();
         for_each_latest_contact(&self.conn, |id, time| {
-            latest.insert(id.to_string(), time.to_string());
+            latest.insert(id.to_string(), time);
             Ok(())
         })?;
         for row in &mut rows {
@@ -307,7 +312,7 @@ impl Store for SqliteStore {
 /// order; the number of batches read.
 fn for_each_latest_contact(
     conn: &Connection,
-    each: impl FnMut(&str, &str) -> Result<(), StoreError>,
+    each: impl FnMut(&str, Timestamp) -> Result<(), StoreError>,
 ) -> Result<usize, StoreError> {
     let mut stmt = conn
         .prepare_cached("SELECT batch, contacts FROM contact_log ORDER BY batch")
@@ -339,7 +344,7 @@ fn fold(tx: &Transaction, upsert_seen: &mut rusqlite::CachedStatement) -> Result
     let batches = for_each_latest_contact(tx, |node_id, time| {
         nodes += 1;
         upsert_seen
-            .execute(params![node_id, time])
+            .execute(params![node_id, time.to_string()])
             .map(|_| ())
             .map_err(err("fold the contact log"))
     })?;
@@ -347,6 +352,19 @@ fn fold(tx: &Transaction, upsert_seen: &mut rusqlite::CachedStatement) -> Result
         .map_err(err("empty the contact log"))?;
     tracing::debug!(batches, nodes, "contact log folded");
     Ok(())
+}
+
+impl StoredNode {
+    /// The row with `liveness`'s contact time, `text` (RFC 3339, as `fold` writes it).
+    fn with_seen(mut self, text: Option<String>) -> Result<StoredNode, StoreError> {
+        self.seen = text.map(|text| text.parse()).transpose().map_err(|e| {
+            StoreError(format!(
+                "the last contact time of node {:?} is unreadable: {e}",
+                self.node_id
+            ))
+        })?;
+        Ok(self)
+    }
 }
 
 fn text(bytes: &[u8]) -> Result<&str, StoreError> {
@@ -359,6 +377,11 @@ mod tests {
 
     fn node(id: &str, record: &str) -> StoredNode {
         StoredNode::for_test(id, record)
+    }
+
+    /// A loaded row's contact time, as text.
+    fn seen(row: &StoredNode) -> Option<String> {
+        row.seen.map(|t| t.to_string())
     }
 
     /// How a written row reads back.
@@ -404,7 +427,7 @@ mod tests {
         assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
         let rows = store.load_nodes().unwrap();
         assert_eq!(rows.len(), 1);
-        assert_eq!(rows[0].seen.as_deref(), Some("2026-01-01T00:00:09Z"));
+        assert_eq!(seen(&rows[0]).as_deref(), Some("2026-01-01T00:00:09Z"));
         let without_rowid: String = store
             .conn
             .query_row(
@@ -483,11 +506,14 @@ mod tests {
         store_a_and_b(&mut store);
         let seen = |id: &str| NodeWrite::Seen {
             node_id: id.into(),
-            last_heartbeat: "2026-11-30T10:00:00Z".into(),
+            last_heartbeat: "2026-11-30T10:00:00Z".parse().unwrap(),
         };
         store.write(&[seen("a")], Durability::Behind).unwrap();
         let rows = store.load_nodes().unwrap();
-        assert_eq!(rows[0].seen.as_deref(), Some("2026-11-30T10:00:00Z"));
+        assert_eq!(
+            super::tests::seen(&rows[0]).as_deref(),
+            Some("2026-11-30T10:00:00Z")
+        );
         assert_eq!(rows[1].seen, None);
         store
             .write(&[NodeWrite::Delete("a".into())], Durability::Commit)
@@ -511,7 +537,7 @@ mod tests {
     fn seen_at(id: &str, second: u32) -> NodeWrite {
         NodeWrite::Seen {
             node_id: id.into(),
-            last_heartbeat: format!("2026-11-30T10:00:{second:02}Z"),
+            last_heartbeat: format!("2026-11-30T10:00:{second:02}Z").parse().unwrap(),
         }
     }
 
@@ -546,7 +572,7 @@ mod tests {
         assert_eq!(store.logged_batches, unfolded);
         let latest = format!("2026-11-30T10:00:{:02}Z", unfolded - 1);
         let rows = store.load_nodes().unwrap();
-        assert_eq!(rows[0].seen.as_deref(), Some(latest.as_str()));
+        assert_eq!(seen(&rows[0]), Some(latest));
         // A commit never folds; the next write-behind batch does.
         store
             .write(&[seen_at("a", 58)], Durability::Commit)
@@ -558,10 +584,11 @@ mod tests {
         assert_eq!(count(&store, "contact_log"), 0);
         assert_eq!(count(&store, "liveness"), 2);
         let rows = store.load_nodes().unwrap();
-        let seen: Vec<_> = rows.iter().map(|r| r.seen.as_deref()).collect();
+        let seen: Vec<_> = rows.iter().map(seen).collect();
         assert_eq!(
             seen,
             [Some("2026-11-30T10:00:58Z"), Some("2026-11-30T10:00:59Z")]
+                .map(|t| t.map(String::from))
         );
     }
 
@@ -576,6 +603,55 @@ mod tests {
             .unwrap();
         let error = store.load_nodes().unwrap_err();
         assert_eq!(error.0, "contact log batch 1: truncated at byte 2");
+    }
+
+    #[test]
+    fn a_contact_log_of_an_earlier_build_with_text_times_loads_and_folds() {
+        let mut store = SqliteStore::in_memory().unwrap();
+        store_a_and_b(&mut store);
+        // Format 1: a at 10:00:05Z, then b front-coded against it (shares "2026-11-30T10:00:0").
+        let mut old = vec![1, 0, 1, 0, b'a', 0, 20];
+        old.extend_from_slice(b"2026-11-30T10:00:05Z");
+        old.extend_from_slice(&[0, 1, 0, b'b', 18, 2, b'7', b'Z']);
+        store
+            .conn
+            .execute("INSERT INTO contact_log (contacts) VALUES (?1)", [&old])
+            .unwrap();
+        // A later batch of this build: b again, later.
+        store.write(&[seen_at("b", 9)], Durability::Behind).unwrap();
+        let expected = ["2026-11-30T10:00:05Z", "2026-11-30T10:00:09Z"].map(|t| Some(t.into()));
+        let rows = store.load_nodes().unwrap();
+        assert_eq!(rows.iter().map(seen).collect::<Vec<_>>(), expected);
+        // Folded (by the batch that fills the log), both land in `liveness` as text and read
+        // back the same.
+        for _ in 1..FOLD_AFTER_BATCHES {
+            store.write(&[seen_at("b", 9)], Durability::Behind).unwrap();
+        }
+        assert_eq!(count(&store, "contact_log"), 0);
+        assert_eq!(count(&store, "liveness"), 2);
+        let rows = store.load_nodes().unwrap();
+        assert_eq!(rows.iter().map(seen).collect::<Vec<_>>(), expected);
+    }
+
+    #[test]
+    fn an_unreadable_liveness_time_fails_the_load_and_names_the_node() {
+        let mut store = SqliteStore::in_memory().unwrap();
+        store_a_and_b(&mut store);
+        store
+            .conn
+            .execute(
+                "INSERT INTO liveness (node_id, last_heartbeat) VALUES ('b', 'soon')",
+                [],
+            )
+            .unwrap();
+        let error = store.load_nodes().unwrap_err();
+        assert!(
+            error
+                .0
+                .starts_with("the last contact time of node \"b\" is unreadable: "),
+            "{}",
+            error.0
+        );
     }
 
     #[test]

@@ -599,7 +599,7 @@ mod tests {
             Some(match self.0.lock().unwrap().get(id) {
                 Some(_) if id.starts_with('c') => NodeWrite::Seen {
                     node_id: id.clone(),
-                    last_heartbeat: "2026-11-30T10:00:00Z".into(),
+                    last_heartbeat: "2026-11-30T10:00:00Z".parse().unwrap(),
                 },
                 Some(v) => row(id, *v),
                 None => NodeWrite::Delete(id.clone()),
