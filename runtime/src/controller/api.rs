@@ -10,6 +10,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use compact_str::CompactString;
 use fleetwire_types::{
     ApiErrorCode, CertSerial, CreateVmRequest, Health, HealthStatus, HostState, NodeHeartbeat,
     NodeStatusFilter, PemCertificate, RegisterNodeRequest, RegisterNodeResponse, SemVer,
@@ -188,7 +189,7 @@ pub async fn take_heartbeat(
 fn apply_heartbeat(controller: &Controller, heartbeat: NodeHeartbeat) -> Durable {
     let now = Instant::now();
     let received = Timestamp::now();
-    let node_id = heartbeat.node_id.to_string();
+    let node_id = CompactString::from(heartbeat.node_id.as_str());
     let (slot, new) = controller.table.get_or_insert(&node_id, || {
         nodes::enroll_by_heartbeat(&heartbeat, received)
     });
@@ -223,7 +224,7 @@ fn apply_heartbeat(controller: &Controller, heartbeat: NodeHeartbeat) -> Durable
         outcome.log(&node_id);
     }
     if new {
-        return Durable::Commit(node_id);
+        return Durable::Commit(node_id.into_string());
     }
     // Queued after the node's lock is released: its write-behind mark is already set, so a
     // batch taken in between leaves it for the next one, which this adds it to.

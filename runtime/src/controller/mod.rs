@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use axum::body::Bytes;
+use compact_str::CompactString;
 use fleetwire_types::{HostState, NodeRecord, VmRecord};
 
 use crate::store::sqlite::SqliteStore;
@@ -285,7 +286,12 @@ impl Controller {
     /// Queues a node touched by a heartbeat (by its slot and id, so the store writer needs
     /// neither a lookup nor the node's own copy of its id). [`Queued::Full`]: the heartbeat's
     /// answer waits for [`WriterHandle::flushed`].
-    pub fn queue_heartbeat(&self, slot: NodeSlot, node_id: String, change: Change) -> Queued {
+    pub fn queue_heartbeat(
+        &self,
+        slot: NodeSlot,
+        node_id: CompactString,
+        change: Change,
+    ) -> Queued {
         self.writer
             .mark_dirty(DirtyNode::Slot(slot, node_id), change)
     }

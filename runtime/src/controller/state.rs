@@ -242,7 +242,7 @@ impl NodeState {
     /// What the store needs to catch up with the node (`node_id`, the id the table holds it
     /// under): its last contact time alone when that is all that changed since the row was
     /// written in full, else the whole row. Clears the write-behind mark.
-    pub fn to_write(&mut self, node_id: String) -> NodeWrite {
+    pub fn to_write(&mut self, node_id: CompactString) -> NodeWrite {
         let in_full = self.record_stored == Some(self.record_generation)
             && self.vms_stored == Some(self.vms_generation);
         if in_full {
@@ -252,7 +252,7 @@ impl NodeState {
                 last_heartbeat: self.record.last_heartbeat,
             };
         }
-        NodeWrite::Upsert(self.stored_as(node_id))
+        NodeWrite::Upsert(self.stored_as(node_id.into_string()))
     }
 
     /// The node as a full store row; clears the write-behind mark.
@@ -376,7 +376,7 @@ pub enum DirtyNode {
     /// By its slot, when the caller holds it (the heartbeat path), with its id as the caller
     /// named it: the store writer then needs neither a lookup in a table of 100,000 nodes nor
     /// a read of the node's own copy of its id, which at that size is rarely in cache.
-    Slot(NodeSlot, String),
+    Slot(NodeSlot, CompactString),
     /// By id.
     Id(String),
 }
@@ -619,7 +619,7 @@ impl NodeTable {
     pub fn snapshot(&self, node: &mut DirtyNode) -> Option<NodeWrite> {
         match node {
             DirtyNode::Id(node_id) => Some(match self.get(node_id) {
-                Some(slot) => slot.lock().to_write(std::mem::take(node_id)),
+                Some(slot) => slot.lock().to_write(std::mem::take(node_id).into()),
                 None => NodeWrite::Delete(std::mem::take(node_id)),
             }),
             DirtyNode::Slot(slot, node_id) => {
@@ -782,8 +782,13 @@ mod tests {
             "a".repeat(24),
             "node-7".to_string(),
         ];
+        let named = |id: &str| {
+            let mut state = node();
+            state.record.node_id = id.try_into().unwrap();
+            state
+        };
         for id in &ids {
-            let (_, new) = table.get_or_insert(id, node);
+            let (_, new) = table.get_or_insert(id, || named(id));
             assert!(new);
         }
         for id in &ids {
@@ -791,6 +796,20 @@ mod tests {
             assert!(!table.get_or_insert(id, node).1, "{id} is not new");
         }
         assert!(table.get(&"a".repeat(23)).is_none());
+        // Queued by slot and by id, each writes its row under its whole id.
+        for id in &ids {
+            let slot = table.get(id).unwrap();
+            let mut queued = [
+                DirtyNode::Slot(slot, id.as_str().into()),
+                DirtyNode::Id(id.clone()),
+            ];
+            for node in &mut queued {
+                match table.snapshot(node) {
+                    Some(NodeWrite::Upsert(row)) => assert_eq!(&row.node_id, id),
+                    other => panic!("{id}: {other:?}"),
+                }
+            }
+        }
         let mut listed = Vec::new();
         table.for_each(|id, _| listed.push(id.to_string()));
         let mut sorted = ids.to_vec();

@@ -12,6 +12,7 @@ pub mod writer;
 
 use std::fmt;
 
+use compact_str::CompactString;
 use fleetwire_types::Timestamp;
 
 /// One node as stored: JSON documents, opaque to the store.
@@ -61,7 +62,9 @@ pub enum NodeWrite {
     /// Only the node's last contact time changed since its row was last written in full
     /// (the common heartbeat): a few bytes instead of the whole row.
     Seen {
-        node_id: String,
+        /// Inline (no allocation) for ids of up to 24 bytes: one of these is made per
+        /// heartbeat at 100,000 nodes, on a worker, and dropped on the writer's thread.
+        node_id: CompactString,
         /// The controller's receive time of the node's last heartbeat.
         last_heartbeat: Timestamp,
     },

@@ -598,7 +598,7 @@ mod tests {
         fn snapshot(&self, id: &mut String) -> Option<NodeWrite> {
             Some(match self.0.lock().unwrap().get(id) {
                 Some(_) if id.starts_with('c') => NodeWrite::Seen {
-                    node_id: id.clone(),
+                    node_id: id.as_str().into(),
                     last_heartbeat: "2026-11-30T10:00:00Z".parse().unwrap(),
                 },
                 Some(v) => row(id, *v),
