@@ -68,12 +68,10 @@ const DELETE_SEEN: &str = "DELETE FROM liveness WHERE node_id = ?1";
 const LOG_CONTACTS: &str = "INSERT INTO contact_log (contacts) VALUES (?1)";
 
 /// How many contact-log rows (write-behind batches) accumulate before they are folded into
-/// `liveness`: with the default 500 ms flush interval, about every thirty seconds under
-/// steady heartbeats. A fold writes each node once however often it was seen, and a b-tree
-/// update of each of 100,000 nodes every ten seconds had been a fifth of the writer's work at
-/// that size; a restart reads at most this many rows on top of the tables (at 100,000 nodes
-/// about 25 MB, merged in a fraction of a second).
-pub const FOLD_AFTER_BATCHES: u32 = 60;
+/// `liveness`: with the default 500 ms flush interval, about every ten seconds under steady
+/// heartbeats. A fold writes each node once however often it was seen, and a restart reads
+/// at most this many rows on top of the tables.
+pub const FOLD_AFTER_BATCHES: u32 = 20;
 
 pub struct SqliteStore {
     conn: Connection,
