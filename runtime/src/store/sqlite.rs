@@ -3,11 +3,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use fleetwire_types::Timestamp;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 
 use super::contact_log::{self, Encoder, MergeError};
-use fleetwire_types::Timestamp;
-
 use super::{Durability, NodeWrite, Store, StoreError, StoredNode};
 
 /// Schema migrations, applied in order; migration `i` brings the store to version `i + 1`
