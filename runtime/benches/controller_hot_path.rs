@@ -81,7 +81,7 @@ fn hot_path(c: &mut Criterion) {
         .table
         .ordered_slots()
         .iter()
-        .map(|slot| fleetwire::store::NodeWrite::Upsert(slot.lock().stored()))
+        .map(|slot| fleetwire::store::NodeWrite::Upsert(Box::new(slot.lock().stored())))
         .collect();
     let dir = tempfile::tempdir().unwrap();
     let mut store = SqliteStore::open(&dir.path().join("bench.sqlite3")).unwrap();

@@ -252,7 +252,7 @@ impl NodeState {
                 last_heartbeat: self.record.last_heartbeat,
             };
         }
-        NodeWrite::Upsert(self.stored_as(node_id.into_string()))
+        NodeWrite::Upsert(Box::new(self.stored_as(node_id.into_string())))
     }
 
     /// The node as a full store row; clears the write-behind mark.

@@ -457,8 +457,8 @@ mod tests {
         store
             .write(
                 &[
-                    NodeWrite::Upsert(node("b", "{\"v\":1}")),
-                    NodeWrite::Upsert(node("a", "{\"v\":1}")),
+                    NodeWrite::Upsert(Box::new(node("b", "{\"v\":1}"))),
+                    NodeWrite::Upsert(Box::new(node("a", "{\"v\":1}"))),
                 ],
                 Durability::Behind,
             )
@@ -466,7 +466,7 @@ mod tests {
         store
             .write(
                 &[
-                    NodeWrite::Upsert(node("b", "{\"v\":2}")),
+                    NodeWrite::Upsert(Box::new(node("b", "{\"v\":2}"))),
                     NodeWrite::Delete("a".into()),
                 ],
                 Durability::Behind,
@@ -484,13 +484,16 @@ mod tests {
         let mut row = node("a", "1");
         row.vms = b"[1]".to_vec();
         store
-            .write(&[NodeWrite::Upsert(row.clone())], Durability::Behind)
+            .write(
+                &[NodeWrite::Upsert(Box::new(row.clone()))],
+                Durability::Behind,
+            )
             .unwrap();
         let mut update = node("a", "2");
         update.vms = b"[]".to_vec();
         update.vms_changed = false;
         store
-            .write(&[NodeWrite::Upsert(update)], Durability::Behind)
+            .write(&[NodeWrite::Upsert(Box::new(update))], Durability::Behind)
             .unwrap();
         let stored = store.load_nodes().unwrap();
         assert_eq!(
@@ -518,7 +521,10 @@ mod tests {
             .write(&[NodeWrite::Delete("a".into())], Durability::Commit)
             .unwrap();
         store
-            .write(&[NodeWrite::Upsert(node("a", "2"))], Durability::Commit)
+            .write(
+                &[NodeWrite::Upsert(Box::new(node("a", "2")))],
+                Durability::Commit,
+            )
             .unwrap();
         assert_eq!(
             store.load_nodes().unwrap()[0].seen,
@@ -529,7 +535,7 @@ mod tests {
 
     /// Stores nodes `a` and `b`, both with record `1`.
     fn store_a_and_b(store: &mut SqliteStore) {
-        let rows = [node("a", "1"), node("b", "1")].map(NodeWrite::Upsert);
+        let rows = [node("a", "1"), node("b", "1")].map(|row| NodeWrite::Upsert(Box::new(row)));
         store.write(&rows, Durability::Commit).unwrap();
     }
 
@@ -657,7 +663,10 @@ mod tests {
     fn a_failing_batch_leaves_nothing_behind() {
         let mut store = SqliteStore::in_memory().unwrap();
         store
-            .write(&[NodeWrite::Upsert(node("a", "1"))], Durability::Commit)
+            .write(
+                &[NodeWrite::Upsert(Box::new(node("a", "1")))],
+                Durability::Commit,
+            )
             .unwrap();
         let bad = StoredNode {
             record: vec![0xff, 0xfe],
@@ -666,9 +675,9 @@ mod tests {
         let result = store.write(
             &[
                 NodeWrite::Delete("a".into()),
-                NodeWrite::Upsert(node("b", "2")),
+                NodeWrite::Upsert(Box::new(node("b", "2"))),
                 seen_at("a", 3),
-                NodeWrite::Upsert(bad),
+                NodeWrite::Upsert(Box::new(bad)),
             ],
             Durability::Commit,
         );

@@ -559,7 +559,10 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     fn row(id: &str, version: u32) -> NodeWrite {
-        NodeWrite::Upsert(StoredNode::for_test(id, &format!("{{\"v\":{version}}}")))
+        NodeWrite::Upsert(Box::new(StoredNode::for_test(
+            id,
+            &format!("{{\"v\":{version}}}"),
+        )))
     }
 
     #[test]
