@@ -214,49 +214,39 @@ pub fn apply_heartbeat(
 
     let record = &mut state.record;
     let mut record_changed = false;
-    let mut set = |changed: bool| record_changed |= changed;
-    set(replace_if_changed(&mut record.hostname, hostname));
-    set(replace_if_changed(&mut record.wg_ip, wg_ip));
-    set(replace_if_changed(
+    record_changed |= replace_if_changed(&mut record.hostname, hostname);
+    record_changed |= replace_if_changed(&mut record.wg_ip, wg_ip);
+    record_changed |= replace_if_changed(
         &mut record.ram_available_mb,
         ram_total_mb.saturating_sub(ram_used_mb),
-    ));
-    set(replace_if_changed(&mut record.kvm_available, kvm_available));
-    set(replace_if_changed(&mut record.reserved, reserved));
+    );
+    record_changed |= replace_if_changed(&mut record.kvm_available, kvm_available);
+    record_changed |= replace_if_changed(&mut record.reserved, reserved);
     record.last_heartbeat = received;
-    set(replace_if_changed(&mut record.spawn_port, spawn_port));
-    set(replace_if_changed(
-        &mut record.host_boot_id,
-        Some(host_boot_id),
-    ));
+    record_changed |= replace_if_changed(&mut record.spawn_port, spawn_port);
+    record_changed |= replace_if_changed(&mut record.host_boot_id, Some(host_boot_id));
     if runtime_boot_id.is_some() {
-        set(replace_if_changed(&mut record.boot_id, runtime_boot_id));
+        record_changed |= replace_if_changed(&mut record.boot_id, runtime_boot_id);
     }
     if agent_version.is_some() {
-        set(replace_if_changed(&mut record.agent_version, agent_version));
+        record_changed |= replace_if_changed(&mut record.agent_version, agent_version);
     }
     if cpu_usage.is_some() {
-        set(replace_if_changed(&mut record.cpu_usage, cpu_usage));
+        record_changed |= replace_if_changed(&mut record.cpu_usage, cpu_usage);
     }
     if memory_usage_mb.is_some() {
-        set(replace_if_changed(
-            &mut record.memory_usage_mb,
-            memory_usage_mb,
-        ));
+        record_changed |= replace_if_changed(&mut record.memory_usage_mb, memory_usage_mb);
     }
     if disk_usage_gb.is_some() {
-        set(replace_if_changed(&mut record.disk_usage_gb, disk_usage_gb));
+        record_changed |= replace_if_changed(&mut record.disk_usage_gb, disk_usage_gb);
     }
     if disk_total_gb.is_some() {
-        set(replace_if_changed(&mut record.total_disk_gb, disk_total_gb));
+        record_changed |= replace_if_changed(&mut record.total_disk_gb, disk_total_gb);
     }
     if let Some(free) = disk_free_gb {
-        set(replace_if_changed(
-            &mut record.available_disk_gb,
-            Some(free),
-        ));
+        record_changed |= replace_if_changed(&mut record.available_disk_gb, Some(free));
         outcome.disk_cordon = disk_pressure(record, free, received, settings);
-        set(outcome.disk_cordon.is_some());
+        record_changed |= outcome.disk_cordon.is_some();
     }
     outcome.stall_cordon = runtime_stall(state, runtime_stalled, received);
     record_changed |= outcome.stall_cordon.is_some();
