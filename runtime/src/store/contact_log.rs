@@ -129,31 +129,35 @@ fn decode(blob: &[u8], mut each: impl FnMut(&str, Timestamp)) -> Result<(), Stri
 /// Reads a blob's entries one at a time.
 pub struct Decoder<'a> {
     blob: &'a [u8],
-    format: u8,
     at: usize,
     id: String,
     time: Timestamp,
-    /// The current entry's seconds since the epoch (format 2 codes the next one against it).
-    seconds: i64,
-    /// The current entry's time as text (format 1 codes the next one against it).
-    text: String,
+    /// What the next entry's time is coded against.
+    previous: PreviousTime,
+}
+
+/// The current entry's time as the blob's format codes the next one against it.
+enum PreviousTime {
+    /// Format 2: its seconds since the epoch.
+    Seconds(i64),
+    /// Format 1: its RFC 3339 text.
+    Text(String),
 }
 
 impl<'a> Decoder<'a> {
     pub fn new(blob: &'a [u8]) -> Result<Decoder<'a>, String> {
-        let format = match blob.first() {
-            Some(&format @ (FORMAT | FORMAT_TEXT)) => format,
+        let previous = match blob.first() {
+            Some(&FORMAT) => PreviousTime::Seconds(0),
+            Some(&FORMAT_TEXT) => PreviousTime::Text(String::new()),
             Some(other) => return Err(format!("unknown contact log format {other}")),
             None => return Err("empty contact log entry".into()),
         };
         Ok(Decoder {
             blob,
-            format,
             at: 1,
             id: String::new(),
             time: Timestamp::from(DateTime::UNIX_EPOCH),
-            seconds: 0,
-            text: String::new(),
+            previous,
         })
     }
 
@@ -166,45 +170,12 @@ impl<'a> Decoder<'a> {
         let [id_shared] = field::<1>(blob, at)?;
         let id_rest = u16::from_le_bytes(field::<2>(blob, at + 1)?) as usize;
         let at = front_decoded(&mut self.id, blob, at + 3, id_shared as usize, id_rest)?;
-        self.at = if self.format == FORMAT_TEXT {
-            self.text_time(at)?
-        } else {
-            self.numeric_time(at)?
+        let (time, end) = match &mut self.previous {
+            PreviousTime::Seconds(seconds) => numeric_time(blob, at, seconds)?,
+            PreviousTime::Text(text) => text_time(blob, at, text)?,
         };
+        (self.time, self.at) = (time, end);
         Ok(true)
-    }
-
-    /// Format 2: the time's three varints at `at`; the offset after them.
-    fn numeric_time(&mut self, at: usize) -> Result<usize, String> {
-        let (delta, after_seconds) = varint::<i64>(self.blob, at)?;
-        let (nanos, after_nanos) = varint::<u32>(self.blob, after_seconds)?;
-        let (offset, end) = varint::<i32>(self.blob, after_nanos)?;
-        let seconds = self.seconds.wrapping_add(delta);
-        let time = DateTime::from_timestamp(seconds, nanos)
-            .zip(FixedOffset::east_opt(offset))
-            .map(|(utc, offset)| utc.with_timezone(&offset))
-            .ok_or_else(|| {
-                format!("byte {at}: {seconds} s, {nanos} ns, offset {offset} s is not a time")
-            })?;
-        (self.time, self.seconds) = (time.into(), seconds);
-        Ok(end)
-    }
-
-    /// Format 1: the time's front-coded RFC 3339 text at `at`; the offset after it.
-    fn text_time(&mut self, at: usize) -> Result<usize, String> {
-        let [time_shared, time_rest] = field::<2>(self.blob, at)?;
-        let end = front_decoded(
-            &mut self.text,
-            self.blob,
-            at + 2,
-            time_shared as usize,
-            time_rest as usize,
-        )?;
-        self.time = self
-            .text
-            .parse()
-            .map_err(|e| format!("byte {}: {e}", at + 2))?;
-        Ok(end)
     }
 
     /// The current entry's node id (after a successful [`Decoder::advance`]).
@@ -216,6 +187,32 @@ impl<'a> Decoder<'a> {
     pub fn time(&self) -> Timestamp {
         self.time
     }
+}
+
+/// Format 2: the time whose three varints are at `at`, coded against `seconds` (which it
+/// replaces); the offset after them.
+fn numeric_time(blob: &[u8], at: usize, seconds: &mut i64) -> Result<(Timestamp, usize), String> {
+    let (delta, after_seconds) = varint::<i64>(blob, at)?;
+    let (nanos, after_nanos) = varint::<u32>(blob, after_seconds)?;
+    let (offset, end) = varint::<i32>(blob, after_nanos)?;
+    let these = seconds.wrapping_add(delta);
+    let time = DateTime::from_timestamp(these, nanos)
+        .zip(FixedOffset::east_opt(offset))
+        .map(|(utc, offset)| utc.with_timezone(&offset))
+        .ok_or_else(|| {
+            format!("byte {at}: {these} s, {nanos} ns, offset {offset} s is not a time")
+        })?;
+    *seconds = these;
+    Ok((time.into(), end))
+}
+
+/// Format 1: the time whose front-coded RFC 3339 text is at `at`, coded against `text` (which
+/// it replaces); the offset after it.
+fn text_time(blob: &[u8], at: usize, text: &mut String) -> Result<(Timestamp, usize), String> {
+    let [time_shared, time_rest] = field::<2>(blob, at)?;
+    let end = front_decoded(text, blob, at + 2, time_shared as usize, time_rest as usize)?;
+    let time = text.parse().map_err(|e| format!("byte {}: {e}", at + 2))?;
+    Ok((time, end))
 }
 
 /// The varint at `at` in the blob, and the offset after it.
