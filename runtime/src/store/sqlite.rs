@@ -176,7 +176,7 @@ impl Store for SqliteStore {
             .map_err(err("prepare load"))?;
         let rows = stmt
             .query_map([], |row| {
-                Ok(StoredNode {
+                let node = StoredNode {
                     node_id: row.get(0)?,
                     record: row.get::<_, String>(1)?.into_bytes(),
                     vms: row.get::<_, String>(2)?.into_bytes(),
@@ -185,27 +185,30 @@ impl Store for SqliteStore {
                     record_generation: 0,
                     seen: None,
                     flags: row.get::<_, String>(3)?.into_bytes(),
-                }
-                .with_seen(row.get(4)?))
+                };
+                Ok((node, row.get::<_, Option<String>>(4)?))
             })
             .map_err(err("load nodes"))?;
-        let mut rows = rows
+        let rows = rows
             .collect::<Result<Vec<_>, _>>()
-            .map_err(err("read node row"))?
-            .into_iter()
-            .collect::<Result<Vec<_>, _>>()?;
+            .map_err(err("read node row"))?;
         // Contacts not yet folded are newer than `liveness`.
         let mut latest = BTreeMap::new();
         for_each_latest_contact(&self.conn, |id, time| {
             latest.insert(id.to_string(), time);
             Ok(())
         })?;
-        for row in &mut rows {
-            if let Some(time) = latest.remove(row.node_id.as_str()) {
-                row.seen = Some(time);
-            }
-        }
-        Ok(rows)
+        rows.into_iter()
+            .map(|(mut node, folded)| {
+                node.seen = match latest.remove(node.node_id.as_str()) {
+                    Some(logged) => Some(logged),
+                    None => folded
+                        .map(|text| folded_time(&node.node_id, &text))
+                        .transpose()?,
+                };
+                Ok(node)
+            })
+            .collect()
     }
 
     fn write(&mut self, batch: &[NodeWrite], durability: Durability) -> Result<(), StoreError> {
@@ -353,17 +356,13 @@ fn fold(tx: &Transaction, upsert_seen: &mut rusqlite::CachedStatement) -> Result
     Ok(())
 }
 
-impl StoredNode {
-    /// The row with `liveness`'s contact time, `text` (RFC 3339, as `fold` writes it).
-    fn with_seen(mut self, text: Option<String>) -> Result<StoredNode, StoreError> {
-        self.seen = text.map(|text| text.parse()).transpose().map_err(|e| {
-            StoreError(format!(
-                "the last contact time of node {:?} is unreadable: {e}",
-                self.node_id
-            ))
-        })?;
-        Ok(self)
-    }
+/// A `liveness` contact time (RFC 3339, as `fold` writes it) of node `node_id`.
+fn folded_time(node_id: &str, text: &str) -> Result<Timestamp, StoreError> {
+    text.parse().map_err(|e| {
+        StoreError(format!(
+            "the last contact time of node {node_id:?} is unreadable: {e}"
+        ))
+    })
 }
 
 fn text(bytes: &[u8]) -> Result<&str, StoreError> {
