@@ -38,8 +38,8 @@ pub struct StoredNode {
 }
 
 impl StoredNode {
-    /// A new node's row with `record` as its record, an empty VM list and no flags (for tests).
-    #[cfg(test)]
+    /// A new node's row with `record` as its record, an empty VM list and no flags (for tests
+    /// and benchmarks).
     pub fn for_test(node_id: &str, record: &str) -> StoredNode {
         StoredNode {
             node_id: node_id.into(),
@@ -95,6 +95,12 @@ impl fmt::Display for StoreError {
 }
 
 impl std::error::Error for StoreError {}
+
+impl From<String> for StoreError {
+    fn from(reason: String) -> StoreError {
+        StoreError(reason)
+    }
+}
 
 /// How durable a write must be when it returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
