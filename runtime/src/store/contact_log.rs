@@ -38,12 +38,21 @@ impl Encoder {
     /// The blob of the `Seen` writes in `batch`, `None` when it has none. A node written
     /// twice keeps both entries, in batch order (the later one wins on decode).
     pub fn encode(&mut self, batch: &[NodeWrite]) -> Result<Option<&[u8]>, String> {
+        self.encode_where(batch, |_| true)
+    }
+
+    /// [`Encoder::encode`] of the `Seen` writes whose index in `batch` `keep` accepts.
+    pub fn encode_where(
+        &mut self,
+        batch: &[NodeWrite],
+        keep: impl Fn(usize) -> bool,
+    ) -> Result<Option<&[u8]>, String> {
         self.order.clear();
         self.order.extend(
             batch
                 .iter()
                 .enumerate()
-                .filter(|(_, w)| matches!(w, NodeWrite::Seen { .. }))
+                .filter(|&(i, w)| matches!(w, NodeWrite::Seen { .. }) && keep(i))
                 .map(|(i, _)| (0, i)),
         );
         let Some(&(_, first)) = self.order.first() else {
@@ -68,7 +77,7 @@ impl Encoder {
         });
         self.blob.clear();
         self.blob.push(FORMAT);
-        let (mut last_id, mut last_seconds) = ("", 0i64);
+        let mut last = ("", 0i64);
         for &(_, i) in &self.order {
             let NodeWrite::Seen {
                 node_id,
@@ -77,22 +86,59 @@ impl Encoder {
             else {
                 unreachable!("only Seen writes are ordered");
             };
-            let id_shared = shared(last_id.as_bytes(), node_id.as_bytes()).min(u8::MAX as usize);
-            let id_rest = u16::try_from(node_id.len() - id_shared)
-                .map_err(|_| format!("node id {node_id:?} is too long for the contact log"))?;
-            self.blob.push(id_shared as u8);
-            self.blob.extend_from_slice(&id_rest.to_le_bytes());
-            self.blob
-                .extend_from_slice(&node_id.as_bytes()[id_shared..]);
-            let time = last_heartbeat.as_datetime();
-            let seconds = time.timestamp();
-            push_varint(&mut self.blob, seconds.wrapping_sub(last_seconds));
-            push_varint(&mut self.blob, time.timestamp_subsec_nanos());
-            push_varint(&mut self.blob, time.offset().local_minus_utc());
-            (last_id, last_seconds) = (node_id, seconds);
+            last = (
+                node_id,
+                push_entry(&mut self.blob, last, node_id, *last_heartbeat)?,
+            );
         }
         Ok(Some(&self.blob))
     }
+}
+
+/// Appends the entry of `id` at `time` to a blob of the written format, coded against the
+/// previous entry's id and seconds (`""` and 0 for the first); returns its seconds.
+fn push_entry(
+    blob: &mut Vec<u8>,
+    (last_id, last_seconds): (&str, i64),
+    id: &str,
+    time: Timestamp,
+) -> Result<i64, String> {
+    let id_shared = shared(last_id.as_bytes(), id.as_bytes()).min(u8::MAX as usize);
+    let id_rest = u16::try_from(id.len() - id_shared)
+        .map_err(|_| format!("node id {id:?} is too long for the contact log"))?;
+    blob.push(id_shared as u8);
+    blob.extend_from_slice(&id_rest.to_le_bytes());
+    blob.extend_from_slice(&id.as_bytes()[id_shared..]);
+    let time = time.as_datetime();
+    let seconds = time.timestamp();
+    push_varint(blob, seconds.wrapping_sub(last_seconds));
+    push_varint(blob, time.timestamp_subsec_nanos());
+    push_varint(blob, time.offset().local_minus_utc());
+    Ok(seconds)
+}
+
+/// Merges `blobs` (batches in write order) into one blob of the written format in `into`:
+/// each node once, with its latest time, leaving out the nodes `keep` refuses. Returns how
+/// many entries it holds. This is how the log is kept short: its batches become one row
+/// that reads back the same.
+pub fn merge(
+    blobs: &[&[u8]],
+    keep: impl Fn(&str) -> bool,
+    into: &mut Vec<u8>,
+) -> Result<usize, MergeError<String>> {
+    into.clear();
+    into.push(FORMAT);
+    let (mut last_id, mut last_seconds, mut entries) = (String::new(), 0i64, 0);
+    for_each_latest(blobs, |id, time| {
+        if keep(id) {
+            last_seconds = push_entry(into, (&last_id, last_seconds), id, time)?;
+            last_id.clear();
+            last_id.push_str(id);
+            entries += 1;
+        }
+        Ok(())
+    })?;
+    Ok(entries)
 }
 
 fn push_varint(blob: &mut Vec<u8>, value: impl VarInt) {
@@ -526,6 +572,85 @@ mod tests {
             }
         });
         assert_eq!(stopped, Err(MergeError::Stopped("c".to_string())));
+    }
+
+    #[test]
+    fn merged_into_one_blob_the_batches_read_back_the_same_less_what_is_left_out() {
+        let mut encoder = Encoder::default();
+        let batches: Vec<Vec<u8>> = [
+            vec![
+                seen("node-b", "2026-11-30T10:00:01Z"),
+                seen("node-a", "2026-11-30T10:00:01Z"),
+            ],
+            vec![
+                seen("node-c", "2026-11-30T10:00:02.5+02:00"),
+                seen("node-a", "2026-11-30T10:00:02Z"),
+            ],
+            vec![
+                seen("node-b", "1969-12-31T23:59:59Z"),
+                seen("node-d", "2026-11-30T10:00:03Z"),
+            ],
+        ]
+        .iter()
+        .map(|batch| encoder.encode(batch).unwrap().unwrap().to_vec())
+        .collect();
+        let blobs: Vec<&[u8]> = batches.iter().map(Vec::as_slice).collect();
+        let latest = |blobs: &[&[u8]]| {
+            let mut entries = Vec::new();
+            for_each_latest(blobs, |id, time| {
+                entries.push((id.to_string(), time.to_string()));
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+            entries
+        };
+        let mut folded = vec![9; 3];
+        assert_eq!(merge(&blobs, |_| true, &mut folded).unwrap(), 4);
+        assert_eq!(decoded(&folded), latest(&blobs));
+        // A later batch still wins over the folded one.
+        let later = encoder
+            .encode(&[seen("node-a", "2026-11-30T10:00:04Z")])
+            .unwrap()
+            .unwrap()
+            .to_vec();
+        let mut on_top = Vec::new();
+        merge(&[&folded, &later], |_| true, &mut on_top).unwrap();
+        assert_eq!(
+            decoded(&on_top)[0],
+            ("node-a".to_string(), "2026-11-30T10:00:04Z".to_string())
+        );
+        // Nodes left out are gone, whichever batch had them.
+        assert_eq!(merge(&blobs, |id| id != "node-b", &mut folded).unwrap(), 3);
+        let ids: Vec<String> = decoded(&folded).into_iter().map(|(id, _)| id).collect();
+        assert_eq!(ids, ["node-a", "node-c", "node-d"]);
+        assert_eq!(merge(&blobs, |_| false, &mut folded).unwrap(), 0);
+        assert_eq!(folded, [FORMAT]);
+        // A damaged batch is named.
+        let error = merge(&[blobs[0], &blobs[1][..5]], |_| true, &mut folded).unwrap_err();
+        assert!(
+            matches!(error, MergeError::Damaged { blob: 1, .. }),
+            "{error:?}"
+        );
+    }
+
+    #[test]
+    fn writes_left_out_by_index_are_not_encoded() {
+        let batch = [
+            seen("node-a", "2026-11-30T10:00:00Z"),
+            seen("node-b", "2026-11-30T10:00:01Z"),
+            seen("node-a", "2026-11-30T10:00:02Z"),
+        ];
+        let mut encoder = Encoder::default();
+        let blob = encoder.encode_where(&batch, |i| i != 0).unwrap().unwrap();
+        assert_eq!(
+            decoded(blob),
+            [
+                ("node-a", "2026-11-30T10:00:02Z"),
+                ("node-b", "2026-11-30T10:00:01Z")
+            ]
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+        );
+        assert_eq!(encoder.encode_where(&batch, |_| false).unwrap(), None);
     }
 
     #[test]

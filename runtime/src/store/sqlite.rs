@@ -1,6 +1,6 @@
 //! The embedded store: SQLite through rusqlite, in WAL mode, with versioned migrations.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::path::Path;
 
 use fleetwire_types::Timestamp;
@@ -9,28 +9,39 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 use super::contact_log::{self, Encoder, MergeError};
 use super::{Durability, NodeWrite, Store, StoreError, StoredNode};
 
+/// One schema migration: SQL, or a step that needs code (re-encoding rows).
+enum Migration {
+    Sql(&'static str),
+    Code(fn(&Transaction) -> Result<(), StoreError>),
+}
+
 /// Schema migrations, applied in order; migration `i` brings the store to version `i + 1`
 /// (recorded in `PRAGMA user_version`). Never edit an applied migration: add one.
-const MIGRATIONS: &[&str] = &[
+const MIGRATIONS: &[Migration] = &[
     // 1: one row per node. A rowid table: rows are around a kilobyte, too wide for a
     // WITHOUT ROWID b-tree.
-    "CREATE TABLE nodes (
+    Migration::Sql(
+        "CREATE TABLE nodes (
         node_id    TEXT PRIMARY KEY NOT NULL,
         record     TEXT NOT NULL,
         vms        TEXT NOT NULL,
         flags      TEXT NOT NULL,
         updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
     );",
+    ),
     // 2: the last contact time of nodes whose heartbeats changed nothing else, so such a
     // heartbeat rewrites a few bytes instead of the node's whole row.
-    "CREATE TABLE liveness (
+    Migration::Sql(
+        "CREATE TABLE liveness (
         node_id        TEXT PRIMARY KEY NOT NULL,
         last_heartbeat TEXT NOT NULL
     );",
+    ),
     // 3: liveness rows keyed by node id alone (WITHOUT ROWID): one b-tree to update per
     // heartbeat instead of a table and its primary-key index. At 100,000 nodes nearly every
     // heartbeat is such a row.
-    "CREATE TABLE liveness_by_node (
+    Migration::Sql(
+        "CREATE TABLE liveness_by_node (
         node_id        TEXT PRIMARY KEY NOT NULL,
         last_heartbeat TEXT NOT NULL
     ) WITHOUT ROWID;
@@ -38,13 +49,20 @@ const MIGRATIONS: &[&str] = &[
         SELECT node_id, last_heartbeat FROM liveness;
     DROP TABLE liveness;
     ALTER TABLE liveness_by_node RENAME TO liveness;",
+    ),
     // 4: the contact times of each write-behind batch as one row (see `contact_log`), folded
     // into `liveness` now and then: at 100,000 nodes nearly every heartbeat is a contact of
     // its own, and one appended row per batch costs far less than a b-tree update per node.
-    "CREATE TABLE contact_log (
+    Migration::Sql(
+        "CREATE TABLE contact_log (
         batch    INTEGER PRIMARY KEY,
         contacts BLOB NOT NULL
     );",
+    ),
+    // 5: `liveness` merged into the contact log, whose batches are now folded into one row of
+    // the log instead of a b-tree update per node: a fold at 100,000 nodes had been 100,000
+    // upserts of RFC 3339 text every ten seconds, the bulk of the store writer's extra time.
+    Migration::Code(liveness_into_contact_log),
 ];
 
 /// The latest schema version this build knows.
@@ -60,25 +78,25 @@ const UPSERT_KEEPING_VMS: &str = "INSERT INTO nodes (node_id, record, vms, flags
      VALUES (?1, ?2, ?3, ?4, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
      ON CONFLICT (node_id) DO UPDATE SET
        record = excluded.record, flags = excluded.flags, updated_at = excluded.updated_at";
-const SEEN: &str = "INSERT INTO liveness (node_id, last_heartbeat) VALUES (?1, ?2)
-     ON CONFLICT (node_id) DO UPDATE SET last_heartbeat = excluded.last_heartbeat";
 const DELETE: &str = "DELETE FROM nodes WHERE node_id = ?1";
-const DELETE_SEEN: &str = "DELETE FROM liveness WHERE node_id = ?1";
 const LOG_CONTACTS: &str = "INSERT INTO contact_log (contacts) VALUES (?1)";
 
-/// How many contact-log rows (write-behind batches) accumulate before they are folded into
-/// `liveness`: with the default 500 ms flush interval, about every ten seconds under steady
-/// heartbeats. A fold writes each node once however often it was seen, and a restart reads
-/// at most this many rows on top of the tables.
+/// A write-behind batch that leaves more rows than this in the contact log folds them into
+/// one: every this many batches on top of the folded row, with the default 500 ms flush
+/// interval about every ten seconds under steady heartbeats. A fold rewrites every node's
+/// latest time once (about a megabyte at 100,000 nodes), and a restart reads at most this
+/// many rows on top of the folded one.
 pub const FOLD_AFTER_BATCHES: u32 = 20;
 
 pub struct SqliteStore {
     conn: Connection,
     /// The `synchronous` level currently set.
     durability: Durability,
-    /// Rows in `contact_log` (batches not yet folded into `liveness`).
-    logged_batches: u32,
+    /// Rows in `contact_log`: the folded row, if any, and the batches logged since.
+    log_rows: u32,
     contacts: Encoder,
+    /// The folded row being built, kept from fold to fold.
+    folded: Vec<u8>,
 }
 
 fn err(context: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
@@ -131,11 +149,12 @@ impl SqliteStore {
         let mut store = SqliteStore {
             conn,
             durability: Durability::Commit,
-            logged_batches: 0,
+            log_rows: 0,
             contacts: Encoder::default(),
+            folded: Vec::new(),
         };
         store.migrate()?;
-        store.logged_batches = store
+        store.log_rows = store
             .conn
             .query_row("SELECT count(*) FROM contact_log", [], |r| r.get(0))
             .map_err(err("count the contact log"))?;
@@ -150,11 +169,14 @@ impl SqliteStore {
                  {SCHEMA_VERSION}: refusing to touch it"
             )));
         }
-        for (index, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        for (index, migration) in MIGRATIONS.iter().enumerate().skip(current as usize) {
             let version = index as u32 + 1;
             let tx = self.conn.transaction().map_err(err("begin migration"))?;
-            tx.execute_batch(sql)
-                .map_err(|e| StoreError(format!("migration {version} failed: {e}")))?;
+            match migration {
+                Migration::Sql(sql) => tx.execute_batch(sql).map_err(|e| e.to_string()),
+                Migration::Code(step) => step(&tx).map_err(|e| e.0),
+            }
+            .map_err(|e| StoreError(format!("migration {version} failed: {e}")))?;
             tx.pragma_update(None, "user_version", version)
                 .map_err(err("user_version"))?;
             tx.commit().map_err(err("commit migration"))?;
@@ -168,15 +190,11 @@ impl Store for SqliteStore {
     fn load_nodes(&mut self) -> Result<Vec<StoredNode>, StoreError> {
         let mut stmt = self
             .conn
-            .prepare(
-                "SELECT n.node_id, n.record, n.vms, n.flags, l.last_heartbeat
-                 FROM nodes n LEFT JOIN liveness l ON l.node_id = n.node_id
-                 ORDER BY n.node_id",
-            )
+            .prepare("SELECT node_id, record, vms, flags FROM nodes ORDER BY node_id")
             .map_err(err("prepare load"))?;
         let rows = stmt
             .query_map([], |row| {
-                let node = StoredNode {
+                Ok(StoredNode {
                     node_id: row.get(0)?,
                     record: row.get::<_, String>(1)?.into_bytes(),
                     vms: row.get::<_, String>(2)?.into_bytes(),
@@ -185,30 +203,27 @@ impl Store for SqliteStore {
                     record_generation: 0,
                     seen: None,
                     flags: row.get::<_, String>(3)?.into_bytes(),
-                };
-                Ok((node, row.get::<_, Option<String>>(4)?))
+                })
             })
             .map_err(err("load nodes"))?;
-        let rows = rows
+        let mut nodes = rows
             .collect::<Result<Vec<_>, _>>()
             .map_err(err("read node row"))?;
-        // Contacts not yet folded are newer than `liveness`.
-        let mut latest = BTreeMap::new();
+        // Both in node-id order (SQLite compares text bytewise, as `str` does): a merge join.
+        let mut next = 0;
         for_each_latest_contact(&self.conn, |id, time| {
-            latest.insert(id.to_string(), time);
+            while nodes
+                .get(next)
+                .is_some_and(|node| node.node_id.as_str() < id)
+            {
+                next += 1;
+            }
+            if let Some(node) = nodes.get_mut(next).filter(|node| node.node_id == id) {
+                node.seen = Some(time);
+            }
             Ok(())
         })?;
-        rows.into_iter()
-            .map(|(mut node, folded)| {
-                node.seen = match latest.remove(node.node_id.as_str()) {
-                    Some(logged) => Some(logged),
-                    None => folded
-                        .map(|text| folded_time(&node.node_id, &text))
-                        .transpose()?,
-                };
-                Ok(node)
-            })
-            .collect()
+        Ok(nodes)
     }
 
     fn write(&mut self, batch: &[NodeWrite], durability: Durability) -> Result<(), StoreError> {
@@ -227,18 +242,27 @@ impl Store for SqliteStore {
                 .map_err(err("synchronous"))?;
             self.durability = durability;
         }
+        // Where each node deleted by the batch is deleted last: its logged contacts go with
+        // it, and so do the batch's own contacts of it queued before that.
+        let deleted: HashMap<&str, usize> = batch
+            .iter()
+            .enumerate()
+            .filter_map(|(i, write)| match write {
+                NodeWrite::Delete(id) => Some((id.as_str(), i)),
+                _ => None,
+            })
+            .collect();
         let tx = self.conn.transaction().map_err(err("begin"))?;
-        let mut logged_batches = self.logged_batches;
+        let mut log_rows = self.log_rows;
         {
+            if !deleted.is_empty() && log_rows > 0 {
+                log_rows = fold(&tx, &mut self.folded, |id| !deleted.contains_key(id))?;
+            }
             let mut upsert = tx.prepare_cached(UPSERT).map_err(err("prepare upsert"))?;
             let mut upsert_keeping_vms = tx
                 .prepare_cached(UPSERT_KEEPING_VMS)
                 .map_err(err("prepare upsert"))?;
             let mut delete = tx.prepare_cached(DELETE).map_err(err("prepare delete"))?;
-            let mut seen = tx.prepare_cached(SEEN).map_err(err("prepare seen"))?;
-            let mut delete_seen = tx
-                .prepare_cached(DELETE_SEEN)
-                .map_err(err("prepare delete"))?;
             for write in batch {
                 match write {
                     NodeWrite::Upsert(node) => {
@@ -259,37 +283,34 @@ impl Store for SqliteStore {
                     // Logged below: all of the batch's contacts in one row.
                     NodeWrite::Seen { .. } => {}
                     NodeWrite::Delete(node_id) => {
-                        // The node's logged contacts must not outlive it (a node re-created
-                        // under the same id would inherit them): fold them first.
-                        if logged_batches > 0 {
-                            fold(&tx, &mut seen)?;
-                            logged_batches = 0;
-                        }
                         delete
-                            .execute(params![node_id])
-                            .map_err(err("delete node"))?;
-                        delete_seen
                             .execute(params![node_id])
                             .map_err(err("delete node"))?;
                     }
                 }
             }
-            if let Some(blob) = self.contacts.encode(batch).map_err(StoreError)? {
+            let not_deleted_after = |i: usize| {
+                deleted.is_empty() || deleted.get(batch[i].node_id()).is_none_or(|&at| at < i)
+            };
+            if let Some(blob) = self
+                .contacts
+                .encode_where(batch, not_deleted_after)
+                .map_err(StoreError)?
+            {
                 tx.prepare_cached(LOG_CONTACTS)
                     .map_err(err("prepare contact log"))?
                     .execute(params![blob])
                     .map_err(err("log contacts"))?;
-                logged_batches += 1;
+                log_rows += 1;
             }
             // Folding is for write-behind batches: a request waiting on a commit never waits
             // for it.
-            if durability == Durability::Behind && logged_batches >= FOLD_AFTER_BATCHES {
-                fold(&tx, &mut seen)?;
-                logged_batches = 0;
+            if durability == Durability::Behind && log_rows > FOLD_AFTER_BATCHES {
+                log_rows = fold(&tx, &mut self.folded, |_| true)?;
             }
         }
         tx.commit().map_err(err("commit"))?;
-        self.logged_batches = logged_batches;
+        self.log_rows = log_rows;
         Ok(())
     }
 
@@ -310,17 +331,13 @@ impl Store for SqliteStore {
     }
 }
 
-/// Calls `each` once per node in the contact log with its latest logged time, in node-id
-/// order; the number of batches read.
-fn for_each_latest_contact(
-    conn: &Connection,
-    each: impl FnMut(&str, Timestamp) -> Result<(), StoreError>,
-) -> Result<usize, StoreError> {
+/// Every row of the contact log, `(batch, blob)`, in the order written.
+fn read_contact_log(conn: &Connection) -> Result<Vec<(i64, Vec<u8>)>, StoreError> {
     let mut stmt = conn
         .prepare_cached("SELECT batch, contacts FROM contact_log ORDER BY batch")
         .map_err(err("prepare contact log read"))?;
     let mut rows = stmt.query([]).map_err(err("read the contact log"))?;
-    let mut batches: Vec<(i64, Vec<u8>)> = Vec::new();
+    let mut batches = Vec::new();
     while let Some(row) = rows.next().map_err(err("read the contact log"))? {
         let batch: i64 = row.get(0).map_err(err("read the contact log"))?;
         let blob = row
@@ -329,40 +346,97 @@ fn for_each_latest_contact(
             .map_err(|e| StoreError(format!("contact log batch {batch}: {e}")))?;
         batches.push((batch, blob));
     }
-    let blobs: Vec<&[u8]> = batches.iter().map(|(_, blob)| blob.as_slice()).collect();
-    contact_log::for_each_latest(&blobs, each).map_err(|e| match e {
+    Ok(batches)
+}
+
+/// A failed merge of the contact log's rows `batches`, as a store error naming the row.
+fn log_error<E: Into<StoreError>>(batches: &[(i64, Vec<u8>)], error: MergeError<E>) -> StoreError {
+    match error {
         MergeError::Damaged { blob, error } => {
             StoreError(format!("contact log batch {}: {error}", batches[blob].0))
         }
-        MergeError::Stopped(error) => error,
-    })?;
-    Ok(batches.len())
+        MergeError::Stopped(error) => error.into(),
+    }
 }
 
-/// Moves every logged contact into `liveness` (each node once, its latest time, in key order
-/// so the b-tree is walked once) and empties the log, inside the caller's transaction.
-fn fold(tx: &Transaction, upsert_seen: &mut rusqlite::CachedStatement) -> Result<(), StoreError> {
-    let mut nodes = 0;
-    let batches = for_each_latest_contact(tx, |node_id, time| {
-        nodes += 1;
-        upsert_seen
-            .execute(params![node_id, time.to_string()])
-            .map(|_| ())
-            .map_err(err("fold the contact log"))
-    })?;
+/// Calls `each` once per node in the contact log with its latest logged time, in node-id
+/// order.
+fn for_each_latest_contact(
+    conn: &Connection,
+    each: impl FnMut(&str, Timestamp) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let batches = read_contact_log(conn)?;
+    let blobs: Vec<&[u8]> = batches.iter().map(|(_, blob)| blob.as_slice()).collect();
+    contact_log::for_each_latest(&blobs, each).map_err(|e| log_error(&batches, e))
+}
+
+/// Folds the contact log into one row holding each node's latest time (leaving out the nodes
+/// `keep` refuses), built in `folded`, inside the caller's transaction; the log's row count
+/// after it.
+fn fold(
+    tx: &Transaction,
+    folded: &mut Vec<u8>,
+    keep: impl Fn(&str) -> bool,
+) -> Result<u32, StoreError> {
+    let batches = read_contact_log(tx)?;
+    replace_contact_log(tx, &batches, keep, folded)
+}
+
+/// Replaces the contact log with the merge of `batches` (its rows, or rows it is to have)
+/// into one row built in `folded`; the log's row count after it.
+fn replace_contact_log(
+    tx: &Transaction,
+    batches: &[(i64, Vec<u8>)],
+    keep: impl Fn(&str) -> bool,
+    folded: &mut Vec<u8>,
+) -> Result<u32, StoreError> {
+    let blobs: Vec<&[u8]> = batches.iter().map(|(_, blob)| blob.as_slice()).collect();
+    let nodes = contact_log::merge(&blobs, keep, folded).map_err(|e| log_error(batches, e))?;
     tx.execute("DELETE FROM contact_log", [])
         .map_err(err("empty the contact log"))?;
-    tracing::debug!(batches, nodes, "contact log folded");
-    Ok(())
+    tracing::debug!(batches = batches.len(), nodes, "contact log folded");
+    if nodes == 0 {
+        return Ok(0);
+    }
+    tx.prepare_cached(LOG_CONTACTS)
+        .map_err(err("prepare contact log"))?
+        .execute(params![folded.as_slice()])
+        .map_err(err("write the folded contact log"))?;
+    Ok(1)
 }
 
-/// A `liveness` contact time (RFC 3339, as `fold` writes it) of node `node_id`.
-fn folded_time(node_id: &str, text: &str) -> Result<Timestamp, StoreError> {
-    text.parse().map_err(|e| {
-        StoreError(format!(
-            "the last contact time of node {node_id:?} is unreadable: {e}"
-        ))
-    })
+/// Migration 5: the contact times of `liveness` (the folds of earlier builds) become the
+/// contact log's oldest row, the log is folded, and `liveness` is dropped.
+fn liveness_into_contact_log(tx: &Transaction) -> Result<(), StoreError> {
+    let mut times = Vec::new();
+    {
+        let mut stmt = tx
+            .prepare("SELECT node_id, last_heartbeat FROM liveness")
+            .map_err(err("read liveness"))?;
+        let mut rows = stmt.query([]).map_err(err("read liveness"))?;
+        while let Some(row) = rows.next().map_err(err("read liveness"))? {
+            let node_id: String = row.get(0).map_err(err("read liveness"))?;
+            let text: String = row.get(1).map_err(err("read liveness"))?;
+            let last_heartbeat = text.parse().map_err(|e| {
+                StoreError(format!(
+                    "the last contact time of node {node_id:?} is unreadable: {e}"
+                ))
+            })?;
+            times.push(NodeWrite::Seen {
+                node_id: node_id.into(),
+                last_heartbeat,
+            });
+        }
+    }
+    let mut encoder = Encoder::default();
+    if let Some(blob) = encoder.encode(&times).map_err(StoreError)? {
+        // Older than every logged batch: it goes first.
+        let mut log = read_contact_log(tx)?;
+        log.insert(0, (0, blob.to_vec()));
+        replace_contact_log(tx, &log, |_| true, &mut Vec::new())?;
+    }
+    tx.execute_batch("DROP TABLE liveness")
+        .map_err(err("drop liveness"))
 }
 
 fn text(bytes: &[u8]) -> Result<&str, StoreError> {
@@ -401,40 +475,124 @@ mod tests {
         assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
     }
 
+    /// A database at schema version `version`, as a build of that version left it.
+    fn database_at_version(path: &Path, version: usize) -> Connection {
+        let conn = Connection::open(path).unwrap();
+        for migration in &MIGRATIONS[..version] {
+            let Migration::Sql(sql) = migration else {
+                panic!("migrations up to {version} are SQL");
+            };
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", version as u32)
+            .unwrap();
+        conn.execute(
+            "INSERT INTO nodes (node_id, record, vms, flags) VALUES ('a', '{}', '[]', '{}'),
+                 ('b', '{}', '[]', '{}'), ('c', '{}', '[]', '{}')",
+            [],
+        )
+        .unwrap();
+        conn
+    }
+
+    fn tables(store: &SqliteStore) -> Vec<String> {
+        let mut stmt = store
+            .conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            .unwrap();
+        let names = stmt.query_map([], |r| r.get(0)).unwrap();
+        names.collect::<Result<_, _>>().unwrap()
+    }
+
     #[test]
     fn a_version_2_database_keeps_its_contact_times_through_the_migrations() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("v2.sqlite3");
-        {
-            let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(MIGRATIONS[0]).unwrap();
-            conn.execute_batch(MIGRATIONS[1]).unwrap();
-            conn.pragma_update(None, "user_version", 2).unwrap();
-            conn.execute(
-                "INSERT INTO nodes (node_id, record, vms, flags) VALUES ('a', '{}', '[]', '{}')",
-                [],
-            )
-            .unwrap();
-            conn.execute(
+        database_at_version(&path, 2)
+            .execute(
                 "INSERT INTO liveness (node_id, last_heartbeat) VALUES ('a', '2026-01-01T00:00:09Z')",
                 [],
             )
             .unwrap();
-        }
         let mut store = SqliteStore::open(&path).unwrap();
         assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
         let rows = store.load_nodes().unwrap();
-        assert_eq!(rows.len(), 1);
-        assert_eq!(seen(&rows[0]).as_deref(), Some("2026-01-01T00:00:09Z"));
-        let without_rowid: String = store
-            .conn
-            .query_row(
-                "SELECT sql FROM sqlite_master WHERE name = 'liveness'",
+        assert_eq!(
+            rows.iter().map(seen).collect::<Vec<_>>(),
+            [Some("2026-01-01T00:00:09Z".into()), None, None]
+        );
+        assert_eq!(tables(&store), ["contact_log", "nodes"]);
+        assert_eq!((count(&store, "contact_log"), store.log_rows), (1, 1));
+    }
+
+    #[test]
+    fn a_version_4_database_has_its_liveness_table_and_log_folded_into_one_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v4.sqlite3");
+        let conn = database_at_version(&path, 4);
+        conn.execute(
+            "INSERT INTO liveness (node_id, last_heartbeat)
+             VALUES ('a', '2026-01-01T00:00:01Z'), ('b', '2026-01-01T00:00:01+01:00')",
+            [],
+        )
+        .unwrap();
+        // Logged batches of earlier builds, newer than `liveness`: a format-1 one for b and c,
+        // then a format-2 one for c.
+        let mut text_times = vec![1, 0, 1, 0, b'b', 0, 20];
+        text_times.extend_from_slice(b"2026-01-01T00:00:05Z");
+        text_times.extend_from_slice(&[0, 1, 0, b'c', 18, 2, b'5', b'Z']);
+        let numeric = Encoder::default()
+            .encode(&[seen_at("c", 7)])
+            .unwrap()
+            .unwrap()
+            .to_vec();
+        for blob in [text_times, numeric] {
+            conn.execute("INSERT INTO contact_log (contacts) VALUES (?1)", [blob])
+                .unwrap();
+        }
+        drop(conn);
+        let mut store = SqliteStore::open(&path).unwrap();
+        assert_eq!(tables(&store), ["contact_log", "nodes"]);
+        assert_eq!(count(&store, "contact_log"), 1);
+        let rows = store.load_nodes().unwrap();
+        assert_eq!(
+            rows.iter().map(seen).collect::<Vec<_>>(),
+            [
+                "2026-01-01T00:00:01Z",
+                "2026-01-01T00:00:05Z",
+                "2026-11-30T10:00:07Z"
+            ]
+            .map(|t| Some(t.to_string()))
+        );
+    }
+
+    #[test]
+    fn an_unreadable_liveness_time_fails_the_migration_names_the_node_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v4.sqlite3");
+        database_at_version(&path, 4)
+            .execute(
+                "INSERT INTO liveness (node_id, last_heartbeat)
+                 VALUES ('a', '2026-01-01T00:00:01Z'), ('b', 'soon')",
                 [],
-                |r| r.get(0),
             )
             .unwrap();
-        assert!(without_rowid.contains("WITHOUT ROWID"), "{without_rowid}");
+        let error = SqliteStore::open(&path).err().unwrap();
+        assert!(
+            error.0.starts_with(
+                "migration 5 failed: the last contact time of node \"b\" is unreadable: "
+            ),
+            "{}",
+            error.0
+        );
+        let conn = Connection::open(&path).unwrap();
+        let version: u32 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        let liveness: i64 = conn
+            .query_row("SELECT count(*) FROM liveness", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!((version, liveness), (4, 2));
     }
 
     #[test]
@@ -553,14 +711,13 @@ mod tests {
     }
 
     #[test]
-    fn contact_times_are_logged_per_batch_and_folded_into_liveness() {
+    fn contact_times_are_logged_per_batch_and_folded_into_one_row() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log.sqlite3");
         let mut store = SqliteStore::open(&path).unwrap();
         store_a_and_b(&mut store);
-        // One row per batch, whatever the batch holds; nothing in `liveness` yet.
-        let unfolded = FOLD_AFTER_BATCHES - 1;
-        for second in 0..unfolded {
+        // One row per batch, whatever the batch holds.
+        for second in 0..FOLD_AFTER_BATCHES {
             store
                 .write(
                     &[seen_at("a", second), seen_at("b", second)],
@@ -568,32 +725,96 @@ mod tests {
                 )
                 .unwrap();
         }
-        assert_eq!(count(&store, "contact_log"), unfolded as i64);
-        assert_eq!(count(&store, "liveness"), 0);
+        assert_eq!(count(&store, "contact_log"), FOLD_AFTER_BATCHES as i64);
         // A restart reads the log: the latest entry of each node wins.
         drop(store);
         let mut store = SqliteStore::open(&path).unwrap();
-        assert_eq!(store.logged_batches, unfolded);
-        let latest = format!("2026-11-30T10:00:{:02}Z", unfolded - 1);
+        assert_eq!(store.log_rows, FOLD_AFTER_BATCHES);
+        let latest = format!("2026-11-30T10:00:{:02}Z", FOLD_AFTER_BATCHES - 1);
         let rows = store.load_nodes().unwrap();
         assert_eq!(seen(&rows[0]), Some(latest));
         // A commit never folds; the next write-behind batch does.
         store
             .write(&[seen_at("a", 58)], Durability::Commit)
             .unwrap();
-        assert_eq!(count(&store, "contact_log"), FOLD_AFTER_BATCHES as i64);
+        assert_eq!(count(&store, "contact_log"), FOLD_AFTER_BATCHES as i64 + 1);
         store
             .write(&[seen_at("b", 59)], Durability::Behind)
             .unwrap();
-        assert_eq!(count(&store, "contact_log"), 0);
-        assert_eq!(count(&store, "liveness"), 2);
+        assert_eq!((count(&store, "contact_log"), store.log_rows), (1, 1));
+        let expected = [Some("2026-11-30T10:00:58Z"), Some("2026-11-30T10:00:59Z")]
+            .map(|t| t.map(String::from));
         let rows = store.load_nodes().unwrap();
-        let seen: Vec<_> = rows.iter().map(seen).collect();
+        assert_eq!(rows.iter().map(seen).collect::<Vec<_>>(), expected);
+        // From now on a fold comes with every FOLD_AFTER_BATCHES-th batch on the folded row.
+        for _ in 1..FOLD_AFTER_BATCHES {
+            store.write(&[seen_at("a", 1)], Durability::Behind).unwrap();
+        }
+        assert_eq!(count(&store, "contact_log"), FOLD_AFTER_BATCHES as i64);
+        store.write(&[seen_at("b", 1)], Durability::Behind).unwrap();
+        assert_eq!(count(&store, "contact_log"), 1);
+        drop(store);
+        let rows = SqliteStore::open(&path).unwrap().load_nodes().unwrap();
         assert_eq!(
-            seen,
-            [Some("2026-11-30T10:00:58Z"), Some("2026-11-30T10:00:59Z")]
-                .map(|t| t.map(String::from))
+            rows.iter().map(seen).collect::<Vec<_>>(),
+            ["2026-11-30T10:00:01Z"; 2].map(|t| Some(t.to_string()))
         );
+    }
+
+    /// The node ids the contact log holds entries of.
+    fn logged_ids(store: &SqliteStore) -> Vec<String> {
+        let mut ids = Vec::new();
+        for_each_latest_contact(&store.conn, |id, _| {
+            ids.push(id.to_string());
+            Ok(())
+        })
+        .unwrap();
+        ids
+    }
+
+    #[test]
+    fn a_deleted_node_takes_its_logged_and_folded_contacts_with_it() {
+        let mut store = SqliteStore::in_memory().unwrap();
+        store_a_and_b(&mut store);
+        for _ in 0..=FOLD_AFTER_BATCHES {
+            store
+                .write(&[seen_at("a", 1), seen_at("b", 1)], Durability::Behind)
+                .unwrap();
+        }
+        assert_eq!(count(&store, "contact_log"), 1, "folded");
+        store.write(&[seen_at("a", 2)], Durability::Behind).unwrap();
+        // a is forgotten and enrolled again in one batch: the old node's contacts go, those
+        // queued for it before its deletion too, the new node's stay.
+        store
+            .write(
+                &[
+                    seen_at("a", 3),
+                    NodeWrite::Delete("a".into()),
+                    NodeWrite::Upsert(Box::new(node("a", "2"))),
+                    seen_at("a", 4),
+                ],
+                Durability::Behind,
+            )
+            .unwrap();
+        let rows = store.load_nodes().unwrap();
+        assert_eq!(
+            rows.iter().map(seen).collect::<Vec<_>>(),
+            ["2026-11-30T10:00:04Z", "2026-11-30T10:00:01Z"].map(|t| Some(t.to_string()))
+        );
+        store
+            .write(
+                &[seen_at("b", 5), NodeWrite::Delete("b".into())],
+                Durability::Commit,
+            )
+            .unwrap();
+        assert_eq!(logged_ids(&store), ["a"]);
+        store
+            .write(
+                &[NodeWrite::Upsert(Box::new(node("b", "2")))],
+                Durability::Commit,
+            )
+            .unwrap();
+        assert_eq!(store.load_nodes().unwrap()[1].seen, None);
     }
 
     #[test]
@@ -626,36 +847,13 @@ mod tests {
         let expected = ["2026-11-30T10:00:05Z", "2026-11-30T10:00:09Z"].map(|t| Some(t.into()));
         let rows = store.load_nodes().unwrap();
         assert_eq!(rows.iter().map(seen).collect::<Vec<_>>(), expected);
-        // Folded (by the batch that fills the log), both land in `liveness` as text and read
-        // back the same.
-        for _ in 1..FOLD_AFTER_BATCHES {
+        // Folded into one row of this build's format, both read back the same.
+        for _ in 0..FOLD_AFTER_BATCHES {
             store.write(&[seen_at("b", 9)], Durability::Behind).unwrap();
         }
-        assert_eq!(count(&store, "contact_log"), 0);
-        assert_eq!(count(&store, "liveness"), 2);
+        assert_eq!(count(&store, "contact_log"), 1);
         let rows = store.load_nodes().unwrap();
         assert_eq!(rows.iter().map(seen).collect::<Vec<_>>(), expected);
-    }
-
-    #[test]
-    fn an_unreadable_liveness_time_fails_the_load_and_names_the_node() {
-        let mut store = SqliteStore::in_memory().unwrap();
-        store_a_and_b(&mut store);
-        store
-            .conn
-            .execute(
-                "INSERT INTO liveness (node_id, last_heartbeat) VALUES ('b', 'soon')",
-                [],
-            )
-            .unwrap();
-        let error = store.load_nodes().unwrap_err();
-        assert!(
-            error
-                .0
-                .starts_with("the last contact time of node \"b\" is unreadable: "),
-            "{}",
-            error.0
-        );
     }
 
     #[test]
@@ -667,6 +865,7 @@ mod tests {
                 Durability::Commit,
             )
             .unwrap();
+        store.write(&[seen_at("a", 1)], Durability::Behind).unwrap();
         let bad = StoredNode {
             record: vec![0xff, 0xfe],
             ..node("c", "")
@@ -681,8 +880,11 @@ mod tests {
             Durability::Commit,
         );
         assert!(result.is_err());
-        assert_eq!(store.load_nodes().unwrap(), vec![loaded(node("a", "1"))]);
-        assert_eq!(count(&store, "contact_log"), 0);
-        assert_eq!(store.logged_batches, 0);
+        // Nor is the contact log folded by the deletion.
+        let mut a = loaded(node("a", "1"));
+        a.seen = Some("2026-11-30T10:00:01Z".parse().unwrap());
+        assert_eq!(store.load_nodes().unwrap(), vec![a]);
+        assert_eq!((count(&store, "contact_log"), store.log_rows), (1, 1));
+        assert_eq!(logged_ids(&store), ["a"]);
     }
 }
