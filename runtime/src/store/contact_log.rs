@@ -1,6 +1,7 @@
 //! The row format of the contact log: the last contact times of one write-behind batch,
 //! packed into one blob so that a batch costs one appended row instead of one b-tree update
-//! per node.
+//! per node. A fold ([`merge`]) turns the log's rows into one blob of the same format with
+//! each node once, at its latest time.
 //!
 //! A blob is a format byte followed by one entry per node, in node-id order. The id is
 //! front-coded against the previous entry's (sorted ids share long prefixes): the count of
