@@ -84,8 +84,8 @@ const LOG_CONTACTS: &str = "INSERT INTO contact_log (contacts) VALUES (?1)";
 /// A write-behind batch that leaves more rows than this in the contact log folds them into
 /// one: every this many batches on top of the folded row, with the default 500 ms flush
 /// interval about every ten seconds under steady heartbeats. A fold rewrites every node's
-/// latest time once (about a megabyte at 100,000 nodes), and a restart reads at most this
-/// many rows on top of the folded one.
+/// latest time once (about a megabyte at 100,000 nodes), and a restart reads about this many
+/// rows on top of the folded one (commits add rows without folding).
 pub const FOLD_AFTER_BATCHES: u32 = 20;
 
 pub struct SqliteStore {
@@ -242,8 +242,9 @@ impl Store for SqliteStore {
                 .map_err(err("synchronous"))?;
             self.durability = durability;
         }
-        // Where each node deleted by the batch is deleted last: its logged contacts go with
-        // it, and so do the batch's own contacts of it queued before that.
+        // Each node the batch deletes, with the index of its last deletion in the batch: its
+        // logged contacts go with it, and so do the batch's own contacts of it queued before
+        // that deletion (those after it are a node enrolled again under the same id).
         let deleted: HashMap<&str, usize> = batch
             .iter()
             .enumerate()
