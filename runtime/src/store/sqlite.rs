@@ -383,8 +383,9 @@ fn fold(
     replace_contact_log(tx, &batches, keep, folded)
 }
 
-/// Replaces the contact log with the merge of `batches` (its rows, or rows it is to have)
-/// into one row built in `folded`; the log's row count after it.
+/// Replaces the contact log with one row, built in `folded`: the merge of `batches` (rows in
+/// write order, the log's own or, in migration 5, with an older one in front). Returns the
+/// log's row count after it (0 when no node is left).
 fn replace_contact_log(
     tx: &Transaction,
     batches: &[(i64, Vec<u8>)],
