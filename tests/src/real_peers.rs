@@ -1,17 +1,15 @@
 //! The real peer programs (smolvm 1.9.2, PPN's `service-vm-fleet` and `service-vm-host`),
 //! built from `../shared/peers/` by its `build.sh` into `target/peers`.
 //!
-//! Tests that need them are `#[ignore = PEER_TESTS]`, so the README's test command skips them
-//! and says how to run them; `.ci/run` runs them with `--ignored` (docs/interop.md).
+//! Tests that need them carry
+//! `#[ignore = "needs the real peers (../shared/peers): cargo test -p fleetwire-e2e -- --ignored"]`,
+//! so the README's test command skips them and says how to run them; `.ci/run` runs them with
+//! `--ignored` (docs/interop.md).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
-
-/// The reason every real-peer test gives for being skipped by a plain `cargo test`.
-pub const PEER_TESTS: &str = "needs the real peers: ../shared/peers beside the checkout; run \
-     `cargo test -p fleetwire-e2e -- --ignored` (builds them with ../shared/peers/build.sh)";
 
 /// The folder holding the peers' sources and `build.sh`.
 pub fn peers_dir() -> PathBuf {
