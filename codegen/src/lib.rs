@@ -1,7 +1,7 @@
 //! fleetwire-codegen: every output is a function of one [`Bundle`] of `schemas/`.
 //!
 //! - [`rust`]: the types (typify) and the root-document table the validators hang off;
-//! - [`openapi`]: the bundled OpenAPI 3.0.3 document;
+//! - [`openapi`]: the bundled OpenAPI documents (3.0.3, and 3.1.0 with the schemas as they are);
 //! - [`model`] and [`site`]: the documentation model and the reference site rendered from it;
 //! - the bundle itself, embedded in `fleetwire-types` for the validators.
 //!
@@ -23,6 +23,11 @@ use anyhow::{Context, Result};
 
 pub use bundle::Bundle;
 
+/// The file names of the two OpenAPI documents, under `generated/openapi/` in the repository
+/// and under `openapi/` on the reference site.
+pub const OPENAPI_30_FILE: &str = "fleet-api.json";
+pub const OPENAPI_31_FILE: &str = "fleet-api.3.1.json";
+
 /// Everything generated from one reading of `schemas/`.
 #[derive(Debug, Clone)]
 pub struct Outputs {
@@ -37,6 +42,8 @@ pub struct Outputs {
     pub bundle_json: String,
     /// `fleet-api.json`: the bundled OpenAPI 3.0.3 document.
     pub openapi_json: Option<String>,
+    /// `fleet-api.3.1.json`: the same API as OpenAPI 3.1.0, its schemas in draft 2020-12.
+    pub openapi_31_json: Option<String>,
 }
 
 /// Reads `schemas_dir` once and generates every output from it.
@@ -51,6 +58,19 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
     let openapi_json = openapi::document(&bundle)?
         .map(|doc| pretty(&doc))
         .transpose()?;
+    let openapi_31_json = openapi::document_31(&bundle)?
+        .map(|doc| pretty(&doc))
+        .transpose()?;
+    let mut model = model;
+    // The site offers both documents beside the API page (docs/reference-site.md).
+    for (name, text) in [
+        (OPENAPI_30_FILE, &openapi_json),
+        (OPENAPI_31_FILE, &openapi_31_json),
+    ] {
+        if let Some(text) = text {
+            model.openapi_files.push((name.to_string(), text.clone()));
+        }
+    }
     Ok(Outputs {
         bundle,
         model,
@@ -58,6 +78,7 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
         documents_rs,
         bundle_json,
         openapi_json,
+        openapi_31_json,
     })
 }
 
@@ -87,11 +108,13 @@ pub fn checked_in(outputs: &Outputs) -> Vec<(PathBuf, String)> {
             outputs.bundle_json.clone(),
         ),
     ];
-    if let Some(api) = &outputs.openapi_json {
-        files.push((
-            PathBuf::from("generated/openapi/fleet-api.json"),
-            api.clone(),
-        ));
+    for (name, api) in [
+        (OPENAPI_30_FILE, &outputs.openapi_json),
+        (OPENAPI_31_FILE, &outputs.openapi_31_json),
+    ] {
+        if let Some(api) = api {
+            files.push((PathBuf::from("generated/openapi").join(name), api.clone()));
+        }
     }
     files
 }

@@ -53,6 +53,9 @@ pub struct Model {
     pub home: BTreeMap<String, String>,
     /// The schema files, by name, as published beside the pages.
     pub schema_files: Vec<(String, String)>,
+    /// The bundled OpenAPI documents (3.0.3, 3.1.0), by file name, as published under
+    /// `openapi/` beside the API page; filled in by `generate`, which builds them.
+    pub openapi_files: Vec<(String, String)>,
 }
 
 /// A generated Rust type and the anchor (section or field) that documents it.
@@ -270,6 +273,7 @@ impl Model {
             rust_types,
             home,
             schema_files,
+            openapi_files: Vec::new(),
         })
     }
 

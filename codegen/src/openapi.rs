@@ -1,15 +1,62 @@
-//! The bundled OpenAPI 3.0.3 document: the paths of `schemas/fleet-api.openapi.json` with every
-//! body schema resolved into `components.schemas`, converted to the 3.0 dialect.
+//! The bundled OpenAPI documents: the paths of `schemas/fleet-api.openapi.json` with every body
+//! schema it reaches resolved into `components.schemas`, once converted to the OpenAPI 3.0.3
+//! dialect (`fleet-api.json`) and once as the draft 2020-12 schemas are, in OpenAPI 3.1.0
+//! (`fleet-api.3.1.json`). docs/interop.md ("OpenAPI consumers") says how the two differ.
 
 use std::collections::BTreeSet;
 
 use anyhow::{bail, Context, Result};
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use crate::bundle::{collect_refs, ref_name, Bundle, API_FILE};
 
-/// Builds the bundled document; `None` when `schemas/` has no API description.
+/// The `openapi` version of each document.
+pub const OPENAPI_30: &str = "3.0.3";
+pub const OPENAPI_31: &str = "3.1.0";
+
+/// Builds the bundled OpenAPI 3.0.3 document; `None` when `schemas/` has no API description.
 pub fn document(bundle: &Bundle) -> Result<Option<Value>> {
+    let Some((mut doc, reachable)) = paths_and_reachable(bundle)? else {
+        return Ok(None);
+    };
+    let mut schemas = Map::new();
+    for (name, def) in &bundle.defs {
+        if reachable.contains(name) {
+            let converted = to_openapi_30(def, &bundle.defs)
+                .with_context(|| format!("converting `{name}` to OpenAPI 3.0"))?;
+            schemas.insert(name.clone(), converted);
+        }
+    }
+    assemble(&mut doc, OPENAPI_30, schemas)?;
+    // The result must still be a valid 3.0 document, now with its schemas.
+    let _: openapiv3::OpenAPI = serde_json::from_value(doc.clone())
+        .context("the bundled document is not valid OpenAPI 3.0")?;
+    Ok(Some(doc))
+}
+
+/// Builds the bundled OpenAPI 3.1.0 document: the same paths, and the same definitions as the
+/// 3.0 one, taken as they are (3.1's schema dialect is draft 2020-12) with only their
+/// references moved to `#/components/schemas/`. `None` without an API description.
+pub fn document_31(bundle: &Bundle) -> Result<Option<Value>> {
+    let Some((mut doc, reachable)) = paths_and_reachable(bundle)? else {
+        return Ok(None);
+    };
+    // The paths are written in 3.0 syntax; what they hold inline must mean the same in 3.1.
+    refuse_30_only_keywords(&doc["paths"], "paths")?;
+    let mut schemas = Map::new();
+    for (name, def) in &bundle.defs {
+        if reachable.contains(name) {
+            let converted = to_openapi_31(def)
+                .with_context(|| format!("converting `{name}` to OpenAPI 3.1"))?;
+            schemas.insert(name.clone(), converted);
+        }
+    }
+    assemble(&mut doc, OPENAPI_31, schemas)?;
+    Ok(Some(doc))
+}
+
+/// The API description with its references rewritten, and every definition its paths reach.
+fn paths_and_reachable(bundle: &Bundle) -> Result<Option<(Value, BTreeSet<String>)>> {
     let Some(api) = &bundle.api else {
         return Ok(None);
     };
@@ -22,7 +69,7 @@ pub fn document(bundle: &Bundle) -> Result<Option<Value>> {
     let mut doc = api.clone();
     rewrite_component_refs(&mut doc)?;
 
-    // Every definition the paths reach, transitively, in schema order.
+    // Every definition the paths reach, transitively.
     let mut reachable = BTreeSet::new();
     let mut pending: Vec<String> = collect_refs(&doc)
         .iter()
@@ -37,17 +84,15 @@ pub fn document(bundle: &Bundle) -> Result<Option<Value>> {
             pending.extend(collect_refs(def).iter().map(|r| ref_name(r).to_string()));
         }
     }
-    let mut schemas = Map::new();
-    for (name, def) in &bundle.defs {
-        if reachable.contains(name) {
-            let converted = to_openapi_30(def)
-                .with_context(|| format!("converting `{name}` to OpenAPI 3.0"))?;
-            schemas.insert(name.clone(), converted);
-        }
-    }
+    Ok(Some((doc, reachable)))
+}
+
+/// Sets the version, the component schemas (in schema order) and the generator mark.
+fn assemble(doc: &mut Value, version: &str, schemas: Map<String, Value>) -> Result<()> {
     let root = doc
         .as_object_mut()
         .context("the API description must be an object")?;
+    root.insert("openapi".into(), Value::String(version.into()));
     let components = root
         .entry("components")
         .or_insert_with(|| Value::Object(Map::new()));
@@ -59,11 +104,7 @@ pub fn document(bundle: &Bundle) -> Result<Option<Value>> {
         "x-generated-by".into(),
         Value::String("fleetwire-codegen from schemas/ (do not edit; run `cargo run -p fleetwire-codegen -- generate`)".into()),
     );
-
-    // The result must still be a valid 3.0 document, now with its schemas.
-    let _: openapiv3::OpenAPI = serde_json::from_value(doc.clone())
-        .context("the bundled document is not valid OpenAPI 3.0")?;
-    Ok(Some(doc))
+    Ok(())
 }
 
 /// `node.schema.json#/$defs/X` → `#/components/schemas/X` everywhere in the paths.
@@ -89,11 +130,137 @@ fn rewrite_component_refs(value: &mut Value) -> Result<()> {
     Ok(())
 }
 
-/// Converts one draft 2020-12 schema to the OpenAPI 3.0 schema dialect.
-pub fn to_openapi_30(schema: &Value) -> Result<Value> {
+/// Schemas written inline in the paths must mean the same in 3.0 and 3.1: refuse the 3.0-only
+/// spellings (`nullable`, boolean exclusive bounds), which belong in a definition.
+fn refuse_30_only_keywords(value: &Value, at: &str) -> Result<()> {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                let here = format!("{at}/{k}");
+                match (k.as_str(), v) {
+                    ("nullable", _) | ("exclusiveMinimum" | "exclusiveMaximum", Value::Bool(_)) => {
+                        bail!("{API_FILE}: `{here}` has no OpenAPI 3.1 form; reference a definition instead")
+                    }
+                    _ => refuse_30_only_keywords(v, &here)?,
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                refuse_30_only_keywords(v, &format!("{at}/{i}"))?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Converts one draft 2020-12 schema to OpenAPI 3.1: the same schema, with its local
+/// references (`#/$defs/X`) pointing at `#/components/schemas/X` and without `$schema`, which
+/// the document's dialect replaces. Keywords that would move references elsewhere are refused.
+pub fn to_openapi_31(schema: &Value) -> Result<Value> {
+    fn walk(value: &Value, top: bool) -> Result<Value> {
+        Ok(match value {
+            Value::Object(map) => {
+                let mut out = Map::new();
+                for (key, v) in map {
+                    match key.as_str() {
+                        "$schema" if top => {}
+                        "$ref" if v.is_string() => {
+                            let name = ref_name(v.as_str().unwrap_or_default());
+                            out.insert(
+                                key.clone(),
+                                Value::String(format!("#/components/schemas/{name}")),
+                            );
+                        }
+                        "$id" | "$anchor" | "$dynamicAnchor" | "$dynamicRef" | "$defs" => {
+                            bail!(
+                                "`{key}` would change how references resolve in components.schemas"
+                            )
+                        }
+                        // Property names are data, not keywords: keep them, convert their schemas.
+                        "properties" | "patternProperties" | "dependentSchemas" => {
+                            let props = v
+                                .as_object()
+                                .with_context(|| format!("`{key}` must be an object"))?;
+                            let mut converted = Map::new();
+                            for (name, s) in props {
+                                converted.insert(name.clone(), walk(s, false)?);
+                            }
+                            out.insert(key.clone(), Value::Object(converted));
+                        }
+                        // Values, not schemas.
+                        "enum" | "const" | "default" | "examples" | "required"
+                        | "dependentRequired" => {
+                            out.insert(key.clone(), v.clone());
+                        }
+                        _ => {
+                            out.insert(key.clone(), walk(v, false)?);
+                        }
+                    }
+                }
+                Value::Object(out)
+            }
+            Value::Array(items) => Value::Array(
+                items
+                    .iter()
+                    .map(|v| walk(v, false))
+                    .collect::<Result<Vec<_>>>()?,
+            ),
+            other => other.clone(),
+        })
+    }
+    walk(schema, true)
+}
+
+/// The OpenAPI 3.0.3 schema that accepts `null` and nothing else. 3.0 has no null type:
+/// `nullable` adds null to the `type` beside it, and `enum` then admits only null (the 3.0.3
+/// clarification of `nullable`: other keywords keep applying to null). Any type works; the
+/// one given is the non-null alternative's, so a reader sees "X or null" of one JSON type.
+fn null_only(json_type: &str) -> Value {
+    json!({ "type": json_type, "nullable": true, "enum": [null] })
+}
+
+/// The one JSON type (other than null) a schema's values have, following references.
+fn json_type_of(schema: &Value, defs: &Map<String, Value>, depth: usize) -> Option<String> {
+    if depth > 32 {
+        return None;
+    }
+    match schema.get("type") {
+        Some(Value::String(t)) if t != "null" => return Some(t.clone()),
+        Some(Value::Array(types)) => {
+            let kept: Vec<&str> = types
+                .iter()
+                .filter_map(Value::as_str)
+                .filter(|t| *t != "null")
+                .collect();
+            return (kept.len() == 1).then(|| kept[0].to_string());
+        }
+        _ => {}
+    }
+    if let Some(target) = schema.get("$ref").and_then(Value::as_str) {
+        return json_type_of(defs.get(ref_name(target))?, defs, depth + 1);
+    }
+    for key in ["oneOf", "anyOf", "allOf"] {
+        if let Some(variants) = schema.get(key).and_then(Value::as_array) {
+            let types: BTreeSet<String> = variants
+                .iter()
+                .filter(|v| v.get("type").and_then(Value::as_str) != Some("null"))
+                .map(|v| json_type_of(v, defs, depth + 1))
+                .collect::<Option<_>>()?;
+            return (types.len() == 1).then(|| types.into_iter().next().unwrap_or_default());
+        }
+    }
+    None
+}
+
+/// Converts one draft 2020-12 schema to the OpenAPI 3.0.3 schema dialect; `defs` are the
+/// definitions its references point at (to give a nullable reference's null branch a type).
+pub fn to_openapi_30(schema: &Value, defs: &Map<String, Value>) -> Result<Value> {
     let Some(obj) = schema.as_object() else {
         bail!("boolean schemas have no OpenAPI 3.0 form");
     };
+    let convert = |s: &Value| to_openapi_30(s, defs);
     let mut out = Map::new();
     let mut nullable = false;
     for (key, value) in obj {
@@ -132,15 +299,21 @@ pub fn to_openapi_30(schema: &Value) -> Result<Value> {
                 let variants = value.as_array().context("`oneOf` must be an array")?;
                 let is_null = |v: &Value| v.get("type").and_then(Value::as_str) == Some("null");
                 let kept: Vec<&Value> = variants.iter().filter(|v| !is_null(v)).collect();
-                nullable |= kept.len() < variants.len();
-                if kept.len() == 1 {
-                    // `X | null`: 3.0 ignores siblings of `$ref`, so wrap it.
-                    out.insert("allOf".into(), Value::Array(vec![to_openapi_30(kept[0])?]));
+                let mut converted = kept
+                    .iter()
+                    .map(|v| convert(v))
+                    .collect::<Result<Vec<_>>>()?;
+                if kept.len() < variants.len() {
+                    // `X | null`: a `nullable` beside `oneOf` has no effect (no `type` beside
+                    // it) and the variants refuse null, so null is a variant of its own.
+                    let json_type = json_type_of(&Value::Object(obj.clone()), defs, 0)
+                        // The null-only schema admits null whatever its type says.
+                        .unwrap_or_else(|| "object".into());
+                    converted.push(null_only(&json_type));
+                    // `anyOf`: a nullable variant would also match null, which `oneOf` refuses.
+                    let keyword = if kept.len() == 1 { "anyOf" } else { key };
+                    out.insert(keyword.into(), Value::Array(converted));
                 } else {
-                    let converted = kept
-                        .into_iter()
-                        .map(to_openapi_30)
-                        .collect::<Result<Vec<_>>>()?;
                     out.insert(key.clone(), Value::Array(converted));
                 }
             }
@@ -169,20 +342,20 @@ pub fn to_openapi_30(schema: &Value) -> Result<Value> {
                 {
                     props.insert(
                         name.clone(),
-                        to_openapi_30(prop).with_context(|| format!("property `{name}`"))?,
+                        convert(prop).with_context(|| format!("property `{name}`"))?,
                     );
                 }
                 out.insert(key.clone(), Value::Object(props));
             }
             "items" | "additionalProperties" | "not" if value.is_object() => {
-                out.insert(key.clone(), to_openapi_30(value)?);
+                out.insert(key.clone(), convert(value)?);
             }
             "allOf" => {
                 let converted = value
                     .as_array()
                     .context("`allOf` must be an array")?
                     .iter()
-                    .map(to_openapi_30)
+                    .map(convert)
                     .collect::<Result<Vec<_>>>()?;
                 out.insert(key.clone(), Value::Array(converted));
             }
@@ -212,6 +385,7 @@ pub fn to_openapi_30(schema: &Value) -> Result<Value> {
         );
     }
     if nullable {
+        // Only reached with a `type` beside it (from `type: [T, "null"]`), where it works.
         out.insert("nullable".into(), Value::Bool(true));
     }
     Ok(Value::Object(out))

@@ -180,6 +180,8 @@ struct ApiPage {
     version: String,
     description: Vec<String>,
     servers: Vec<Link>,
+    /// The OpenAPI documents to download, 3.0.3 and 3.1.0.
+    documents: Vec<Link>,
     groups: Vec<GroupView>,
     types: Vec<TypeView>,
 }
@@ -606,6 +608,18 @@ fn render_api(model: &Model, api: &ApiDoc) -> Result<String> {
                 note: note.clone().unwrap_or_default(),
             })
             .collect(),
+        documents: model
+            .openapi_files
+            .iter()
+            .map(|(name, text)| Link {
+                label: name.clone(),
+                href: format!("{OPENAPI_DIR}/{name}"),
+                note: serde_json::from_str::<serde_json::Value>(text)
+                    .ok()
+                    .and_then(|doc| doc["openapi"].as_str().map(|v| format!("OpenAPI {v}")))
+                    .unwrap_or_default(),
+            })
+            .collect(),
         groups,
         types,
     }
@@ -733,6 +747,9 @@ fn search_index(model: &Model) -> Result<String> {
     ))
 }
 
+/// Where the site publishes the OpenAPI documents, beside `api.html`.
+pub const OPENAPI_DIR: &str = "openapi";
+
 /// Renders the whole site; returns every file as (path relative to the site root, bytes).
 pub fn render(model: &Model) -> Result<Vec<(PathBuf, Vec<u8>)>> {
     let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
@@ -752,6 +769,12 @@ pub fn render(model: &Model) -> Result<Vec<(PathBuf, Vec<u8>)>> {
     for (name, text) in &model.schema_files {
         files.push((
             PathBuf::from("schemas").join(name),
+            text.clone().into_bytes(),
+        ));
+    }
+    for (name, text) in &model.openapi_files {
+        files.push((
+            PathBuf::from(OPENAPI_DIR).join(name),
             text.clone().into_bytes(),
         ));
     }

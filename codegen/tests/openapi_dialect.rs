@@ -1,58 +1,129 @@
-//! Converting draft 2020-12 schemas to the OpenAPI 3.0 dialect.
+//! Converting draft 2020-12 schemas to the OpenAPI 3.0 dialect, and the two bundled documents.
+//! (The documents as consumers read them — every fixture and every live answer through an
+//! independent OpenAPI validator — are checked by `tests/openapi/check_openapi.py`.)
 
-use fleetwire_codegen::openapi::to_openapi_30;
-use serde_json::json;
+use fleetwire_codegen::openapi::{to_openapi_30, to_openapi_31};
+use serde_json::{json, Map, Value};
+
+fn to_30(schema: Value) -> Value {
+    to_openapi_30(&schema, &Map::new()).unwrap()
+}
 
 #[test]
-fn nullable_types_and_references_use_nullable() {
-    let converted = to_openapi_30(&json!({"type": ["integer", "null"], "minimum": 0})).unwrap();
+fn nullable_types_use_nullable_beside_their_type() {
     assert_eq!(
-        converted,
+        to_30(json!({"type": ["integer", "null"], "minimum": 0})),
         json!({"type": "integer", "minimum": 0, "nullable": true})
-    );
-    let converted = to_openapi_30(
-        &json!({"oneOf": [{"$ref": "#/$defs/HostPort"}, {"type": "null"}], "description": "d"}),
-    )
-    .unwrap();
-    assert_eq!(
-        converted,
-        json!({"allOf": [{"$ref": "#/components/schemas/HostPort"}], "description": "d", "nullable": true})
     );
 }
 
 #[test]
-fn siblings_of_a_reference_are_kept_through_all_of() {
-    let converted =
-        to_openapi_30(&json!({"$ref": "#/$defs/Timestamp", "description": "When."})).unwrap();
+fn a_nullable_reference_is_the_reference_or_a_null_only_schema_of_its_type() {
+    let defs: Map<String, Value> = serde_json::from_value(json!({
+        "HostPort": {"type": "integer", "minimum": 1},
+        "Alias": {"$ref": "#/$defs/HostPort"},
+        "Either": {"oneOf": [{"type": "string"}, {"type": "string", "format": "ipv4"}]},
+    }))
+    .unwrap();
+    let converted = to_openapi_30(
+        &json!({"oneOf": [{"$ref": "#/$defs/HostPort"}, {"type": "null"}], "description": "d"}),
+        &defs,
+    )
+    .unwrap();
+    // No `nullable` beside `allOf`: without a `type` it has no effect in 3.0.3.
     assert_eq!(
         converted,
+        json!({"anyOf": [
+            {"$ref": "#/components/schemas/HostPort"},
+            {"type": "integer", "nullable": true, "enum": [null]}
+        ], "description": "d"})
+    );
+    // The type is found through references and shared by every variant.
+    for (target, json_type) in [("Alias", "integer"), ("Either", "string")] {
+        let converted = to_openapi_30(
+            &json!({"oneOf": [{"type": "null"}, {"$ref": format!("#/$defs/{target}")}]}),
+            &defs,
+        )
+        .unwrap();
+        assert_eq!(converted["anyOf"][1]["type"], json_type, "{converted}");
+    }
+    // Several non-null variants keep their keyword, null added as one more.
+    let converted = to_30(json!({"oneOf": [
+        {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+        {"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"]},
+        {"type": "null"}
+    ]}));
+    assert_eq!(converted["oneOf"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        converted["oneOf"][2],
+        json!({"type": "object", "nullable": true, "enum": [null]})
+    );
+    assert!(converted.get("nullable").is_none());
+}
+
+#[test]
+fn siblings_of_a_reference_are_kept_through_all_of() {
+    assert_eq!(
+        to_30(json!({"$ref": "#/$defs/Timestamp", "description": "When."})),
         json!({"description": "When.", "allOf": [{"$ref": "#/components/schemas/Timestamp"}]})
     );
 }
 
 #[test]
 fn const_examples_and_exclusive_bounds_are_translated() {
-    let converted =
-        to_openapi_30(&json!({"const": "x", "examples": ["x"], "exclusiveMinimum": 0})).unwrap();
     assert_eq!(
-        converted,
+        to_30(json!({"const": "x", "examples": ["x"], "exclusiveMinimum": 0})),
         json!({"enum": ["x"], "example": "x", "minimum": 0, "exclusiveMinimum": true})
     );
 }
 
 #[test]
 fn keywords_without_a_3_0_form_are_errors() {
-    let err =
-        to_openapi_30(&json!({"type": "array", "prefixItems": [{"type": "string"}]})).unwrap_err();
+    let err = to_openapi_30(
+        &json!({"type": "array", "prefixItems": [{"type": "string"}]}),
+        &Map::new(),
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("prefixItems"), "{err}");
 }
 
 #[test]
-fn the_bundled_api_document_is_openapi_3_0_with_every_body_schema() {
+fn the_3_1_form_is_the_schema_with_its_references_moved() {
+    let schema = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {
+            "$ref": {"type": "string"},
+            "at": {"oneOf": [{"$ref": "#/$defs/Timestamp"}, {"type": "null"}]},
+            "n": {"type": ["integer", "null"], "exclusiveMinimum": 0}
+        },
+        "examples": [{"$ref": "#/$defs/NotAReference"}]
+    });
+    assert_eq!(
+        to_openapi_31(&schema).unwrap(),
+        json!({
+            "type": "object",
+            "properties": {
+                "$ref": {"type": "string"},
+                "at": {"oneOf": [{"$ref": "#/components/schemas/Timestamp"}, {"type": "null"}]},
+                "n": {"type": ["integer", "null"], "exclusiveMinimum": 0}
+            },
+            "examples": [{"$ref": "#/$defs/NotAReference"}]
+        })
+    );
+    let err = to_openapi_31(&json!({"$defs": {}})).unwrap_err();
+    assert!(err.to_string().contains("$defs"), "{err}");
+}
+
+fn generated() -> fleetwire_codegen::Outputs {
     let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let outputs = fleetwire_codegen::generate(&workspace.join("schemas")).unwrap();
-    let doc: serde_json::Value =
-        serde_json::from_str(outputs.openapi_json.as_deref().unwrap()).unwrap();
+    fleetwire_codegen::generate(&workspace.join("schemas")).unwrap()
+}
+
+#[test]
+fn the_bundled_api_document_is_openapi_3_0_with_every_body_schema() {
+    let outputs = generated();
+    let doc: Value = serde_json::from_str(outputs.openapi_json.as_deref().unwrap()).unwrap();
     assert_eq!(doc["openapi"], "3.0.3");
     let api: openapiv3::OpenAPI = serde_json::from_value(doc.clone()).unwrap();
     let schemas = &api.components.as_ref().unwrap().schemas;
@@ -80,4 +151,46 @@ fn the_bundled_api_document_is_openapi_3_0_with_every_body_schema() {
         !text.contains("#/$defs/"),
         "a JSON Schema reference survived"
     );
+    // `nullable` only ever stands beside a `type` (elsewhere 3.0.3 gives it no effect).
+    fn walk(v: &Value, at: &str) {
+        match v {
+            Value::Object(map) => {
+                if map.contains_key("nullable") {
+                    assert!(map.contains_key("type"), "{at}: nullable without a type");
+                }
+                map.iter().for_each(|(k, v)| walk(v, &format!("{at}/{k}")));
+            }
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .for_each(|(i, v)| walk(v, &format!("{at}/{i}"))),
+            _ => {}
+        }
+    }
+    walk(&doc, "");
+}
+
+#[test]
+fn the_3_1_document_has_the_same_paths_and_the_2020_12_schemas_as_they_are() {
+    let outputs = generated();
+    let doc_30: Value = serde_json::from_str(outputs.openapi_json.as_deref().unwrap()).unwrap();
+    let doc_31: Value = serde_json::from_str(outputs.openapi_31_json.as_deref().unwrap()).unwrap();
+    assert_eq!(doc_31["openapi"], "3.1.0");
+    assert_eq!(doc_31["paths"], doc_30["paths"]);
+    assert_eq!(doc_31["info"], doc_30["info"]);
+    let schemas_30 = doc_30["components"]["schemas"].as_object().unwrap();
+    let schemas_31 = doc_31["components"]["schemas"].as_object().unwrap();
+    assert_eq!(
+        schemas_31.keys().collect::<Vec<_>>(),
+        schemas_30.keys().collect::<Vec<_>>()
+    );
+    for (name, schema) in schemas_31 {
+        let mut expected = serde_json::to_string(&outputs.bundle.defs[name]).unwrap();
+        expected = expected.replace("\"#/$defs/", "\"#/components/schemas/");
+        assert_eq!(
+            serde_json::to_string(schema).unwrap(),
+            expected,
+            "{name} differs from its definition"
+        );
+    }
 }
