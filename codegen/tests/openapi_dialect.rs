@@ -194,3 +194,38 @@ fn the_3_1_document_has_the_same_paths_and_the_2020_12_schemas_as_they_are() {
         );
     }
 }
+
+#[test]
+fn the_reference_site_offers_both_documents_beside_the_api_page() {
+    let outputs = generated();
+    let files = fleetwire_codegen::site::render(&outputs.model).unwrap();
+    let file = |path: &str| {
+        files
+            .iter()
+            .find(|(p, _)| p == std::path::Path::new(path))
+            .map(|(_, bytes)| String::from_utf8(bytes.clone()).unwrap())
+            .unwrap_or_else(|| panic!("the site has no {path}"))
+    };
+    assert_eq!(
+        file("openapi/fleet-api.json"),
+        outputs.openapi_json.clone().unwrap()
+    );
+    assert_eq!(
+        file("openapi/fleet-api.3.1.json"),
+        outputs.openapi_31_json.clone().unwrap()
+    );
+    let api_page = file("api.html");
+    for (href, version) in [
+        ("openapi/fleet-api.json", "OpenAPI 3.0.3"),
+        ("openapi/fleet-api.3.1.json", "OpenAPI 3.1.0"),
+    ] {
+        assert!(
+            api_page.contains(&format!("href=\"{href}\"")),
+            "api.html does not link {href}"
+        );
+        assert!(
+            api_page.contains(version),
+            "api.html does not say {version}"
+        );
+    }
+}

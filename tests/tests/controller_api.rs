@@ -4,6 +4,11 @@
 //! refusals: bodies that break their schema (400 with each violation's JSON pointer), too
 //! large (413), not JSON (415), unknown routes (404), wrong methods (405), unknown runtimes
 //! (422) — all as `ApiError` documents, none of which changes stored state.
+//!
+//! With `FLEETWIRE_OPENAPI_ANSWERS=DIR`, every answer checked here is also written to DIR (one
+//! JSON file each: operation, method, path template, status, content type, body), for
+//! `tests/openapi/check_openapi.py` to validate against both OpenAPI documents with an
+//! independent validator, as a generated client would read them (`.ci/run` does both).
 
 mod controller_support;
 
@@ -52,6 +57,19 @@ impl ApiDocument {
 
     /// Checks one answer against the document; panics with the violations.
     fn check(&self, id: &str, status: u16, content_type: Option<&str>, body: &[u8]) {
+        self.check_exchange(id, None, status, content_type, body)
+    }
+
+    /// [`Self::check`], recording the JSON request body that provoked the answer too.
+    fn check_exchange(
+        &self,
+        id: &str,
+        request: Option<&Value>,
+        status: u16,
+        content_type: Option<&str>,
+        body: &[u8],
+    ) {
+        record_answer(self, id, request, status, content_type, body);
         let (operation, _, _) = self.operation(id);
         let responses = &operation["responses"];
         let response = responses
@@ -118,6 +136,50 @@ impl ApiDocument {
     }
 }
 
+/// Writes one answer (and the JSON request body behind it, if any) to
+/// `$FLEETWIRE_OPENAPI_ANSWERS` (when set) for the OpenAPI checker.
+fn record_answer(
+    api: &ApiDocument,
+    id: &str,
+    request: Option<&Value>,
+    status: u16,
+    content_type: Option<&str>,
+    body: &[u8],
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static SEQUENCE: AtomicUsize = AtomicUsize::new(0);
+    let Some(dir) = std::env::var_os("FLEETWIRE_OPENAPI_ANSWERS") else {
+        return;
+    };
+    let (_, method, path) = api.operation(id);
+    let is_json = content_type.is_some_and(|t| t.contains("json"));
+    let body = match (body.is_empty(), is_json) {
+        (true, _) => Value::Null,
+        (false, true) => serde_json::from_slice(body).unwrap_or_else(|e| {
+            panic!(
+                "{id} {status}: not JSON ({e}): {:?}",
+                String::from_utf8_lossy(body)
+            )
+        }),
+        (false, false) => Value::String(String::from_utf8_lossy(body).into_owned()),
+    };
+    let answer = json!({
+        "operation": id,
+        "method": method,
+        "path": path,
+        "status": status,
+        "content_type": content_type,
+        "body": body,
+        "request": request,
+    });
+    let dir = std::path::PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let n = SEQUENCE.fetch_add(1, Ordering::Relaxed);
+    let file = dir.join(format!("{}-{n:04}-{id}-{status}.json", std::process::id()));
+    std::fs::write(&file, serde_json::to_vec_pretty(&answer).unwrap())
+        .unwrap_or_else(|e| panic!("writing {}: {e}", file.display()));
+}
+
 struct Caller {
     client: reqwest::Client,
     controller: ControllerProcess,
@@ -132,8 +194,8 @@ impl Caller {
         let (_, method, _) = self.api.operation(id);
         let url = self.controller.url(path);
         let mut request = self.client.request(method.parse().unwrap(), &url);
-        if let Some(body) = body {
-            request = request.json(&body);
+        if let Some(body) = &body {
+            request = request.json(body);
         }
         let response = request.send().await.unwrap();
         let status = response.status().as_u16();
@@ -142,7 +204,8 @@ impl Caller {
             .get("content-type")
             .map(|v| v.to_str().unwrap().to_string());
         let bytes = response.bytes().await.unwrap();
-        self.api.check(id, status, content_type.as_deref(), &bytes);
+        self.api
+            .check_exchange(id, body.as_ref(), status, content_type.as_deref(), &bytes);
         self.exercised.insert((id.to_string(), status));
         let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         (status, value)
@@ -315,7 +378,8 @@ async fn every_operation_answers_what_the_api_document_says() {
     assert_eq!((status, fleet["counts"]["ready"].as_u64()), (200, Some(1)));
 
     // VMs.
-    let (status, vm) = c.call("create_vm", "/v1/vms", Some(json!({"vm_type": "small", "ram_mb": 512, "vcpu_count": 1, "tenant_id": "t1", "command": ["/bin/app", "--serve"]}))).await;
+    // `preferred_node: null` as PPN clients send it: nullable in the schema and both documents.
+    let (status, vm) = c.call("create_vm", "/v1/vms", Some(json!({"vm_type": "small", "ram_mb": 512, "vcpu_count": 1, "tenant_id": "t1", "preferred_node": null, "command": ["/bin/app", "--serve"]}))).await;
     assert_eq!(status, 200, "{vm}");
     let vm_id = vm["vm_id"].as_str().unwrap().to_string();
     assert_eq!(vm["command"], json!(["/bin/app", "--serve"]));
@@ -437,7 +501,13 @@ async fn refusals_are_api_errors_and_change_nothing() {
         .await
         .unwrap();
     assert_eq!(response.status().as_u16(), 415);
-    let body: Value = response.json().await.unwrap();
+    let ct = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let bytes = response.bytes().await.unwrap();
+    api.check("post_heartbeat", 415, Some(&ct), &bytes);
+    let body: Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(body["code"], "unsupported_media_type");
     // 400 malformed_json.
     let response = client
@@ -521,6 +591,19 @@ async fn refusals_are_api_errors_and_change_nothing() {
         .to_str()
         .unwrap()
         .starts_with("text/html"));
+    // And both OpenAPI documents beside its API page, as generated/openapi/ holds them.
+    for name in ["fleet-api.json", "fleet-api.3.1.json"] {
+        let response = client
+            .get(controller.url(&format!("/docs/openapi/{name}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{name}");
+        assert_eq!(response.headers()["content-type"], "application/json");
+        let served = response.text().await.unwrap();
+        let kept = std::fs::read_to_string(workspace().join("generated/openapi").join(name));
+        assert_eq!(served, kept.unwrap(), "{name}");
+    }
     let response = client
         .get(controller.url("/docs/no-such-page.html"))
         .send()
