@@ -212,6 +212,29 @@ impl Caller {
     }
 }
 
+/// POSTs a JSON body to operation `id` at `url`, checks (and records) the answer against the
+/// document, and returns status and parsed body.
+async fn post_checked(
+    client: &reqwest::Client,
+    api: &ApiDocument,
+    id: &str,
+    url: &str,
+    body: &Value,
+) -> (u16, Value) {
+    let response = client.post(url).json(body).send().await.unwrap();
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string());
+    let bytes = response.bytes().await.unwrap();
+    api.check_exchange(id, Some(body), status, content_type.as_deref(), &bytes);
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
 fn csr_pem() -> String {
     let key = rcgen::KeyPair::generate().unwrap();
     let params = rcgen::CertificateParams::new(vec!["whatever.example".to_string()]).unwrap();
@@ -542,7 +565,14 @@ async fn refusals_are_api_errors_and_change_nothing() {
     // A registration with a field the schema does not list: 400 naming it.
     let mut extra = registration("n1", 9204, 10);
     extra["engine_version"] = "1.0.0".into();
-    let (status, body) = post_json(&client, &controller.url("/v1/nodes/register"), &extra).await;
+    let (status, body) = post_checked(
+        &client,
+        &api,
+        "register_node",
+        &controller.url("/v1/nodes/register"),
+        &extra,
+    )
+    .await;
     assert_eq!(
         (status, body["code"].as_str()),
         (400, Some("invalid_document"))
@@ -554,7 +584,7 @@ async fn refusals_are_api_errors_and_change_nothing() {
     // A VM with an out-of-range port in its record, inside a heartbeat: pointer into the array.
     let mut bad_vm = good.clone();
     bad_vm["vms"] = json!([{"vm_id": "v", "vm_type": "t", "state": "Sleeping", "ram_alloc_mb": 1, "vcpu_count": 1}]);
-    let (status, body) = post_json(&client, &url, &bad_vm).await;
+    let (status, body) = post_checked(&client, &api, "post_heartbeat", &url, &bad_vm).await;
     assert_eq!(status, 400);
     assert_eq!(
         body["violations"][0]["instance_path"], "/vms/0/state",
