@@ -22,7 +22,7 @@ pub fn document(bundle: &Bundle) -> Result<Option<Value>> {
     let mut schemas = Map::new();
     for (name, def) in &bundle.defs {
         if reachable.contains(name) {
-            let converted = to_openapi_30(def, &bundle.defs)
+            let converted = to_openapi_30(def)
                 .with_context(|| format!("converting `{name}` to OpenAPI 3.0"))?;
             schemas.insert(name.clone(), converted);
         }
@@ -213,54 +213,19 @@ pub fn to_openapi_31(schema: &Value) -> Result<Value> {
     walk(schema, true)
 }
 
-/// The OpenAPI 3.0.3 schema that accepts `null` and nothing else. 3.0 has no null type:
-/// `nullable` adds null to the `type` beside it, and `enum` then admits only null (the 3.0.3
-/// clarification of `nullable`: other keywords keep applying to null). Any type works; the
-/// one given is the non-null alternative's, so a reader sees "X or null" of one JSON type.
-fn null_only(json_type: &str) -> Value {
-    json!({ "type": json_type, "nullable": true, "enum": [null] })
+/// The OpenAPI 3.0.3 schema that accepts `null` and nothing else. 3.0 has no null type; a
+/// schema without `type` admits null (the 3.0.3 clarification of `nullable`), and `enum` keeps
+/// only null. `nullable: true` has no effect there but tells generators that look for it
+/// (datamodel-code-generator reads this as a null model, not as "any object").
+fn null_only() -> Value {
+    json!({ "nullable": true, "enum": [null] })
 }
 
-/// The one JSON type (other than null) a schema's values have, following references.
-fn json_type_of(schema: &Value, defs: &Map<String, Value>, depth: usize) -> Option<String> {
-    if depth > 32 {
-        return None;
-    }
-    match schema.get("type") {
-        Some(Value::String(t)) if t != "null" => return Some(t.clone()),
-        Some(Value::Array(types)) => {
-            let kept: Vec<&str> = types
-                .iter()
-                .filter_map(Value::as_str)
-                .filter(|t| *t != "null")
-                .collect();
-            return (kept.len() == 1).then(|| kept[0].to_string());
-        }
-        _ => {}
-    }
-    if let Some(target) = schema.get("$ref").and_then(Value::as_str) {
-        return json_type_of(defs.get(ref_name(target))?, defs, depth + 1);
-    }
-    for key in ["oneOf", "anyOf", "allOf"] {
-        if let Some(variants) = schema.get(key).and_then(Value::as_array) {
-            let types: BTreeSet<String> = variants
-                .iter()
-                .filter(|v| v.get("type").and_then(Value::as_str) != Some("null"))
-                .map(|v| json_type_of(v, defs, depth + 1))
-                .collect::<Option<_>>()?;
-            return (types.len() == 1).then(|| types.into_iter().next().unwrap_or_default());
-        }
-    }
-    None
-}
-
-/// Converts one draft 2020-12 schema to the OpenAPI 3.0.3 schema dialect; `defs` are the
-/// definitions its references point at (to give a nullable reference's null branch a type).
-pub fn to_openapi_30(schema: &Value, defs: &Map<String, Value>) -> Result<Value> {
+/// Converts one draft 2020-12 schema to the OpenAPI 3.0.3 schema dialect.
+pub fn to_openapi_30(schema: &Value) -> Result<Value> {
     let Some(obj) = schema.as_object() else {
         bail!("boolean schemas have no OpenAPI 3.0 form");
     };
-    let convert = |s: &Value| to_openapi_30(s, defs);
     let mut out = Map::new();
     let mut nullable = false;
     for (key, value) in obj {
@@ -301,15 +266,12 @@ pub fn to_openapi_30(schema: &Value, defs: &Map<String, Value>) -> Result<Value>
                 let kept: Vec<&Value> = variants.iter().filter(|v| !is_null(v)).collect();
                 let mut converted = kept
                     .iter()
-                    .map(|v| convert(v))
+                    .map(|v| to_openapi_30(v))
                     .collect::<Result<Vec<_>>>()?;
                 if kept.len() < variants.len() {
                     // `X | null`: a `nullable` beside `oneOf` has no effect (no `type` beside
                     // it) and the variants refuse null, so null is a variant of its own.
-                    let json_type = json_type_of(&Value::Object(obj.clone()), defs, 0)
-                        // The null-only schema admits null whatever its type says.
-                        .unwrap_or_else(|| "object".into());
-                    converted.push(null_only(&json_type));
+                    converted.push(null_only());
                     // `anyOf`: a nullable variant would also match null, which `oneOf` refuses.
                     let keyword = if kept.len() == 1 { "anyOf" } else { key };
                     out.insert(keyword.into(), Value::Array(converted));
@@ -342,20 +304,20 @@ pub fn to_openapi_30(schema: &Value, defs: &Map<String, Value>) -> Result<Value>
                 {
                     props.insert(
                         name.clone(),
-                        convert(prop).with_context(|| format!("property `{name}`"))?,
+                        to_openapi_30(prop).with_context(|| format!("property `{name}`"))?,
                     );
                 }
                 out.insert(key.clone(), Value::Object(props));
             }
             "items" | "additionalProperties" | "not" if value.is_object() => {
-                out.insert(key.clone(), convert(value)?);
+                out.insert(key.clone(), to_openapi_30(value)?);
             }
             "allOf" => {
                 let converted = value
                     .as_array()
                     .context("`allOf` must be an array")?
                     .iter()
-                    .map(convert)
+                    .map(to_openapi_30)
                     .collect::<Result<Vec<_>>>()?;
                 out.insert(key.clone(), Value::Array(converted));
             }
@@ -385,7 +347,7 @@ pub fn to_openapi_30(schema: &Value, defs: &Map<String, Value>) -> Result<Value>
         );
     }
     if nullable {
-        // Only reached with a `type` beside it (from `type: [T, "null"]`), where it works.
+        // Reached only with a `type` beside it (from `type: [T, "null"]`), where it works.
         out.insert("nullable".into(), Value::Bool(true));
     }
     Ok(Value::Object(out))
