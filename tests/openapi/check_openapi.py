@@ -104,6 +104,17 @@ def errors_of(found: list, instance) -> list[str]:
     return out
 
 
+def integral_floats_as_integers(value):
+    """`value` with every number like `1.0` or `1e2` written as an integer."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [integral_floats_as_integers(v) for v in value]
+    if isinstance(value, dict):
+        return {k: integral_floats_as_integers(v) for k, v in value.items()}
+    return value
+
+
 def check_documents(c: Checker, documents: dict[str, dict]) -> None:
     for version, document in documents.items():
         spec = OpenAPIV30SpecValidator if version == "3.0" else OpenAPIV31SpecValidator
@@ -135,7 +146,16 @@ def check_fixtures(c: Checker, documents: dict[str, dict]) -> None:
                     instance = json.loads(fixture.read_text())
                     errors = errors_of(found, instance)
                     if kind == "valid":
-                        if errors:
+                        if errors and version == "3.0" and not errors_of(
+                                found, integral_floats_as_integers(instance)):
+                            # OpenAPI 3.0 defines `integer` as "a JSON number without a fraction
+                            # or exponent part", so `1.0` is not one there; JSON Schema 2020-12
+                            # (the schemas, and OpenAPI 3.1) counts it as an integer.
+                            print(f"note: {where} is refused only for integers written with a "
+                                  "fraction or exponent, which OpenAPI 3.0 does not count as "
+                                  "integers (3.1 does)")
+                            c.count(f"valid fixtures with integers OpenAPI 3.0 cannot read ({version})")
+                        elif errors:
                             c.fail(f"{where} is refused: {'; '.join(errors)}")
                         else:
                             c.count(f"valid fixtures accepted ({version})")
