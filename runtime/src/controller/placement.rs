@@ -1,7 +1,8 @@
 //! `POST /v1/vms` and `DELETE /v1/vms/{vm_id}`: choosing a node the PPN way, holding its
 //! capacity while the node's agent starts the VM, and recording the result durably.
 //!
-//! A node qualifies when it is ready, neither cordoned nor disk-cordoned, has
+//! A node qualifies when it is ready, its runtime runs the VM's workload (an image needs
+//! smolvm, a command without an image needs process: `workload::runtime_runs`), neither cordoned nor disk-cordoned, has
 //! `ram_available_mb >= ram_mb + 512` (PPN's rule, counting placements in flight), has room
 //! on its disk ledger, and, for a VM restored from a checkpoint, runs the capturing engine's
 //! version or newer. The most available memory wins; `prefer_kvm` tries KVM nodes first;
@@ -18,6 +19,15 @@ use super::agent_client::AgentEndpoint;
 use super::state::{NodeSlot, NodeState, VmEntry};
 use super::{ledger, nodes, Controller};
 use crate::http::ApiFailure;
+use crate::workload::{runtime_runs, Workload};
+
+/// What the request asks a node's runtime to run.
+fn workload_of(request: &CreateVmRequest) -> Workload {
+    Workload {
+        image: request.image.is_some(),
+        command: request.command.is_some(),
+    }
+}
 
 /// Memory PPN keeps free on a node beyond the VM's own.
 pub const RAM_HEADROOM_MB: u64 = 512;
@@ -37,6 +47,8 @@ pub enum Unsuitable {
         node: Option<String>,
         needed: String,
     },
+    /// Its runtime cannot run the VM's workload.
+    Runtime(String),
 }
 
 impl std::fmt::Display for Unsuitable {
@@ -53,6 +65,7 @@ impl std::fmt::Display for Unsuitable {
                 "it has {available_mb} MB of memory available, {needed_mb} MB needed"
             ),
             Unsuitable::Ledger(full) => full.fmt(f),
+            Unsuitable::Runtime(why) => f.write_str(why),
             Unsuitable::Engine { node, needed } => match node {
                 Some(version) => write!(
                     f,
@@ -79,6 +92,7 @@ pub fn check(state: &NodeState, request: &CreateVmRequest, ratio: f64) -> Result
     if record.disk_cordoned_at.is_some() {
         return Err(Unsuitable::DiskCordoned);
     }
+    runtime_runs(record.runtime.as_str(), workload_of(request)).map_err(Unsuitable::Runtime)?;
     let available_mb = record.ram_available_mb.saturating_sub(state.pending.ram_mb);
     let needed_mb = request.ram_mb.get().saturating_add(RAM_HEADROOM_MB);
     if available_mb < needed_mb {
@@ -225,11 +239,17 @@ fn admit(controller: &Controller, request: &CreateVmRequest) -> Result<Hold, Api
             }
         }
     }
+    let workload = workload_of(request);
     Err(no_capacity(format!(
-        "no ready node has room for {} MB of memory (plus {RAM_HEADROOM_MB} MB headroom) and {} GB of disk{}",
+        "no ready node has room for {} MB of memory (plus {RAM_HEADROOM_MB} MB headroom) and {} GB of disk{}{}",
         request.ram_mb,
         request.disk_gb,
-        if request.restore_checkpoint.is_some() { " at the checkpoint's engine version or newer" } else { "" }
+        if request.restore_checkpoint.is_some() { " at the checkpoint's engine version or newer" } else { "" },
+        if workload.image || workload.command {
+            format!(" with a runtime that runs {workload}")
+        } else {
+            String::new()
+        }
     )))
 }
 
@@ -244,6 +264,17 @@ pub async fn create_vm(
     controller: &Arc<Controller>,
     mut request: CreateVmRequest,
 ) -> Result<VmRecord, ApiFailure> {
+    // What the schema cannot say: an image is pulled from its registry (`workload`).
+    if let Some(v) = crate::workload::image_network(
+        "",
+        request.image.as_ref().map(|i| i.as_str()),
+        request.network,
+    ) {
+        return Err(ApiFailure::rejected(
+            "CreateVmRequest",
+            fleetwire_types::Rejection::Invalid(vec![v]),
+        ));
+    }
     let vm_id = request.vm_id.clone().unwrap_or_else(new_vm_id);
     request.vm_id = Some(vm_id.clone());
     if !controller.table.hold_vm_id(&vm_id) {
@@ -288,6 +319,20 @@ async fn place(
     }
     if vm.command.is_none() {
         vm.command = request.command.clone();
+    }
+    if vm.image.is_none() {
+        vm.image = request.image.clone();
+    }
+    if vm.state == fleetwire_types::VmState::Error {
+        // Recorded all the same: the node keeps retrying per its restart policy, and the
+        // record (its message included) is the caller's answer and what GET /v1/vms shows
+        // until the operator deletes it (`docs/controller.md`).
+        tracing::warn!(
+            vm_id = vm.vm_id.as_str(),
+            node_id = hold.node_id,
+            message = vm.message.as_ref().map_or("", |m| m.as_str()),
+            "the node could not start the VM"
+        );
     }
     {
         let slot = hold.slot.clone();
