@@ -23,8 +23,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use fleetwire_types::{
-    CreateMachineRequest, CudaDevice, RuntimeCapacity, RuntimeDeleted, RuntimeError,
-    RuntimeHealth, RuntimeMachine, RuntimeMachineCounts, RuntimeMachineList, WireDocument,
+    CreateMachineRequest, CudaDevice, RuntimeCapacity, RuntimeDeleted, RuntimeError, RuntimeHealth,
+    RuntimeMachine, RuntimeMachineCounts, RuntimeMachineList, WireDocument,
 };
 use serde_json::Value;
 
@@ -138,7 +138,10 @@ impl StandinSmolvm {
     /// Sets a running machine's usage figures (`cpuMillis`, `rssMb`, `diskUsedMb`).
     pub fn set_usage(&self, name: &str, cpu_millis: u64, rss_mb: u64, disk_used_mb: u64) {
         let mut rt = self.runtime.lock().unwrap();
-        let m = rt.machines.get_mut(name).expect("a machine of the stand-in");
+        let m = rt
+            .machines
+            .get_mut(name)
+            .expect("a machine of the stand-in");
         m.cpu_millis = Some(cpu_millis);
         m.rss_mb = Some(rss_mb);
         m.disk_used_mb = Some(disk_used_mb);
@@ -250,8 +253,7 @@ async fn capacity(State(ctx): State<Ctx>) -> Response {
         &RuntimeCapacity {
             allocated_cpus: running.iter().map(|m| m.cpus).sum(),
             allocated_memory_mb: running.iter().map(|m| m.memory_mb).sum(),
-            used_cpus: fleetwire_types::F64Min0::new(0.25 * running.len() as f64)
-                .unwrap(),
+            used_cpus: fleetwire_types::F64Min0::new(0.25 * running.len() as f64).unwrap(),
             used_memory_mb: running.iter().filter_map(|m| m.rss_mb).sum(),
             used_disk_gb: running
                 .iter()

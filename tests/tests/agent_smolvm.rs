@@ -35,9 +35,7 @@ fn image_body(vm_id: &str) -> serde_json::Value {
     })
 }
 
-fn smolvm_agent(
-    runtime: &StandinSmolvm,
-) -> (StandinPpnController, AgentProcess) {
+fn smolvm_agent(runtime: &StandinSmolvm) -> (StandinPpnController, AgentProcess) {
     let port = fleetwire_e2e::free_port();
     let controller = StandinPpnController::start(0, port);
     let runtime_url = runtime.url();
@@ -88,7 +86,10 @@ fn the_smolvm_driver_drives_the_runtime_api_and_self_cordons_on_503() {
         Some(&json!({"vm_type": "t", "ram_mb": 64, "vcpu_count": 1, "vm_id": "c1", "command": ["/bin/true"]})),
     );
     assert_eq!(status, 422, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("smolvm"), "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("smolvm"),
+        "{body}"
+    );
     // An image without network can never be pulled: refused at intake, with its pointer.
     let (status, body) = agent.send(
         Method::POST,
@@ -128,7 +129,10 @@ fn the_smolvm_driver_drives_the_runtime_api_and_self_cordons_on_503() {
     );
     let capacity = hb.runtime_capacity.as_ref().unwrap();
     assert_eq!(capacity.allocated_memory_mb, 640);
-    assert_eq!(capacity.cuda_devices.as_ref().unwrap()[0].memory_total_mib, 22_528);
+    assert_eq!(
+        capacity.cuda_devices.as_ref().unwrap()[0].memory_total_mib,
+        22_528
+    );
     assert!(!hb.runtime_stalled);
     let raw = controller.heartbeats().last().unwrap().clone();
     assert_eq!(
@@ -204,7 +208,11 @@ fn a_failed_start_is_answered_reported_and_retried_with_backoff() {
     // Retried per the default policy (200 ms, doubling): a handful of starts, never a loop.
     std::thread::sleep(Duration::from_millis(2500).saturating_sub(asked.elapsed()));
     let starts = runtime.calls().iter().filter(|c| *c == "start f1").count();
-    assert!((2..=5).contains(&starts), "{starts} starts in 2.5 s: {:?}", runtime.calls());
+    assert!(
+        (2..=5).contains(&starts),
+        "{starts} starts in 2.5 s: {:?}",
+        runtime.calls()
+    );
 
     // Once the runtime can boot it, the next attempt succeeds.
     runtime.set_fail_starts(false);
@@ -212,7 +220,9 @@ fn a_failed_start_is_answered_reported_and_retried_with_backoff() {
         r.instances
             .iter()
             .find(|i| {
-                i.app_id.as_str() == "f1" && i.state == InstanceState::Running && i.message.is_none()
+                i.app_id.as_str() == "f1"
+                    && i.state == InstanceState::Running
+                    && i.message.is_none()
             })
             .map(|_| ())
     });
@@ -252,13 +262,17 @@ fn usage_reaches_the_meters_and_stays_monotonic_across_vm_and_runtime_restarts()
     let seen = controller.heartbeats().len();
     let old_boot = runtime.boot_id();
     runtime.restart();
-    let hb = wait_for("a heartbeat with the new boot id", Duration::from_secs(10), || {
-        last_heartbeat(&controller, seen).filter(|h| {
-            h.runtime_boot_id
-                .as_ref()
-                .is_some_and(|b| b.as_str() != old_boot)
-        })
-    });
+    let hb = wait_for(
+        "a heartbeat with the new boot id",
+        Duration::from_secs(10),
+        || {
+            last_heartbeat(&controller, seen).filter(|h| {
+                h.runtime_boot_id
+                    .as_ref()
+                    .is_some_and(|b| b.as_str() != old_boot)
+            })
+        },
+    );
     assert_eq!(hb.runtime_boot_id.unwrap().as_str(), runtime.boot_id());
     wait_for("u1 started again", Duration::from_secs(10), || {
         (runtime.calls().iter().filter(|c| *c == "start u1").count() == 2
