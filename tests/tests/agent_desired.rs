@@ -190,7 +190,10 @@ fn an_instance_needs_something_to_run_and_an_image_needs_network() {
         "desiredState": "running", "resources": resources}]});
     let (status, body) = agent.send(Method::PUT, "/v1/desired", Some(&nothing));
     assert_eq!(status, 422, "{body}");
-    assert_eq!(body["violations"][0]["instance_path"], "/instances/0", "{body}");
+    assert_eq!(
+        body["violations"][0]["instance_path"], "/instances/0",
+        "{body}"
+    );
     assert_eq!(body["violations"][0]["keyword"], "commandOrImage", "{body}");
 
     let offline = json!({"hostId": "node-1", "instances": [{"appId": "a", "deploymentId": "d",
@@ -215,13 +218,17 @@ fn an_instance_needs_something_to_run_and_an_image_needs_network() {
     online["instances"][0]["network"] = json!(true);
     let (status, body) = agent.send(Method::PUT, "/v1/desired", Some(&online));
     assert_eq!(status, 200, "{body}");
-    agent.wait_reported("the image-only instance to fail", Duration::from_secs(10), |r| {
-        r.instances
-            .iter()
-            .find(|i| {
-                i.state == InstanceState::Failed
-                    && i.message.as_ref().is_some_and(|m| m.contains("not images"))
-            })
-            .map(|_| ())
-    });
+    agent.wait_reported(
+        "the image-only instance to fail",
+        Duration::from_secs(10),
+        |r| {
+            r.instances
+                .iter()
+                .find(|i| {
+                    i.state == InstanceState::Failed
+                        && i.message.as_ref().is_some_and(|m| m.contains("not images"))
+                })
+                .map(|_| ())
+        },
+    );
 }
