@@ -19,7 +19,7 @@ use fleetwire_types::{
 
 use super::process::backoff_ms;
 use super::{Driver, DriverSettings, InstanceStatus, Observation, RuntimeStatus};
-use client::{CallError, Capacity, SmolvmClient};
+use client::{Capacity, SmolvmClient};
 
 const MIB: u64 = 1024 * 1024;
 /// smolvm's overlay disk (the guest's writable root layer) when fleetwire asks for none: its
@@ -277,7 +277,7 @@ impl SmolvmDriver {
                 }
                 match self.client.start(name).await {
                     Ok(_) => self.started(d),
-                    Err(e) => self.failed(d, "start", &start_error(&e), now),
+                    Err(e) => self.failed(d, "start", &e.message, now),
                 }
                 Ok(())
             }
@@ -290,10 +290,6 @@ impl SmolvmDriver {
             _ => Ok(()),
         }
     }
-}
-
-fn start_error(e: &CallError) -> String {
-    e.message.clone()
 }
 
 #[async_trait]
