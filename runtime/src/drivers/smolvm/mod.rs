@@ -413,6 +413,12 @@ impl Driver for SmolvmDriver {
                 .and_then(|a| a.error.clone())
                 .filter(|_| live.is_none());
             let mut instance_state = match machine {
+                // Created and meant to stay down: it is where it should be.
+                Some(m)
+                    if m.state == "created" && d.desired_state == DesiredInstanceState::Stopped =>
+                {
+                    InstanceState::Stopped
+                }
                 Some(m) => state_of(&m.state),
                 None => InstanceState::Pending,
             };
