@@ -71,7 +71,15 @@ fn vm(vm_id: &str, cpus: u64, ram_mb: u64, disk_gb: u64) -> Value {
 #[ignore = "needs the real peers (../shared/peers): cargo test -p fleetwire-e2e -- --ignored"]
 fn placements_on_the_real_smolvm_create_report_failed_starts_delete_and_prune() {
     let mut smolvm = RealSmolvm::start();
-    let controller = ControllerProcess::start(&["--probe-interval", "1s"]);
+    // The disk cordon is not under test: this shared host's disk may run low.
+    let controller = ControllerProcess::start(&[
+        "--probe-interval",
+        "1s",
+        "--disk-cordon-below",
+        "0",
+        "--disk-uncordon-above",
+        "1",
+    ]);
     let agent = AgentProcess::start(
         &controller.url(""),
         &[
