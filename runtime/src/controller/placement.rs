@@ -433,3 +433,59 @@ pub async fn delete_vm(controller: &Arc<Controller>, vm_id: &str) -> Result<(), 
     tracing::info!(vm_id, node_id, "VM deleted");
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::state::NodeFlags;
+
+    fn node(runtime: &str) -> NodeState {
+        let text = include_str!("../../../schemas/examples/NodeRecord/valid/full.json");
+        let mut record: fleetwire_types::NodeRecord =
+            fleetwire_types::read(text.as_bytes()).expect("the fixture is a NodeRecord");
+        record.status = HostState::Ready;
+        record.cordoned_at = None;
+        record.disk_cordoned_at = None;
+        record.ram_available_mb = 1 << 20;
+        record.reserved_disk_gb = 0;
+        record.runtime = runtime.parse().unwrap();
+        NodeState::new(record, Vec::new(), NodeFlags::default())
+    }
+
+    fn request(extra: serde_json::Value) -> CreateVmRequest {
+        let mut body =
+            serde_json::json!({"vm_type": "t", "ram_mb": 64, "vcpu_count": 1, "disk_gb": 1});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        fleetwire_types::read_value(&body).unwrap()
+    }
+
+    #[test]
+    fn only_a_runtime_that_runs_the_workload_qualifies() {
+        let (smolvm, process) = (node("smolvm"), node("process"));
+        let image = request(serde_json::json!({"image": "alpine:3.20", "network": true}));
+        let command = request(serde_json::json!({"command": ["/bin/true"]}));
+        let both = request(
+            serde_json::json!({"image": "alpine:3.20", "network": true, "command": ["/bin/true"]}),
+        );
+        let neither = request(serde_json::json!({}));
+        assert_eq!(check(&smolvm, &image, 1.0), Ok(()));
+        assert_eq!(check(&smolvm, &both, 1.0), Ok(()));
+        assert!(matches!(
+            check(&smolvm, &command, 1.0),
+            Err(Unsuitable::Runtime(_))
+        ));
+        assert_eq!(check(&process, &command, 1.0), Ok(()));
+        assert!(matches!(
+            check(&process, &image, 1.0),
+            Err(Unsuitable::Runtime(_))
+        ));
+        assert!(matches!(
+            check(&process, &both, 1.0),
+            Err(Unsuitable::Runtime(_))
+        ));
+        assert_eq!(check(&smolvm, &neither, 1.0), Ok(()));
+        assert_eq!(check(&process, &neither, 1.0), Ok(()));
+    }
+}
