@@ -22,6 +22,9 @@ pub const ANNOTATIONS: &[&str] = &[
     "writeOnly",
     "deprecated",
     "$comment",
+    // Which upstream schema a peer's definition describes (`schemas/smolvm.schema.json`); read
+    // by `peer_check`, never a constraint.
+    "x-upstream",
 ];
 
 /// A number schema with a range and nothing else that constrains it.

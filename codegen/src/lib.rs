@@ -14,6 +14,7 @@ pub mod bundle;
 pub mod exactness;
 pub mod model;
 pub mod openapi;
+pub mod peer_check;
 pub mod rust;
 pub mod site;
 

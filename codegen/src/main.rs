@@ -33,6 +33,15 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Compare the schemas of smolvm's API (`schemas/smolvm.schema.json`) with smolvm's own
+    /// OpenAPI document; exit 1 on any disagreement not listed as a deliberate exception.
+    PeerCheck {
+        /// smolvm's OpenAPI document (`smolvm serve openapi -o FILE`).
+        /// Default: `../shared/reference/smolvm-<version>.openapi.json` beside the workspace,
+        /// for the version the schemas describe.
+        #[arg(long)]
+        openapi: Option<PathBuf>,
+    },
 }
 
 fn default_workspace() -> PathBuf {
@@ -50,6 +59,9 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
+    if let Command::PeerCheck { openapi } = &cli.command {
+        return peer_check(&cli.workspace, openapi.clone());
+    }
     let outputs = fleetwire_codegen::generate(&cli.workspace.join("schemas"))?;
     match cli.command {
         Command::Generate => {
@@ -77,6 +89,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::PeerCheck { .. } => unreachable!("handled above"),
         Command::Check => {
             let stale = fleetwire_codegen::stale_files(&outputs, &cli.workspace);
             for file in &stale {
@@ -90,5 +103,39 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 Ok(ExitCode::FAILURE)
             }
         }
+    }
+}
+
+fn peer_check(workspace: &std::path::Path, openapi: Option<PathBuf>) -> Result<ExitCode> {
+    use anyhow::Context;
+    use fleetwire_codegen::peer_check;
+    let bundle = fleetwire_codegen::Bundle::load(&workspace.join("schemas"))?;
+    let version = peer_check::upstream_version(&bundle, "smolvm")?;
+    let path = openapi.unwrap_or_else(|| {
+        workspace
+            .join("../shared/reference")
+            .join(format!("smolvm-{version}.openapi.json"))
+    });
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading smolvm's OpenAPI document {}", path.display()))?;
+    let doc: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let report = peer_check::check(&bundle, "smolvm", &doc, peer_check::EXCEPTIONS)?;
+    for d in &report.disagreements {
+        eprintln!("disagreement: {d}");
+    }
+    for at in &report.unused_exceptions {
+        eprintln!("exception {at} matches nothing any more: remove it from peer_check::EXCEPTIONS");
+    }
+    if report.is_clean() {
+        println!(
+            "smolvm {version}: {} definitions agree with {} ({} deliberate exceptions)",
+            report.checked.len(),
+            path.display(),
+            peer_check::EXCEPTIONS.len()
+        );
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::FAILURE)
     }
 }

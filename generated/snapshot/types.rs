@@ -710,30 +710,36 @@ pub struct ComputeUsage {
     #[serde(rename = "memoryUsedBytes")]
     pub memory_used_bytes: u64,
 }
-///Body of the node runtime's POST /api/v1/machines, which the agent sends to create a VM. Open to fields the runtime accepts beyond these.
+///Body of smolvm's POST /api/v1/machines as the agent sends it: it creates the machine's record and disks but does not boot it (start is its own call). Only the fields fleetwire sets; smolvm ignores fields it does not know, so none other is ever sent.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct CreateMachineRequest {
-    ///Command and arguments to run, replacing the image's default command. Absent to keep the image's.
+    ///Command and arguments to run instead of the image's default command. Only with an image.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub cmd: ::std::option::Option<Argv>,
-    ///vCPUs for the machine.
-    pub cpus: ::std::num::NonZeroU32,
-    ///Entrypoint to run, replacing the image's. Absent to keep the image's.
+    ///vCPUs for the machine (smolvm keeps them in a byte).
+    pub cpus: ::std::num::NonZeroU8,
+    ///Environment variables for the machine's workload.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub entrypoint: ::std::option::Option<Argv>,
+    pub env: ::std::option::Option<
+        crate::BoundedVec<crate::types::RuntimeEnvVar, 0, 1024>,
+    >,
+    ///The OCI image the machine boots, pulled from its registry at start. Absent for a machine without an image (then cmd is absent too).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub image: ::std::option::Option<ImageReference>,
     ///Memory for the machine in MiB.
-    pub mem: ::std::num::NonZeroU64,
-    ///Name for the new machine; the agent uses the VM's vm_id.
+    #[serde(rename = "memoryMb")]
+    pub memory_mb: ::std::num::NonZeroU32,
+    ///Name for the new machine; the agent uses the instance's app id.
     pub name: MachineName,
-    ///Size in GB of the machine's overlay disk. 10 when omitted.
-    #[serde(default = "defaults::default_u64::<u64, 10>")]
-    pub overlay_gb: u64,
-    ///Port mappings to set up. None when omitted.
-    #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
-    pub ports: ::std::vec::Vec<RuntimePortSpec>,
-    ///Size in GB of the machine's storage disk. 20 when omitted.
-    #[serde(default = "defaults::default_u64::<u64, 20>")]
-    pub storage_gb: u64,
+    ///Whether the machine gets outbound network access. An image pulled from a registry needs it.
+    pub network: bool,
+    ///Size in GiB of the machine's overlay disk (sparse).
+    #[serde(rename = "overlayGb")]
+    pub overlay_gb: ::std::num::NonZeroU32,
+    ///Size in GiB of the machine's storage disk (sparse).
+    #[serde(rename = "storageGb")]
+    pub storage_gb: ::std::num::NonZeroU32,
 }
 ///Body of POST /v1/vms. Its first fields are PPN's create request, so PPN clients work unchanged; the rest are optional fleetwire fields. The controller fills in vm_id when absent, picks a node and forwards this same body, vm_id included, to that node agent's POST /v1/spawn. Unknown fields are accepted, as PPN readers do.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
@@ -744,6 +750,12 @@ pub struct CreateVmRequest {
     ///Nominal local-disk footprint in GB to reserve on the chosen node's disk ledger. 30 when omitted: smolvm's default 20 GB storage disk plus its 10 GB overlay.
     #[serde(default = "defaults::default_nzu64::<::std::num::NonZeroU64, 30>")]
     pub disk_gb: ::std::num::NonZeroU64,
+    ///The OCI image the VM boots. Only nodes whose runtime runs images (smolvm) take such a VM; a request with a command and no image goes to nodes that run commands (process). An image is pulled from its registry, so it needs network: true (refused with 400 otherwise). Absent: the node decides (PPN's vm_type) or runs command.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub image: ::std::option::Option<ImageReference>,
+    ///Whether the VM gets outbound network access. An image needs it to be pulled. false when omitted.
+    #[serde(default)]
+    pub network: bool,
     ///Try nodes with KVM first. false when omitted.
     #[serde(default)]
     pub prefer_kvm: bool,
@@ -766,22 +778,26 @@ pub struct CreateVmRequest {
     ///The kind of VM to create, passed to the agent as given.
     pub vm_type: VmType,
 }
-///One CUDA device in a runtime's capacity answer.
+///One CUDA device in smolvm's GET /capacity (camelCase, unlike the answer around it).
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct CudaDevice {
     ///Device memory free, in MiB.
+    #[serde(rename = "memoryFreeMib")]
     pub memory_free_mib: u64,
     ///Device memory in total, in MiB.
+    #[serde(rename = "memoryTotalMib")]
     pub memory_total_mib: u64,
     ///Device memory in use, in MiB.
+    #[serde(rename = "memoryUsedMib")]
     pub memory_used_mib: u64,
-    ///The device's model name.
+    ///The device's model name, as NVML reports it.
     pub name: ::std::string::String,
-    ///The device's index on the host.
+    ///The device's CUDA-visible index on the host.
     pub ordinal: u32,
-    ///Current utilization of the device in percent.
-    pub utilization_percent: crate::types::F64Min0Max100,
-    ///The device's UUID as the driver reports it.
+    ///Current streaming-multiprocessor utilization in percent.
+    #[serde(rename = "utilizationPercent")]
+    pub utilization_percent: f64,
+    ///The device's NVIDIA GPU or MIG UUID.
     pub uuid: ::std::string::String,
 }
 ///Identifies one deployment of an app. Same identifier syntax as HostId.
@@ -849,8 +865,9 @@ pub struct DesiredInstance {
     ///The app to run.
     #[serde(rename = "appId")]
     pub app_id: AppId,
-    ///The tenant process to start inside the guest.
-    pub command: Command,
+    ///The tenant process to start inside the guest. With image, it replaces the image's default command; without image it is the whole workload (process hosts). At least one of command and image is required.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub command: ::std::option::Option<Command>,
     ///The deployment of the app to run. Changing it asks the host to move the instance onto that deployment.
     #[serde(rename = "deploymentId")]
     pub deployment_id: DeploymentId,
@@ -860,6 +877,12 @@ pub struct DesiredInstance {
     ///Environment variables to set for the tenant process, by name. Empty when absent.
     #[serde(default, skip_serializing_if = ":: std :: collections :: HashMap::is_empty")]
     pub env: ::std::collections::HashMap<::std::string::String, ::std::string::String>,
+    ///The OCI image the instance's microVM boots (hosts whose runtime runs images, smolvm). Pulled from its registry, so it needs network: true. Absent when the instance runs command alone.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub image: ::std::option::Option<ImageReference>,
+    ///Whether the instance's microVM gets outbound network access; required (true) with image, which is pulled from its registry. false when absent.
+    #[serde(default)]
+    pub network: bool,
     ///The resources to give the instance's microVM.
     pub resources: InstanceResources,
     ///How the in-guest supervisor restarts the tenant when it exits. When absent, every field takes its default.
@@ -1464,6 +1487,73 @@ impl<'de> ::serde::Deserialize<'de> for Hostname {
             })
     }
 }
+///An OCI image reference as a registry resolves it, e.g. "alpine:3.20", "docker.io/library/alpine:latest", "ghcr.io/acme/app@sha256:<64 hex>": lower-case name components separated by '/', the first optionally a registry host with a port, then an optional :tag and an optional @sha256 digest. Local paths and archives are not references.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct ImageReference(::std::string::String);
+impl ::std::ops::Deref for ImageReference {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<ImageReference> for ::std::string::String {
+    fn from(value: ImageReference) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for ImageReference {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 512usize {
+            return Err("longer than 512 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        {
+            ::regress::Regex::new(
+                    "^[a-z0-9]([a-z0-9._-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$",
+                )
+                .unwrap()
+        });
+        if PATTERN.find(value).is_none() {
+            return Err(
+                "doesn't match pattern \"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$\""
+                    .into(),
+            );
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ImageReference {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ImageReference {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for ImageReference {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
 ///The size of the microVM an instance runs in.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -1656,7 +1746,7 @@ impl<'de> ::serde::Deserialize<'de> for JsonPointer {
             })
     }
 }
-///Names a machine in the node runtime's API. The agent uses the VM's id, so the same identifier syntax as HostId.
+///Names a machine in smolvm's API, by smolvm's own rule: 1 to 128 characters of letters, digits, '_' and '-', starting with a letter or digit, never ending with '-' nor holding "--".
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
 pub struct MachineName(::std::string::String);
@@ -1676,11 +1766,17 @@ impl ::std::str::FromStr for MachineName {
     fn from_str(
         value: &str,
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 128usize {
+            return Err("longer than 128 characters".into());
+        }
         static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$").unwrap() });
+        {
+            ::regress::Regex::new("^[A-Za-z0-9]([A-Za-z0-9_]|-[A-Za-z0-9_])*$").unwrap()
+        });
         if PATTERN.find(value).is_none() {
             return Err(
-                "doesn't match pattern \"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$\"".into(),
+                "doesn't match pattern \"^[A-Za-z0-9]([A-Za-z0-9_]|-[A-Za-z0-9_])*$\""
+                    .into(),
             );
         }
         Ok(Self(value.to_string()))
@@ -2456,72 +2552,183 @@ impl ::std::default::Default for RestartPolicy {
         }
     }
 }
-///Answer of the node runtime's GET /capacity, which answers 503 instead when the runtime is stalled. Holds both what is allocated to running machines (the sum of their requests) and what they really use. The agent forwards it in its heartbeat. Open to fields newer runtimes add.
+///Answer of smolvm's GET /capacity (snake_case), which answers 503 instead when the runtime is stalled. Holds both what is allocated to running machines (the sum of their requests) and what they really use. The agent forwards it in its heartbeat as it came. Open to fields newer runtimes add.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct RuntimeCapacity {
-    ///CPUs allocated to running machines, the sum of their requests.
+    ///CPUs allocated to running machines, the sum of their requests (a machine with none set counts as 1).
     pub allocated_cpus: u32,
-    ///Memory in MB allocated to running machines, the sum of their requests.
+    ///Memory in MB allocated to running machines, the sum of their requests (a machine with none set counts as 256).
     pub allocated_memory_mb: u64,
-    ///Id minted once per runtime process ("<pid>-<startup nanos>"); it changes exactly when the runtime restarts, which wipes its warm pool. Empty when the runtime does not report one.
+    ///Id minted once per serve process ("<pid>-<unix nanos>"); it changes exactly when the runtime restarts, which wipes its warm pool. smolvm 1.9.2 always sends it; empty when a runtime does not.
     #[serde(default = "defaults::runtime_capacity_boot_id")]
     pub boot_id: BootId,
-    ///The host's CUDA devices as the runtime sees them. Absent on hosts without them or runtimes that do not report them.
-    #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
-    pub cuda_devices: ::std::vec::Vec<CudaDevice>,
-    ///Real load across the VM processes in fractional CPUs (2.5 means two and a half CPUs busy).
+    ///The host's CUDA devices as the runtime sees them. null or absent where NVML is unavailable or no device is visible.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub cuda_devices: ::std::option::Option<::std::vec::Vec<CudaDevice>>,
+    ///Real load across the VM processes in fractional CPUs since the previous /capacity call (2.5 means two and a half CPUs busy).
     pub used_cpus: crate::types::F64Min0,
-    ///Real disk space in GB taken by VM storage and overlay files.
+    ///Apparent size in whole GB of the storage and overlay disks of running machines.
     pub used_disk_gb: u64,
     ///Real resident memory in MB across the VM processes.
     pub used_memory_mb: u64,
 }
-///An error answer from the node runtime's API. Open to fields newer runtimes add.
+///Answer of smolvm's DELETE /api/v1/machines/{name}: the name of what was deleted. Open to fields newer runtimes add.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+pub struct RuntimeDeleted {
+    ///The deleted machine's name.
+    pub deleted: ::std::string::String,
+}
+///One environment variable of a machine's workload.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeEnvVar {
+    ///The variable's name.
+    pub name: RuntimeEnvVarName,
+    ///The variable's value.
+    pub value: ::std::string::String,
+}
+///The variable's name.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct RuntimeEnvVarName(::std::string::String);
+impl ::std::ops::Deref for RuntimeEnvVarName {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<RuntimeEnvVarName> for ::std::string::String {
+    fn from(value: RuntimeEnvVarName) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for RuntimeEnvVarName {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 1024usize {
+            return Err("longer than 1024 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for RuntimeEnvVarName {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for RuntimeEnvVarName {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for RuntimeEnvVarName {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///An error answer from smolvm's API handlers. Errors raised before a handler runs (malformed JSON 400, wrong field type 422, missing content type 415, the 408 timeout, unknown routes) are plain text or empty and are quoted as such. Open to fields newer runtimes add.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct RuntimeError {
-    ///Machine-readable error code in upper snake case, e.g. "NOT_FOUND".
+    ///Machine-readable error code in upper snake case, e.g. "NOT_FOUND", "CONFLICT", "INTERNAL_ERROR".
     pub code: ::std::string::String,
     ///What went wrong, for a human.
     pub error: ::std::string::String,
 }
-///Answer of the node runtime's GET /health (smolvm serve). The controller records version as the node's engine_version. Open to fields newer runtimes add.
+///Answer of smolvm's GET /health. The controller records version as the node's engine_version. Open to fields newer runtimes add.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct RuntimeHealth {
-    ///How many machines the runtime holds. Absent when the runtime leaves it out.
+    ///How many machines the runtime holds. null or absent when it could not read its database.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub machines: ::std::option::Option<RuntimeMachineCounts>,
     ///"ok" when the runtime is healthy.
     pub status: ::std::string::String,
-    ///Seconds since the runtime process started. Absent when the runtime leaves it out.
+    ///Seconds since the serve process started. null or absent when the runtime leaves it out.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub uptime_seconds: ::std::option::Option<u64>,
-    ///The runtime engine's version.
+    ///The engine's version (smolvm's package version, e.g. "1.9.2"); not the OpenAPI document's info.version.
     pub version: SemVer,
 }
-///A machine as the node runtime lists it (GET /api/v1/machines, GET /api/v1/machines/{id}). Open to fields newer runtimes add.
+///A machine as smolvm describes it (MachineInfo, camelCase): the answer of create, get, start and stop, and an item of the machine list. Only the fields fleetwire reads are listed; the rest are kept unread. Open to fields newer runtimes add.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct RuntimeMachine {
+    ///CPU time (user and system) of the machine's current VM process in milliseconds. It starts again from 0 when the machine restarts; absent while there is no live process.
+    #[serde(
+        rename = "cpuMillis",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub cpu_millis: ::std::option::Option<u64>,
     ///vCPUs of the machine.
     pub cpus: u32,
+    ///When the machine was created, in seconds since the Unix epoch.
+    #[serde(rename = "createdAt")]
+    pub created_at: u64,
+    ///Disk really taken by the machine's data directory (allocated blocks of its sparse disks) in MiB; absent when the directory cannot be read.
+    #[serde(
+        rename = "diskUsedMb",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub disk_used_mb: ::std::option::Option<u64>,
     ///Memory of the machine in MiB.
-    pub mem: u64,
-    ///The machine's name, its handle in the runtime's API.
-    pub name: MachineName,
-    ///Process id of the machine's VM process while it runs. Absent or null when it is not running.
+    #[serde(rename = "memoryMb")]
+    pub memory_mb: u64,
+    ///The machine's name, its handle in the runtime's API. Machines fleetwire did not create may carry any name the runtime accepts.
+    pub name: ::std::string::String,
+    ///Whether the machine has outbound network access.
+    pub network: bool,
+    ///Size of the machine's overlay disk in GiB.
+    #[serde(
+        rename = "overlayGb",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub overlay_gb: ::std::option::Option<u64>,
+    ///Process id of the machine's VM process while it has one; null or absent otherwise (always absent when stopped).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub pid: ::std::option::Option<u32>,
     ///The machine's port mappings.
     pub ports: ::std::vec::Vec<RuntimePortSpec>,
-    ///The machine's state in the runtime's own words, e.g. "created", "running", "stopped".
+    ///Resident memory of the machine's VM process in MiB; absent while there is no live process.
+    #[serde(rename = "rssMb", skip_serializing_if = "::std::option::Option::is_none")]
+    pub rss_mb: ::std::option::Option<u64>,
+    ///The machine's state in the runtime's words: "created" (never booted), "running", "stopped", "failed", "unreachable" or "frozen".
     pub state: ::std::string::String,
+    ///Size of the machine's storage disk in GiB.
+    #[serde(
+        rename = "storageGb",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub storage_gb: ::std::option::Option<u64>,
 }
-///Machine counts in a runtime's health answer.
+///Machine counts in smolvm's GET /health.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct RuntimeMachineCounts {
-    ///Machines currently running.
+    ///Machines with a live VM process.
     pub running: u64,
-    ///Machines the runtime knows, in any state.
+    ///Machines in the runtime's database.
     pub total: u64,
+}
+///Answer of smolvm's GET /api/v1/machines: every machine the runtime holds, wrapped in an object. Open to fields newer runtimes add.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+pub struct RuntimeMachineList {
+    ///The machines, in the runtime's order.
+    pub machines: ::std::vec::Vec<RuntimeMachine>,
 }
 ///Names a VM runtime a node can drive, e.g. "smolvm": a lower-case ASCII letter followed by at most 31 lower-case letters, digits, underscores or hyphens.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -2579,13 +2786,13 @@ impl<'de> ::serde::Deserialize<'de> for RuntimeName {
             })
     }
 }
-///A port mapping in the runtime's machines API: a host port forwarded to a guest port.
+///A port mapping in smolvm's machines API: a host port forwarded to a guest port.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct RuntimePortSpec {
     ///The port inside the machine.
-    pub guest: ::std::num::NonZeroU16,
+    pub guest: u16,
     ///The port on the host.
-    pub host: HostPort,
+    pub host: u16,
 }
 ///An http:// or https:// URL of at most 2048 characters.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -3000,6 +3207,12 @@ pub struct VmRecord {
     ///Host ports forwarded into the VM. Empty when omitted.
     #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
     pub host_ports: ::std::vec::Vec<HostPortMapping>,
+    ///The OCI image the VM boots. Absent when it boots none (process nodes, PPN records).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub image: ::std::option::Option<ImageReference>,
+    ///Why the VM is in its state, when its node says: e.g. the runtime's answer to a start that failed (state "Error", retried by the node with backoff). Absent when there is nothing to say.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub message: ::std::option::Option<VmRecordMessage>,
     ///The node running the VM. Set by the controller in the records it serves; agents may omit it, since their heartbeat already names the node.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub node_id: ::std::option::Option<HostId>,
@@ -3022,6 +3235,60 @@ pub struct VmRecord {
     pub vm_id: VmId,
     ///The kind of VM, as named in its create request.
     pub vm_type: VmType,
+}
+///Why the VM is in its state, when its node says: e.g. the runtime's answer to a start that failed (state "Error", retried by the node with backoff). Absent when there is nothing to say.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct VmRecordMessage(::std::string::String);
+impl ::std::ops::Deref for VmRecordMessage {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<VmRecordMessage> for ::std::string::String {
+    fn from(value: VmRecordMessage) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for VmRecordMessage {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 2048usize {
+            return Err("longer than 2048 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for VmRecordMessage {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for VmRecordMessage {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for VmRecordMessage {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
 }
 ///A VM's state, PascalCase on the wire as PPN writes it: "Provisioning" while it is being created, "Running", "Stopped", or "Error" when it failed.
 #[derive(
@@ -3445,63 +3712,6 @@ impl ::std::str::FromStr for F64Min0 {
     }
 }
 impl<'de> ::serde::Deserialize<'de> for F64Min0 {
-    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-    where
-        D: ::serde::Deserializer<'de>,
-    {
-        let value = <f64 as ::serde::Deserialize>::deserialize(deserializer)?;
-        Self::try_from(value)
-            .map_err(|e| <D::Error as ::serde::de::Error>::custom(e.to_string()))
-    }
-}
-///A number (f64) at least 0 and at most 100: the range a schema gives it, checked whenever one is built.
-#[derive(::serde::Serialize, Clone, Copy, Debug, PartialEq, PartialOrd)]
-#[serde(transparent)]
-pub struct F64Min0Max100(f64);
-impl F64Min0Max100 {
-    ///`Some` when `value` is at least 0 and at most 100.
-    pub fn new(value: f64) -> ::std::option::Option<Self> {
-        (value >= 0.0 as f64 && value <= 100.0 as f64 && true).then_some(Self(value))
-    }
-    pub fn get(self) -> f64 {
-        self.0
-    }
-}
-impl ::std::convert::TryFrom<f64> for F64Min0Max100 {
-    type Error = self::error::ConversionError;
-    fn try_from(value: f64) -> ::std::result::Result<Self, Self::Error> {
-        Self::new(value)
-            .ok_or_else(|| {
-                ::std::format!("{value} is not at least 0 and at most 100").into()
-            })
-    }
-}
-impl ::std::convert::From<F64Min0Max100> for f64 {
-    fn from(value: F64Min0Max100) -> f64 {
-        value.0
-    }
-}
-impl ::std::ops::Deref for F64Min0Max100 {
-    type Target = f64;
-    fn deref(&self) -> &f64 {
-        &self.0
-    }
-}
-impl ::std::fmt::Display for F64Min0Max100 {
-    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-impl ::std::str::FromStr for F64Min0Max100 {
-    type Err = self::error::ConversionError;
-    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
-        let parsed: f64 = value
-            .parse()
-            .map_err(|_| ::std::format!("{value:?} is not a number"))?;
-        Self::try_from(parsed)
-    }
-}
-impl<'de> ::serde::Deserialize<'de> for F64Min0Max100 {
     fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
     where
         D: ::serde::Deserializer<'de>,

@@ -44,6 +44,7 @@ fn instances(n: usize) -> (Vec<InstanceStatus>, BTreeMap<AppId, UsageMeters>) {
                 size_bytes: 1 << 30,
                 used: Some((1 << 20, Timestamp::now())),
             }),
+            disk_used_bytes: None,
             pid: Some(1000 + k as u32),
         });
         meters.insert(

@@ -11,3 +11,4 @@ pub mod shutdown;
 pub mod store;
 pub mod up;
 pub mod validate;
+pub mod workload;

@@ -181,3 +181,54 @@ fn a_refused_put_sets_message_and_a_good_put_clears_it() {
     });
     assert_eq!(desired_on_disk(&agent).generation, Some(7));
 }
+
+#[test]
+fn an_instance_needs_something_to_run_and_an_image_needs_network() {
+    let agent = agent();
+    let resources = json!({"vcpuCount": 1, "memoryMib": 16, "diskMib": 0});
+    let nothing = json!({"hostId": "node-1", "instances": [{"appId": "a", "deploymentId": "d",
+        "desiredState": "running", "resources": resources}]});
+    let (status, body) = agent.send(Method::PUT, "/v1/desired", Some(&nothing));
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(
+        body["violations"][0]["instance_path"], "/instances/0",
+        "{body}"
+    );
+    assert_eq!(body["violations"][0]["keyword"], "commandOrImage", "{body}");
+
+    let offline = json!({"hostId": "node-1", "instances": [{"appId": "a", "deploymentId": "d",
+        "desiredState": "running", "image": "alpine:3.20", "resources": resources}]});
+    let (status, body) = agent.send(Method::PUT, "/v1/desired", Some(&offline));
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(
+        body["violations"][0]["instance_path"], "/instances/0/network",
+        "{body}"
+    );
+    assert!(
+        body["violations"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("network to true"),
+        "{body}"
+    );
+
+    // An image on a host whose runtime runs commands is taken (the document is valid) and
+    // fails there with the reason, instead of being dropped.
+    let mut online = offline.clone();
+    online["instances"][0]["network"] = json!(true);
+    let (status, body) = agent.send(Method::PUT, "/v1/desired", Some(&online));
+    assert_eq!(status, 200, "{body}");
+    agent.wait_reported(
+        "the image-only instance to fail",
+        Duration::from_secs(10),
+        |r| {
+            r.instances
+                .iter()
+                .find(|i| {
+                    i.state == InstanceState::Failed
+                        && i.message.as_ref().is_some_and(|m| m.contains("not images"))
+                })
+                .map(|_| ())
+        },
+    );
+}

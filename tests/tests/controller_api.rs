@@ -402,8 +402,9 @@ async fn every_operation_answers_what_the_api_document_says() {
 
     // VMs.
     // `preferred_node: null` as PPN clients send it: nullable in the schema and both documents.
-    let (status, vm) = c.call("create_vm", "/v1/vms", Some(json!({"vm_type": "small", "ram_mb": 512, "vcpu_count": 1, "tenant_id": "t1", "preferred_node": null, "command": ["/bin/app", "--serve"]}))).await;
+    let (status, vm) = c.call("create_vm", "/v1/vms", Some(json!({"vm_type": "small", "ram_mb": 512, "vcpu_count": 1, "tenant_id": "t1", "preferred_node": null, "image": "alpine:3.20", "network": true, "command": ["/bin/app", "--serve"]}))).await;
     assert_eq!(status, 200, "{vm}");
+    assert_eq!(vm["image"], "alpine:3.20");
     let vm_id = vm["vm_id"].as_str().unwrap().to_string();
     assert_eq!(vm["command"], json!(["/bin/app", "--serve"]));
     c.call(

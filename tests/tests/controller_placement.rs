@@ -390,3 +390,69 @@ async fn checkpoints_are_restored_only_on_the_capturing_engine_version_or_newer(
     assert_eq!(status, 200);
     assert_eq!(placed["node_id"], "old");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vm_goes_only_to_a_node_whose_runtime_can_run_it() {
+    let controller = ControllerProcess::start(&[]);
+    let client = client();
+    let agent = AgentStandIn::start().await;
+    for (id, runtime) in [("proc-1", "process"), ("vm-1", "smolvm")] {
+        let mut body = registration(id, agent.port, 100);
+        body["runtime"] = runtime.into();
+        let (status, answer) =
+            post_json(&client, &controller.url("/v1/nodes/register"), &body).await;
+        assert_eq!(status, 200, "{answer}");
+        heartbeat_ok(
+            &client,
+            &controller,
+            &ppn_heartbeat(id, "127.0.0.1", agent.port),
+        )
+        .await;
+    }
+    // Equal nodes: "proc-1" would win every tie, so only the runtime sends images elsewhere.
+    let image = json!({"vm_type": "small", "ram_mb": 256, "vcpu_count": 1, "disk_gb": 1,
+                       "image": "alpine:3.20", "network": true});
+    let command = json!({"vm_type": "small", "ram_mb": 256, "vcpu_count": 1, "disk_gb": 1,
+                         "command": ["/bin/sleep", "60"]});
+    for _ in 0..3 {
+        let (status, vm) = post_json(&client, &controller.url("/v1/vms"), &image).await;
+        assert_eq!(status, 200, "{vm}");
+        assert_eq!(vm["node_id"], "vm-1", "an image only on smolvm: {vm}");
+        assert_eq!(vm["image"], "alpine:3.20");
+        let (status, vm) = post_json(&client, &controller.url("/v1/vms"), &command).await;
+        assert_eq!(status, 200, "{vm}");
+        assert_eq!(
+            vm["node_id"], "proc-1",
+            "a command alone only on process: {vm}"
+        );
+    }
+
+    // Asked for the wrong node by name: refused, saying why.
+    let mut pinned = image.clone();
+    pinned["preferred_node"] = "proc-1".into();
+    let (status, body) = post_json(&client, &controller.url("/v1/vms"), &pinned).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["code"], "preferred_node_unsuitable");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("runs commands, not images"),
+        "{body}"
+    );
+
+    // An image without network can never be pulled: refused at intake, at its pointer.
+    let mut offline = image.clone();
+    offline["network"] = false.into();
+    let (status, body) = post_json(&client, &controller.url("/v1/vms"), &offline).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["code"], "invalid_document");
+    assert_eq!(body["violations"][0]["instance_path"], "/network", "{body}");
+    // Not an image reference: the schema refuses it.
+    let mut path = image.clone();
+    path["image"] = "./local/rootfs.tar".into();
+    let (status, body) = post_json(&client, &controller.url("/v1/vms"), &path).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["violations"][0]["instance_path"], "/image", "{body}");
+    assert_eq!(agent.spawned().len(), 6);
+}

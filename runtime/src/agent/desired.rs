@@ -117,7 +117,8 @@ impl DesiredStore {
         set(&self.refusal, Some(message));
     }
 
-    /// Checks what the schema cannot: the document is for this host, and its ids are unique.
+    /// Checks what the schema cannot: the document is for this host, its ids are unique, and
+    /// each instance names something to run (an image needs network: `workload`).
     pub fn check(&self, doc: &HostDesiredState) -> Result<(), ApiFailure> {
         let mut violations = Vec::new();
         if doc.host_id != self.host_id {
@@ -144,6 +145,17 @@ impl DesiredStore {
                     ),
                 ));
             }
+            let at = format!("/instances/{i}");
+            violations.extend(crate::workload::command_or_image(
+                &at,
+                inst.image.is_some(),
+                inst.command.is_some(),
+            ));
+            violations.extend(crate::workload::image_network(
+                &at,
+                inst.image.as_ref().map(|i| i.as_str()),
+                inst.network,
+            ));
             if let Some(vm) = &inst.vm_id {
                 if let Some(first) = vms.insert(vm.as_str(), i) {
                     violations.push(violation(

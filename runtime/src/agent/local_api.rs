@@ -22,6 +22,9 @@ use super::Agent;
 use crate::drivers::InstanceStatus;
 use crate::http::{unknown_route, wrong_method, ApiFailure, Valid, MAX_BODY_BYTES};
 
+/// At most this much of an instance's message goes into its VM record (`VmRecord.message`).
+const VM_MESSAGE_CHARS: usize = 2048;
+
 /// How long `POST /v1/spawn` waits for the machine to come up before answering with what it is.
 const SPAWN_WAIT: Duration = Duration::from_secs(10);
 
@@ -103,6 +106,11 @@ pub fn vm_records(
                 command: serde_json::to_value(&d.command)
                     .ok()
                     .and_then(|v| serde_json::from_value(v).ok()),
+                image: d.image.clone(),
+                message: live.and_then(|i| i.message.as_deref()).and_then(|m| {
+                    let cut: String = m.chars().take(VM_MESSAGE_CHARS).collect();
+                    cut.parse().ok()
+                }),
                 restore_checkpoint: None,
                 created_at: None,
             }
@@ -134,19 +142,48 @@ async fn spawn(
             ));
         }
     }
-    let vm_id = req.vm_id.clone().unwrap_or_else(new_vm_id);
-    let app_id: AppId = vm_id.as_str().parse().expect("a VmId is an AppId");
-    let argv: Vec<String> = match &req.command {
-        Some(argv) => argv.0.iter().map(|a| a.to_string()).collect(),
-        None => agent.config.default_command.clone(),
+    if let Some(v) =
+        crate::workload::image_network("", req.image.as_ref().map(|i| i.as_str()), req.network)
+    {
+        return Err(ApiFailure::rejected(
+            "CreateVmRequest",
+            fleetwire_types::Rejection::Invalid(vec![v]),
+        ));
+    }
+    let runtime = agent.config.runtime.name();
+    let workload = crate::workload::Workload {
+        image: req.image.is_some(),
+        command: req.command.is_some(),
     };
-    let command: Command = serde_json::from_value(serde_json::json!(argv)).map_err(|e| {
-        ApiFailure::new(
+    if let Err(why) = crate::workload::runtime_runs(runtime, workload) {
+        return Err(ApiFailure::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             ApiErrorCode::InvalidDocument,
-            format!("no command to run (VM_DEFAULT_COMMAND is empty?): {e}"),
-        )
-    })?;
+            format!("this node cannot run {workload}: {why}"),
+        ));
+    }
+    let vm_id = req.vm_id.clone().unwrap_or_else(new_vm_id);
+    let app_id: AppId = vm_id.as_str().parse().expect("a VmId is an AppId");
+    // A request with neither image nor command runs the node's default command, where the
+    // runtime runs commands (process); smolvm boots the image alone.
+    let argv: Option<Vec<String>> = match &req.command {
+        Some(argv) => Some(argv.0.iter().map(|a| a.to_string()).collect()),
+        None if req.image.is_none() && runtime == crate::controller::runtimes::PROCESS => {
+            Some(agent.config.default_command.clone())
+        }
+        None => None,
+    };
+    let command: Option<Command> = argv
+        .map(|argv| {
+            serde_json::from_value(serde_json::json!(argv)).map_err(|e| {
+                ApiFailure::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    ApiErrorCode::InvalidDocument,
+                    format!("no command to run (VM_DEFAULT_COMMAND is empty?): {e}"),
+                )
+            })
+        })
+        .transpose()?;
     let instance = DesiredInstance {
         app_id: app_id.clone(),
         deployment_id: vm_id
@@ -160,6 +197,8 @@ async fn spawn(
             memory_mib: req.ram_mb,
             disk_mib: req.disk_gb.get().saturating_mul(1024),
         },
+        image: req.image.clone(),
+        network: req.network,
         restart_policy: None,
         env: Default::default(),
         vm_id: Some(vm_id.clone()),

@@ -131,7 +131,8 @@ impl MeterBook {
                 .disk_provisioned_mib_seconds
                 .saturating_add(whole.min(u64::MAX as u128) as u64);
 
-            if let Some((used, _)) = i.volume.as_ref().and_then(|v| v.used) {
+            let used = i.volume.as_ref().and_then(|v| v.used).map(|(u, _)| u);
+            if let Some(used) = used.or(i.disk_used_bytes) {
                 seen.used_byte_ms += used as u128 * dt_ms;
                 let whole = seen.used_byte_ms / (MIB * 1000);
                 seen.used_byte_ms %= MIB * 1000;
@@ -188,6 +189,7 @@ mod tests {
                 size_bytes: 10 << 20,
                 used: Some((1 << 20, Timestamp::now())),
             }),
+            disk_used_bytes: None,
             pid: None,
         }
     }

@@ -434,6 +434,9 @@ fn keep_controller_fields(vm: &mut VmRecord, placed: &VmRecord) {
     if vm.command.is_none() {
         vm.command.clone_from(&placed.command);
     }
+    if vm.image.is_none() {
+        vm.image.clone_from(&placed.image);
+    }
 }
 
 /// Allocation-based bookkeeping: declared totals minus what the node's VMs are allocated.

@@ -1,7 +1,8 @@
 //! `POST /v1/vms` and `DELETE /v1/vms/{vm_id}`: choosing a node the PPN way, holding its
 //! capacity while the node's agent starts the VM, and recording the result durably.
 //!
-//! A node qualifies when it is ready, neither cordoned nor disk-cordoned, has
+//! A node qualifies when it is ready, its runtime runs the VM's workload (an image needs
+//! smolvm, a command without an image needs process: `workload::runtime_runs`), neither cordoned nor disk-cordoned, has
 //! `ram_available_mb >= ram_mb + 512` (PPN's rule, counting placements in flight), has room
 //! on its disk ledger, and, for a VM restored from a checkpoint, runs the capturing engine's
 //! version or newer. The most available memory wins; `prefer_kvm` tries KVM nodes first;
@@ -18,6 +19,15 @@ use super::agent_client::AgentEndpoint;
 use super::state::{NodeSlot, NodeState, VmEntry};
 use super::{ledger, nodes, Controller};
 use crate::http::ApiFailure;
+use crate::workload::{runtime_runs, Workload};
+
+/// What the request asks a node's runtime to run.
+fn workload_of(request: &CreateVmRequest) -> Workload {
+    Workload {
+        image: request.image.is_some(),
+        command: request.command.is_some(),
+    }
+}
 
 /// Memory PPN keeps free on a node beyond the VM's own.
 pub const RAM_HEADROOM_MB: u64 = 512;
@@ -37,6 +47,8 @@ pub enum Unsuitable {
         node: Option<String>,
         needed: String,
     },
+    /// Its runtime cannot run the VM's workload.
+    Runtime(String),
 }
 
 impl std::fmt::Display for Unsuitable {
@@ -53,6 +65,7 @@ impl std::fmt::Display for Unsuitable {
                 "it has {available_mb} MB of memory available, {needed_mb} MB needed"
             ),
             Unsuitable::Ledger(full) => full.fmt(f),
+            Unsuitable::Runtime(why) => f.write_str(why),
             Unsuitable::Engine { node, needed } => match node {
                 Some(version) => write!(
                     f,
@@ -79,6 +92,7 @@ pub fn check(state: &NodeState, request: &CreateVmRequest, ratio: f64) -> Result
     if record.disk_cordoned_at.is_some() {
         return Err(Unsuitable::DiskCordoned);
     }
+    runtime_runs(record.runtime.as_str(), workload_of(request)).map_err(Unsuitable::Runtime)?;
     let available_mb = record.ram_available_mb.saturating_sub(state.pending.ram_mb);
     let needed_mb = request.ram_mb.get().saturating_add(RAM_HEADROOM_MB);
     if available_mb < needed_mb {
@@ -225,11 +239,17 @@ fn admit(controller: &Controller, request: &CreateVmRequest) -> Result<Hold, Api
             }
         }
     }
+    let workload = workload_of(request);
     Err(no_capacity(format!(
-        "no ready node has room for {} MB of memory (plus {RAM_HEADROOM_MB} MB headroom) and {} GB of disk{}",
+        "no ready node has room for {} MB of memory (plus {RAM_HEADROOM_MB} MB headroom) and {} GB of disk{}{}",
         request.ram_mb,
         request.disk_gb,
-        if request.restore_checkpoint.is_some() { " at the checkpoint's engine version or newer" } else { "" }
+        if request.restore_checkpoint.is_some() { " at the checkpoint's engine version or newer" } else { "" },
+        if workload.image || workload.command {
+            format!(" with a runtime that runs {workload}")
+        } else {
+            String::new()
+        }
     )))
 }
 
@@ -244,6 +264,17 @@ pub async fn create_vm(
     controller: &Arc<Controller>,
     mut request: CreateVmRequest,
 ) -> Result<VmRecord, ApiFailure> {
+    // What the schema cannot say: an image is pulled from its registry (`workload`).
+    if let Some(v) = crate::workload::image_network(
+        "",
+        request.image.as_ref().map(|i| i.as_str()),
+        request.network,
+    ) {
+        return Err(ApiFailure::rejected(
+            "CreateVmRequest",
+            fleetwire_types::Rejection::Invalid(vec![v]),
+        ));
+    }
     let vm_id = request.vm_id.clone().unwrap_or_else(new_vm_id);
     request.vm_id = Some(vm_id.clone());
     if !controller.table.hold_vm_id(&vm_id) {
@@ -288,6 +319,20 @@ async fn place(
     }
     if vm.command.is_none() {
         vm.command = request.command.clone();
+    }
+    if vm.image.is_none() {
+        vm.image = request.image.clone();
+    }
+    if vm.state == fleetwire_types::VmState::Error {
+        // Recorded all the same: the node keeps retrying per its restart policy, and the
+        // record (its message included) is the caller's answer and what GET /v1/vms shows
+        // until the operator deletes it (`docs/controller.md`).
+        tracing::warn!(
+            vm_id = vm.vm_id.as_str(),
+            node_id = hold.node_id,
+            message = vm.message.as_ref().map_or("", |m| m.as_str()),
+            "the node could not start the VM"
+        );
     }
     {
         let slot = hold.slot.clone();
@@ -387,4 +432,60 @@ pub async fn delete_vm(controller: &Arc<Controller>, vm_id: &str) -> Result<(), 
     controller.commit(vec![node_id.clone()]).await?;
     tracing::info!(vm_id, node_id, "VM deleted");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::state::NodeFlags;
+
+    fn node(runtime: &str) -> NodeState {
+        let text = include_str!("../../../schemas/examples/NodeRecord/valid/full.json");
+        let mut record: fleetwire_types::NodeRecord =
+            fleetwire_types::read(text.as_bytes()).expect("the fixture is a NodeRecord");
+        record.status = HostState::Ready;
+        record.cordoned_at = None;
+        record.disk_cordoned_at = None;
+        record.ram_available_mb = 1 << 20;
+        record.reserved_disk_gb = 0;
+        record.runtime = runtime.parse().unwrap();
+        NodeState::new(record, Vec::new(), NodeFlags::default())
+    }
+
+    fn request(extra: serde_json::Value) -> CreateVmRequest {
+        let mut body =
+            serde_json::json!({"vm_type": "t", "ram_mb": 64, "vcpu_count": 1, "disk_gb": 1});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        fleetwire_types::read_value(&body).unwrap()
+    }
+
+    #[test]
+    fn only_a_runtime_that_runs_the_workload_qualifies() {
+        let (smolvm, process) = (node("smolvm"), node("process"));
+        let image = request(serde_json::json!({"image": "alpine:3.20", "network": true}));
+        let command = request(serde_json::json!({"command": ["/bin/true"]}));
+        let both = request(
+            serde_json::json!({"image": "alpine:3.20", "network": true, "command": ["/bin/true"]}),
+        );
+        let neither = request(serde_json::json!({}));
+        assert_eq!(check(&smolvm, &image, 1.0), Ok(()));
+        assert_eq!(check(&smolvm, &both, 1.0), Ok(()));
+        assert!(matches!(
+            check(&smolvm, &command, 1.0),
+            Err(Unsuitable::Runtime(_))
+        ));
+        assert_eq!(check(&process, &command, 1.0), Ok(()));
+        assert!(matches!(
+            check(&process, &image, 1.0),
+            Err(Unsuitable::Runtime(_))
+        ));
+        assert!(matches!(
+            check(&process, &both, 1.0),
+            Err(Unsuitable::Runtime(_))
+        ));
+        assert_eq!(check(&smolvm, &neither, 1.0), Ok(()));
+        assert_eq!(check(&process, &neither, 1.0), Ok(()));
+    }
 }

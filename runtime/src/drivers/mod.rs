@@ -33,6 +33,9 @@ pub struct InstanceStatus {
     pub cpu_ms: u64,
     pub message: Option<String>,
     pub volume: Option<VolumeStatus>,
+    /// Disk the instance really takes when it has no volume of its own (smolvm's
+    /// `diskUsedMb`), in bytes, for the `disk_used_mib_seconds` meter.
+    pub disk_used_bytes: Option<u64>,
     pub pid: Option<u32>,
 }
 

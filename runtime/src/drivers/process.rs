@@ -48,7 +48,12 @@ impl BootSpec {
         env.sort();
         BootSpec {
             deployment_id: d.deployment_id.clone(),
-            command: d.command.0.iter().map(|c| c.to_string()).collect(),
+            // None for an image-only instance: it cannot start here (see `spawn_tenant`).
+            command: d
+                .command
+                .iter()
+                .flat_map(|c| c.0.iter().map(|a| a.to_string()))
+                .collect(),
             env,
             resources: d.resources.clone(),
         }
@@ -232,6 +237,7 @@ impl ProcessDriver {
             cpu_ms: live.cpu_ms(),
             message: live.message.clone(),
             volume: None,
+            disk_used_bytes: None,
             pid: live.pid,
         };
         drop(live);
@@ -450,7 +456,10 @@ async fn supervise(mut sv: Supervisor) {
                 tracing::warn!(error = %err, "tenant did not start");
                 sv.update(|l| {
                     l.state = InstanceState::Failed;
-                    l.message = Some(format!("could not start {:?}: {err}", sv.spec.command[0]));
+                    l.message = Some(match sv.spec.command.first() {
+                        Some(program) => format!("could not start {program:?}: {err}"),
+                        None => format!("could not start: {err}"),
+                    });
                 });
                 // Try again when the desired document changes.
                 if sv.control.changed().await.is_err() {
@@ -600,7 +609,13 @@ fn spawn_tenant(
         .create(true)
         .append(true)
         .open(log)?;
-    let mut cmd = std::process::Command::new(&spec.command[0]);
+    let Some(program) = spec.command.first() else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the instance names no command; this host runs commands, not images (an image needs a smolvm host)",
+        ));
+    };
+    let mut cmd = std::process::Command::new(program);
     cmd.args(&spec.command[1..])
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .current_dir(volume)

@@ -1,0 +1,106 @@
+//! What a VM asks its node to run (an OCI image, a command, both or neither) and the rules the
+//! schemas cannot state: an image is pulled from its registry, so it needs `network: true`
+//! (smolvm refuses the create otherwise, `docs/interop.md`), and only a runtime that runs that
+//! kind of workload may take it (placement, `docs/controller.md`).
+
+use fleetwire_types::{JsonPointer, Violation};
+
+use crate::controller::runtimes;
+
+/// The shape of a workload, as far as choosing a runtime goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Workload {
+    pub image: bool,
+    pub command: bool,
+}
+
+impl std::fmt::Display for Workload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match (self.image, self.command) {
+            (true, true) => "an image with a command",
+            (true, false) => "an image",
+            (false, true) => "a command without an image",
+            (false, false) => "neither an image nor a command",
+        })
+    }
+}
+
+/// Whether a node whose runtime is `runtime` can run `workload`; the reason when not.
+/// `smolvm` boots images (a command only overrides the image's own); `process` runs a command
+/// on the host and has no image to boot. A workload with neither is left to the node (PPN
+/// nodes choose by `vm_type`; the process driver runs its `VM_DEFAULT_COMMAND`).
+pub fn runtime_runs(runtime: &str, workload: Workload) -> Result<(), String> {
+    match runtime {
+        runtimes::PROCESS if workload.image => {
+            Err("its runtime (process) runs commands, not images".into())
+        }
+        runtimes::SMOLVM if workload.command && !workload.image => Err(
+            "its runtime (smolvm) boots images and runs a command only inside one; this request has a command and no image"
+                .into(),
+        ),
+        _ => Ok(()),
+    }
+}
+
+fn violation(pointer: String, keyword: &str, message: String) -> Violation {
+    Violation {
+        instance_path: pointer.parse::<JsonPointer>().expect("a JSON pointer"),
+        schema_path: "".parse::<JsonPointer>().expect("the empty pointer"),
+        keyword: keyword.to_string(),
+        message,
+    }
+}
+
+/// `at` is the pointer of the object holding `image` and `network` ("" for the whole body).
+pub fn image_network(at: &str, image: Option<&str>, network: bool) -> Option<Violation> {
+    let image = image?;
+    (!network).then(|| {
+        violation(
+            format!("{at}/network"),
+            "imageNeedsNetwork",
+            format!(
+                "image {image:?} is pulled from its registry, which needs network access: set network to true"
+            ),
+        )
+    })
+}
+
+/// `at` is the pointer of a desired instance: it must name a command, an image, or both.
+pub fn command_or_image(at: &str, image: bool, command: bool) -> Option<Violation> {
+    (!image && !command).then(|| {
+        violation(
+            at.to_string(),
+            "commandOrImage",
+            "an instance needs a command, an image, or both".into(),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_runtime_takes_what_it_can_run() {
+        let w = |image, command| Workload { image, command };
+        assert!(runtime_runs("smolvm", w(true, false)).is_ok());
+        assert!(runtime_runs("smolvm", w(true, true)).is_ok());
+        assert!(runtime_runs("smolvm", w(false, true)).is_err());
+        assert!(runtime_runs("process", w(false, true)).is_ok());
+        assert!(runtime_runs("process", w(true, false)).is_err());
+        assert!(runtime_runs("process", w(true, true)).is_err());
+        assert!(runtime_runs("smolvm", w(false, false)).is_ok());
+        assert!(runtime_runs("process", w(false, false)).is_ok());
+    }
+
+    #[test]
+    fn an_image_without_network_is_refused_at_its_pointer() {
+        let v = image_network("/instances/2", Some("alpine:3.20"), false).unwrap();
+        assert_eq!(v.instance_path.as_str(), "/instances/2/network");
+        assert!(v.message.contains("network"), "{}", v.message);
+        assert!(image_network("", Some("alpine:3.20"), true).is_none());
+        assert!(image_network("", None, false).is_none());
+        assert!(command_or_image("/instances/0", false, false).is_some());
+        assert!(command_or_image("/instances/0", true, false).is_none());
+    }
+}
