@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use async_trait::async_trait;
 use fleetwire_types::{
@@ -16,14 +16,14 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use super::proc_stats::{self, ProcSample};
+use super::smolvm_transport::SmolvmTransport;
 use super::{Driver, DriverSettings, InstanceStatus, Observation, RuntimeStatus};
 
 const MIB: u64 = 1024 * 1024;
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct SmolvmDriver {
-    base: String,
-    http: reqwest::Client,
+    /// The runtime's API and node endpoints (plain, or smolvm's fleet mode).
+    transport: SmolvmTransport,
     state: Mutex<State>,
 }
 
@@ -60,19 +60,17 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl SmolvmDriver {
     pub fn new(settings: &DriverSettings) -> anyhow::Result<SmolvmDriver> {
         Ok(SmolvmDriver {
-            base: settings.runtime_address.clone(),
-            http: reqwest::Client::builder()
-                .timeout(REQUEST_TIMEOUT)
-                .build()?,
+            transport: SmolvmTransport::new(settings)?,
             state: Mutex::new(State::default()),
         })
     }
 
     async fn get(&self, path: &str) -> Result<(StatusCode, Vec<u8>), CallError> {
-        let url = format!("{}{path}", self.base);
+        let url = self.transport.url(path);
         let resp = self
-            .http
-            .get(&url)
+            .transport
+            .request(reqwest::Method::GET, path)
+            .map_err(CallError)?
             .send()
             .await
             .map_err(|e| CallError(format!("GET {url}: {e}")))?;
@@ -117,8 +115,11 @@ impl SmolvmDriver {
         path: &str,
         body: Option<Value>,
     ) -> Result<(), CallError> {
-        let url = format!("{}{path}", self.base);
-        let mut req = self.http.request(method.clone(), &url);
+        let url = self.transport.url(path);
+        let mut req = self
+            .transport
+            .request(method.clone(), path)
+            .map_err(CallError)?;
         if let Some(body) = body {
             req = req.json(&body);
         }
