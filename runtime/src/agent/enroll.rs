@@ -218,7 +218,27 @@ pub fn export_runtime_tls(state_dir: &Path, tls: &RuntimeTlsExport) -> anyhow::R
     write_shared(&dir.join(RUNTIME_CERT_FILE), &cert, tls.gid, 0o644)?;
     write_shared(&dir.join(RUNTIME_CA_FILE), &ca, tls.gid, 0o644)?;
     tracing::info!(dir = %dir.display(), gid = ?tls.gid, "node certificate, key and CA kept for the runtime");
+    if let Some(blocked) = untraversable_ancestor(dir, tls.gid) {
+        tracing::warn!(
+            dir = %dir.display(),
+            blocked = %blocked.display(),
+            "the runtime's group cannot reach VM_RUNTIME_TLS_DIR through this directory: smolvm will not read its certificate (place VM_RUNTIME_TLS_DIR elsewhere, docs/agent.md)"
+        );
+    }
     Ok(())
+}
+
+/// The first directory above `dir` that neither everyone nor group `gid` may traverse, if
+/// any: a 0700 state directory (the packaged unit's) keeps smolvm away from the files.
+fn untraversable_ancestor(dir: &Path, gid: Option<u32>) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = std::fs::canonicalize(dir).ok()?;
+    dir.ancestors().skip(1).find_map(|ancestor| {
+        let meta = std::fs::metadata(ancestor).ok()?;
+        let others = meta.mode() & 0o001 != 0;
+        let group = gid.is_some_and(|g| g == meta.gid()) && meta.mode() & 0o010 != 0;
+        (!others && !group).then(|| ancestor.to_path_buf())
+    })
 }
 
 fn set_owner_and_mode(path: &Path, gid: Option<u32>, mode: u32) -> anyhow::Result<()> {
@@ -348,6 +368,14 @@ mod tests {
             std::fs::read_to_string(tls.dir.join(RUNTIME_CERT_FILE)).unwrap(),
             "CERT"
         );
+        // A 0700 directory on the way (the packaged unit's state directory) is found.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(
+            untraversable_ancestor(&tls.dir, Some(u32::MAX)).as_deref(),
+            Some(std::fs::canonicalize(dir.path()).unwrap().as_path())
+        );
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(untraversable_ancestor(&tls.dir, Some(u32::MAX)), None);
         // A renewal replaces the files in place; no temporary file is left behind.
         std::fs::write(state.join(CERT_FILE), "CERT2").unwrap();
         export_runtime_tls(&state, &tls).unwrap();
