@@ -19,3 +19,54 @@ pub fn client_builder() -> reqwest::ClientBuilder {
     install_crypto_provider();
     reqwest::Client::builder()
 }
+
+/// An HTTP client's error with its causes: reqwest's own message leaves out why a connection
+/// failed (refused, a certificate not trusted, a TLS alert), which is what an operator needs.
+pub fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    #[derive(Debug)]
+    struct Outer(std::io::Error);
+
+    impl std::fmt::Display for Outer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("error sending request")
+        }
+    }
+
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn an_error_is_told_with_its_causes() {
+        let error = Outer(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "Connection refused",
+        ));
+        assert_eq!(
+            super::with_causes(&error),
+            "error sending request: Connection refused"
+        );
+    }
+
+    #[tokio::test]
+    async fn clients_build_once_the_provider_is_installed() {
+        super::client_builder().build().unwrap();
+    }
+}

@@ -127,22 +127,6 @@ impl AgentClient {
     }
 }
 
-/// An error with its causes (reqwest's own message leaves out why a connection failed:
-/// refused, a certificate not trusted, a TLS alert).
-pub fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 /// A successful answer read as a `T` through the validated reader; anything else is an error
 /// that names the call.
 async fn read_answer<T: WireDocument>(
@@ -150,7 +134,8 @@ async fn read_answer<T: WireDocument>(
     url: &str,
     sent: reqwest::Result<reqwest::Response>,
 ) -> Result<T, String> {
-    let response = sent.map_err(|e| format!("{method} {url} failed: {}", with_causes(&e)))?;
+    let response =
+        sent.map_err(|e| format!("{method} {url} failed: {}", crate::tls::with_causes(&e)))?;
     let status = response.status();
     let body = response
         .bytes()

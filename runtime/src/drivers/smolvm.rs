@@ -73,7 +73,7 @@ impl SmolvmDriver {
             .map_err(CallError)?
             .send()
             .await
-            .map_err(|e| CallError(format!("GET {url}: {e}")))?;
+            .map_err(|e| CallError(format!("GET {url}: {}", crate::tls::with_causes(&e))))?;
         let status = resp.status();
         let body = resp
             .bytes()
@@ -126,7 +126,7 @@ impl SmolvmDriver {
         let resp = req
             .send()
             .await
-            .map_err(|e| CallError(format!("{method} {url}: {e}")))?;
+            .map_err(|e| CallError(format!("{method} {url}: {}", crate::tls::with_causes(&e))))?;
         let status = resp.status();
         if status.is_success() {
             return Ok(());
