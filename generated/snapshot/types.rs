@@ -1925,9 +1925,12 @@ pub struct NodeRecord {
     ///Real disk space in GB taken by the node's VM storage and overlay files, from the last heartbeat that reported it. Covers the VMs only, unlike available_disk_gb, which is about the whole filesystem.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub disk_usage_gb: ::std::option::Option<u64>,
-    ///The runtime engine version the node's runtime reports on GET /health, recorded by the controller when it probes the runtime. A checkpoint is only restored on a node whose engine_version is the capturing engine's version or newer. Set by the controller only; a node never sends it. Absent until the runtime has been probed.
+    ///The runtime engine version the node's runtime reports on GET /health, recorded by the controller when it probes the runtime at smolvm_address (over mTLS when that is an https:// address: smolvm's fleet mode). A checkpoint is only restored on a node whose engine_version is the capturing engine's version or newer. Set by the controller only; a node never sends it. Absent until the runtime has been probed; kept when a later probe fails (engine_version_problem then says why).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub engine_version: ::std::option::Option<SemVer>,
+    ///Why the controller could not read the node runtime's engine version: the node reported no smolvm_address, or the last probe of GET /health at smolvm_address failed (the error names the URL and the cause: unreachable, TLS refused, an invalid answer). Set by the controller only; absent once a probe succeeds, and for nodes whose runtime has no engine version to probe (process).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub engine_version_problem: ::std::option::Option<StateMessage>,
     ///The host kernel's boot id, from the last registration or heartbeat (a PPN heartbeat's boot_id). A change means the machine rebooted.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub host_boot_id: ::std::option::Option<BootId>,

@@ -38,6 +38,7 @@ enum Command {
 }
 
 pub fn main() -> ExitCode {
+    crate::tls::install_crypto_provider();
     let cli = Cli::parse();
     match cli.command {
         Command::Up(args) => crate::up::run(&args),

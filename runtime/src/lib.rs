@@ -9,6 +9,7 @@ pub mod loadgen;
 pub mod reported;
 pub mod shutdown;
 pub mod store;
+pub mod tls;
 pub mod up;
 pub mod validate;
 pub mod workload;

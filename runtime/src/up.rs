@@ -64,7 +64,7 @@ async fn up(args: &UpArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("--node-id {node_id:?}: {e}"))?;
     let exe = std::env::current_exe().context("locating the fleetwire binary")?;
     let api = format!("http://{}", args.listen);
-    let http = reqwest::Client::builder()
+    let http = crate::tls::client_builder()
         .timeout(Duration::from_secs(2))
         .build()?;
 

@@ -88,6 +88,7 @@ impl AgentProcess {
             "the agent's first reported.json",
             Duration::from_secs(20),
             || {
+                crate::install_crypto_provider();
                 let served = reqwest::blocking::get(self.url("/v1/reported"))
                     .ok()
                     .filter(|r| r.status().is_success())?;
@@ -119,12 +120,14 @@ impl AgentProcess {
     }
 
     pub fn get<T: DeserializeOwned>(&self, path: &str) -> T {
+        crate::install_crypto_provider();
         let resp = reqwest::blocking::get(self.url(path)).expect("GET");
         assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
         resp.json().expect("JSON body")
     }
 
     pub fn get_text(&self, path: &str) -> String {
+        crate::install_crypto_provider();
         reqwest::blocking::get(self.url(path))
             .expect("GET")
             .text()
@@ -138,6 +141,7 @@ impl AgentProcess {
         path: &str,
         body: Option<&serde_json::Value>,
     ) -> (u16, serde_json::Value) {
+        crate::install_crypto_provider();
         let client = reqwest::blocking::Client::builder()
             .timeout(Duration::from_secs(30))
             .build()

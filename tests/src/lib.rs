@@ -7,6 +7,17 @@ use std::process::{Child, Command};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+/// Installs ring as the test process's rustls provider (once). reqwest is built with
+/// `rustls-no-provider` (the workspace's `Cargo.toml`), so every client, plain or not, needs
+/// it before it is built: call this before `reqwest::Client::builder()` or
+/// `reqwest::blocking::get`.
+pub fn install_crypto_provider() {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 /// The workspace root.
 pub fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -29,6 +29,7 @@ impl RealSmolvm {
 
     /// Same, with more environment variables (fleet mode's `SMOLVM_SERVE_TLS_*`).
     pub fn start_with_env(env: &[(&str, &str)]) -> RealSmolvm {
+        crate::install_crypto_provider();
         let temp = tempfile::tempdir().expect("temp dir");
         let data_dir = temp.path().to_path_buf();
         std::os::unix::fs::chown(&data_dir, Some(NOBODY), Some(NOBODY))

@@ -119,7 +119,10 @@ impl StandinPpnController {
         let ctx = Ctx {
             fleet: fleet.clone(),
             agent_port,
-            http: reqwest::Client::new(),
+            http: {
+                crate::install_crypto_provider();
+                reqwest::Client::new()
+            },
         };
         let router = Router::new()
             .route("/v1/nodes/heartbeat", post(heartbeat))

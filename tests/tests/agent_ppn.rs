@@ -11,6 +11,7 @@ use fleetwire_e2e::{free_port, wait_for};
 use fleetwire_types::{HostState, InstanceState, NodeHeartbeat};
 
 fn get<T: serde::de::DeserializeOwned>(url: &str) -> T {
+    fleetwire_e2e::install_crypto_provider();
     reqwest::blocking::get(url)
         .expect("GET")
         .json()
@@ -63,6 +64,7 @@ fn the_agent_appears_in_a_ppn_controller_and_runs_its_vms() {
     }
 
     // PPN's create request, as a PPN client sends it: no vm_id, no command.
+    fleetwire_e2e::install_crypto_provider();
     let created: PpnVmRecord = reqwest::blocking::Client::new()
         .post(format!("{}/v1/vms", controller.url()))
         .json(&serde_json::json!({"vm_type": "standard", "ram_mb": 64, "vcpu_count": 1, "tenant_id": "acme"}))

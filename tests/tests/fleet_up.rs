@@ -72,6 +72,7 @@ fn up_runs_a_fleet_of_one_places_a_machine_and_stops_on_ctrl_c() {
         );
     }
 
+    fleetwire_e2e::install_crypto_provider();
     let http = reqwest::blocking::Client::new();
     let nodes: Vec<NodeRecord> = serde_json::from_slice(
         &http
@@ -178,6 +179,7 @@ fn a_killed_up_takes_its_controller_and_agent_with_it() {
             .stderr(Stdio::null()),
     );
     let api = format!("http://127.0.0.1:{api_port}/v1/nodes/killed-up");
+    fleetwire_e2e::install_crypto_provider();
     wait_for("the fleet to come up", Duration::from_secs(60), || {
         reqwest::blocking::get(&api)
             .ok()

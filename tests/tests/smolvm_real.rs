@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 const NODE: &str = "node-1";
 
 fn get(url: &str) -> (u16, Value) {
+    fleetwire_e2e::install_crypto_provider();
     let response = reqwest::blocking::get(url).unwrap_or_else(|e| panic!("GET {url}: {e}"));
     let status = response.status().as_u16();
     let text = response.text().unwrap_or_default();
@@ -29,6 +30,7 @@ fn get(url: &str) -> (u16, Value) {
 }
 
 fn send(method: reqwest::Method, url: &str, body: Option<&Value>) -> (u16, Value) {
+    fleetwire_e2e::install_crypto_provider();
     let client = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(60))
         .build()

@@ -37,13 +37,29 @@ pub struct AgentConfig {
     pub reserved: bool,
     pub state_dir: PathBuf,
     pub runtime: RuntimeKind,
-    /// Base URL of the runtime's API (smolvm driver), without a trailing slash.
+    /// Base URL of the runtime's API (smolvm driver), without a trailing slash. `https://`
+    /// means smolvm's fleet mode: mTLS with the node certificate.
     pub runtime_address: String,
+    /// Base URL of the runtime's `/health` and `/capacity` (the loopback door in fleet mode).
+    pub runtime_local_address: String,
+    /// The runtime's URL as the controller reaches it (registration's `smolvm_address`).
+    pub runtime_advertise_address: String,
+    /// Fleet mode: where the certificate, key and CA are kept for smolvm.
+    pub runtime_tls: Option<RuntimeTlsExport>,
     pub listen_address: IpAddr,
     pub reconcile_interval: Duration,
     pub stop_timeout: Duration,
     /// The argv the process driver runs for a spawn request that names no command.
     pub default_command: Vec<String>,
+}
+
+/// Where the agent keeps the node certificate, its key and the fleet CA for smolvm's
+/// `SMOLVM_SERVE_TLS_CERT`, `_KEY` and `_CLIENT_CA` (docs/agent.md, fleet mode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeTlsExport {
+    pub dir: PathBuf,
+    /// The group given read access to the key (mode 0640); `None` keeps the agent's group.
+    pub gid: Option<u32>,
 }
 
 /// A setting that stops the agent: which variable, and what was expected.
@@ -202,6 +218,9 @@ impl AgentConfig {
             address_expected,
         )?;
 
+        let (runtime_local_address, runtime_advertise_address, runtime_tls) =
+            runtime_urls(args, &runtime_address, &wg_ip, node_id.as_str(), &state_dir)?;
+
         let listen_address = match optional(&args.listen_address) {
             None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             Some(raw) => raw.parse().map_err(|_| {
@@ -241,12 +260,92 @@ impl AgentConfig {
             state_dir,
             runtime,
             runtime_address,
+            runtime_local_address,
+            runtime_advertise_address,
+            runtime_tls,
             listen_address,
             reconcile_interval: Duration::from_millis(reconcile_ms),
             stop_timeout: Duration::from_millis(stop_timeout_ms),
             default_command,
         })
     }
+}
+
+/// The runtime's loopback door, the address the controller reaches it at, and (fleet mode,
+/// an `https://` VM_RUNTIME_ADDRESS) where its TLS files are kept.
+fn runtime_urls(
+    args: &AgentArgs,
+    runtime_address: &str,
+    wg_ip: &Ipv4Address,
+    node_id: &str,
+    state_dir: &std::path::Path,
+) -> Result<(String, String, Option<RuntimeTlsExport>), ConfigError> {
+    let url = reqwest::Url::parse(runtime_address).map_err(|e| {
+        err(
+            "VM_RUNTIME_ADDRESS",
+            format!("{runtime_address:?} is not a URL: {e}"),
+        )
+    })?;
+    let fleet_mode = url.scheme() == "https";
+    let port = url.port_or_known_default().unwrap_or(80);
+    if fleet_mode {
+        // The agent checks smolvm's certificate like any TLS client: by the name in the URL,
+        // which must be one the controller put in the node certificate.
+        let host = url.host_str().unwrap_or_default();
+        if host != wg_ip.0.to_string() && !host.eq_ignore_ascii_case(node_id) {
+            return Err(err(
+                "VM_RUNTIME_ADDRESS",
+                format!(
+                    "{runtime_address:?} names {host:?}: in fleet mode (https://) smolvm serves the node certificate, \
+                     which names only VM_WG_IP ({}) and VM_NODE_ID ({node_id}); use one of them",
+                    wg_ip.0
+                ),
+            ));
+        }
+    }
+    let local_expected = "the runtime's plain loopback door, e.g. http://127.0.0.1:8444";
+    let runtime_local_address = match optional(&args.runtime_local_address) {
+        Some(raw) => http_url("VM_RUNTIME_LOCAL_ADDRESS", raw, local_expected)?,
+        None if fleet_mode => {
+            // smolvm's loopback door: 127.0.0.1 on the --listen port + 1.
+            let door = port.checked_add(1).ok_or_else(|| {
+                err(
+                    "VM_RUNTIME_LOCAL_ADDRESS",
+                    format!("is required: VM_RUNTIME_ADDRESS's port {port} has no port + 1 for the loopback door"),
+                )
+            })?;
+            format!("http://127.0.0.1:{door}")
+        }
+        None => runtime_address.to_string(),
+    };
+    let advertise_expected =
+        "the runtime's URL as the controller reaches it, e.g. https://10.8.0.12:8443";
+    let runtime_advertise_address = match optional(&args.runtime_advertise_address) {
+        Some(raw) => http_url("VM_RUNTIME_ADVERTISE_ADDRESS", raw, advertise_expected)?,
+        None => format!("{}://{}:{port}", url.scheme(), wg_ip.0),
+    };
+    let runtime_tls = if fleet_mode {
+        let gid = match optional(&args.runtime_tls_gid) {
+            None => None,
+            Some(raw) => Some(raw.parse::<u32>().map_err(|_| {
+                err(
+                    "VM_RUNTIME_TLS_GID",
+                    format!("{raw:?} is not a numeric group id, e.g. 65534"),
+                )
+            })?),
+        };
+        let dir = optional(&args.runtime_tls_dir)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| state_dir.join("runtime-tls"));
+        Some(RuntimeTlsExport { dir, gid })
+    } else {
+        None
+    };
+    Ok((
+        runtime_local_address,
+        runtime_advertise_address,
+        runtime_tls,
+    ))
 }
 
 impl AgentConfig {
@@ -272,6 +371,27 @@ impl AgentConfig {
             ("VM_STATE_DIR", self.state_dir.display().to_string()),
             ("VM_RUNTIME", self.runtime.name().to_string()),
             ("VM_RUNTIME_ADDRESS", self.runtime_address.clone()),
+            (
+                "VM_RUNTIME_LOCAL_ADDRESS",
+                self.runtime_local_address.clone(),
+            ),
+            (
+                "VM_RUNTIME_ADVERTISE_ADDRESS",
+                self.runtime_advertise_address.clone(),
+            ),
+            (
+                "VM_RUNTIME_TLS_DIR",
+                self.runtime_tls
+                    .as_ref()
+                    .map_or(String::new(), |t| t.dir.display().to_string()),
+            ),
+            (
+                "VM_RUNTIME_TLS_GID",
+                self.runtime_tls
+                    .as_ref()
+                    .and_then(|t| t.gid)
+                    .map_or(String::new(), |g| g.to_string()),
+            ),
             ("VM_LISTEN_ADDRESS", self.listen_address.to_string()),
             (
                 "VM_RECONCILE_INTERVAL_MS",
@@ -323,6 +443,63 @@ mod tests {
         assert_eq!(
             AgentConfig::from_args(&a).unwrap_err().variable,
             "VM_RESERVED"
+        );
+    }
+
+    #[test]
+    fn the_runtime_addresses_follow_the_mode() {
+        // Plain mode: one listener; the controller reaches it on the WireGuard address.
+        let mut a = args();
+        a.runtime = Some("smolvm".into());
+        let c = AgentConfig::from_args(&a).unwrap();
+        assert_eq!(c.runtime_address, "http://127.0.0.1:8080");
+        assert_eq!(c.runtime_local_address, "http://127.0.0.1:8080");
+        assert_eq!(c.runtime_advertise_address, "http://10.0.0.1:8080");
+        assert_eq!(c.runtime_tls, None);
+
+        // Fleet mode: mTLS on the WireGuard address, the loopback door on port + 1, and the
+        // TLS files for smolvm in the state directory unless placed elsewhere.
+        a.runtime_address = Some("https://10.0.0.1:8443".into());
+        let c = AgentConfig::from_args(&a).unwrap();
+        assert_eq!(c.runtime_local_address, "http://127.0.0.1:8444");
+        assert_eq!(c.runtime_advertise_address, "https://10.0.0.1:8443");
+        let tls = c.runtime_tls.unwrap();
+        assert_eq!(tls.dir, c.state_dir.join("runtime-tls"));
+        assert_eq!(tls.gid, None);
+
+        a.runtime_tls_dir = Some("/etc/smolvm/tls".into());
+        a.runtime_tls_gid = Some("997".into());
+        a.runtime_local_address = Some("http://127.0.0.1:9000".into());
+        a.runtime_advertise_address = Some("https://10.0.0.1:443".into());
+        let c = AgentConfig::from_args(&a).unwrap();
+        assert_eq!(
+            c.runtime_tls,
+            Some(RuntimeTlsExport {
+                dir: "/etc/smolvm/tls".into(),
+                gid: Some(997)
+            })
+        );
+        assert_eq!(c.runtime_local_address, "http://127.0.0.1:9000");
+        assert_eq!(c.runtime_advertise_address, "https://10.0.0.1:443");
+        // The node id is the certificate's other name.
+        a.runtime_address = Some("https://n1:8443".into());
+        assert!(AgentConfig::from_args(&a).is_ok());
+    }
+
+    #[test]
+    fn fleet_mode_refuses_a_runtime_address_the_certificate_does_not_name() {
+        let mut a = args();
+        a.runtime = Some("smolvm".into());
+        a.runtime_address = Some("https://127.0.0.1:8443".into());
+        let e = AgentConfig::from_args(&a).unwrap_err();
+        assert_eq!(e.variable, "VM_RUNTIME_ADDRESS");
+        assert!(e.problem.contains("VM_WG_IP (10.0.0.1)"), "{e}");
+        let mut a = args();
+        a.runtime_address = Some("https://10.0.0.1:8443".into());
+        a.runtime_tls_gid = Some("staff".into());
+        assert_eq!(
+            AgentConfig::from_args(&a).unwrap_err().variable,
+            "VM_RUNTIME_TLS_GID"
         );
     }
 

@@ -14,6 +14,7 @@ use fleetwire_types::{
 use rcgen::{CertificateParams, DnType, KeyPair, SanType};
 use reqwest::StatusCode;
 
+use super::config::RuntimeTlsExport;
 use super::heartbeat::{agent_version, boot_id_of, hostname_of, HostFacts};
 use super::Agent;
 use crate::reported::atomic_write;
@@ -83,13 +84,15 @@ pub fn register_request(agent: &Agent, key: &KeyPair) -> anyhow::Result<Register
     let facts = HostFacts::read(&agent.config.state_dir);
     let published = agent.published();
     let runtime = published.as_ref().map(|p| &p.observation.runtime);
+    // The address the controller probes for the engine version: reachable from it (on the
+    // WireGuard address by default), not the agent's own view of the runtime.
     let smolvm_address = match agent.driver.name() {
         "smolvm" => Some(
             agent
                 .config
-                .runtime_address
+                .runtime_advertise_address
                 .parse::<RuntimeUrl>()
-                .map_err(|e| anyhow::anyhow!("VM_RUNTIME_ADDRESS: {e}"))?,
+                .map_err(|e| anyhow::anyhow!("VM_RUNTIME_ADVERTISE_ADDRESS: {e}"))?,
         ),
         _ => None,
     };
@@ -146,8 +149,12 @@ pub async fn register(
             let answer = fleetwire_types::read::<RegisterNodeResponse>(&body).map_err(|r| {
                 RegisterError::Refused(format!("POST {url}: not a RegisterNodeResponse: {r}"))
             })?;
-            store_certificate(&agent.config.state_dir, &answer)
-                .map_err(|e| RegisterError::Refused(format!("{e:#}")))?;
+            store_certificate(
+                &agent.config.state_dir,
+                agent.config.runtime_tls.as_ref(),
+                &answer,
+            )
+            .map_err(|e| RegisterError::Refused(format!("{e:#}")))?;
             tracing::info!(status = ?answer.node.status, "registered");
             Ok(Enrolled::Registered)
         }
@@ -163,7 +170,11 @@ pub async fn register(
     }
 }
 
-fn store_certificate(state_dir: &Path, answer: &RegisterNodeResponse) -> anyhow::Result<()> {
+fn store_certificate(
+    state_dir: &Path,
+    runtime_tls: Option<&RuntimeTlsExport>,
+    answer: &RegisterNodeResponse,
+) -> anyhow::Result<()> {
     if let Some(cert) = &answer.cert_pem {
         atomic_write(&state_dir.join(CERT_FILE), cert.as_bytes(), 0o644)
             .context("storing node.crt")?;
@@ -172,7 +183,100 @@ fn store_certificate(state_dir: &Path, answer: &RegisterNodeResponse) -> anyhow:
     if let Some(ca) = &answer.ca_pem {
         atomic_write(&state_dir.join(CA_FILE), ca.as_bytes(), 0o644).context("storing ca.crt")?;
     }
+    if let Some(tls) = runtime_tls {
+        export_runtime_tls(state_dir, tls)?;
+    }
     Ok(())
+}
+
+/// The file smolvm's `SMOLVM_SERVE_TLS_CERT` names in [`RuntimeTlsExport::dir`].
+pub const RUNTIME_CERT_FILE: &str = "cert.pem";
+/// The file `SMOLVM_SERVE_TLS_KEY` names (mode 0640, group [`RuntimeTlsExport::gid`]).
+pub const RUNTIME_KEY_FILE: &str = "key.pem";
+/// The file `SMOLVM_SERVE_TLS_CLIENT_CA` names: the fleet CA.
+pub const RUNTIME_CA_FILE: &str = "ca.pem";
+
+/// Fleet mode: copies the node certificate, its key and the fleet CA from the state directory
+/// to where smolvm reads them (docs/agent.md). The directory is 0750 and the key 0640, both
+/// with the runtime's group when one is configured, so smolvm (running as its own user) can
+/// read the key and nobody else can; each file is replaced atomically, never seen half
+/// written. Nothing to do before the first certificate arrives.
+pub fn export_runtime_tls(state_dir: &Path, tls: &RuntimeTlsExport) -> anyhow::Result<()> {
+    let read = |name: &str| match std::fs::read(state_dir.join(name)) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", state_dir.join(name).display())),
+    };
+    let (Some(cert), Some(key), Some(ca)) = (read(CERT_FILE)?, read(KEY_FILE)?, read(CA_FILE)?)
+    else {
+        return Ok(());
+    };
+    let dir = &tls.dir;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    set_owner_and_mode(dir, tls.gid, 0o750)?;
+    write_shared(&dir.join(RUNTIME_KEY_FILE), &key, tls.gid, 0o640)?;
+    write_shared(&dir.join(RUNTIME_CERT_FILE), &cert, tls.gid, 0o644)?;
+    write_shared(&dir.join(RUNTIME_CA_FILE), &ca, tls.gid, 0o644)?;
+    tracing::info!(dir = %dir.display(), gid = ?tls.gid, "node certificate, key and CA kept for the runtime");
+    if let Some(blocked) = untraversable_ancestor(dir, tls.gid) {
+        tracing::warn!(
+            dir = %dir.display(),
+            blocked = %blocked.display(),
+            "the runtime's group cannot reach VM_RUNTIME_TLS_DIR through this directory: smolvm will not read its certificate (place VM_RUNTIME_TLS_DIR elsewhere, docs/agent.md)"
+        );
+    }
+    Ok(())
+}
+
+/// The first directory above `dir` that neither everyone nor group `gid` may traverse, if
+/// any: a 0700 state directory (the packaged unit's) keeps smolvm away from the files.
+fn untraversable_ancestor(dir: &Path, gid: Option<u32>) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = std::fs::canonicalize(dir).ok()?;
+    dir.ancestors().skip(1).find_map(|ancestor| {
+        let meta = std::fs::metadata(ancestor).ok()?;
+        let others = meta.mode() & 0o001 != 0;
+        let group = gid.is_some_and(|g| g == meta.gid()) && meta.mode() & 0o010 != 0;
+        (!others && !group).then(|| ancestor.to_path_buf())
+    })
+}
+
+fn set_owner_and_mode(path: &Path, gid: Option<u32>, mode: u32) -> anyhow::Result<()> {
+    if let Some(gid) = gid {
+        std::os::unix::fs::chown(path, None, Some(gid))
+            .with_context(|| format!("giving {} to group {gid}", path.display()))?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("setting the mode of {}", path.display()))
+}
+
+/// Writes `bytes` to `path` through a temporary file that gets its group and mode before it is
+/// renamed into place, so the file is never readable by more than `mode` allows.
+fn write_shared(path: &Path, bytes: &[u8], gid: Option<u32>, mode: u32) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = path.parent().expect("a file in a directory");
+    let name = path.file_name().expect("a file name").to_string_lossy();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| -> anyhow::Result<()> {
+        let _ = std::fs::remove_file(&tmp);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        set_owner_and_mode(&tmp, gid, mode)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(dir)?.sync_all()?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.with_context(|| format!("writing {}", path.display()))
 }
 
 /// Capped exponential backoff with jitter: each delay is drawn from the upper half of a window
@@ -221,6 +325,69 @@ mod tests {
         }
         b.reset();
         assert!(b.next_delay() <= Duration::from_millis(100));
+    }
+
+    #[test]
+    fn the_runtime_gets_the_certificate_key_and_ca_with_the_key_0640_for_its_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir_all(&state).unwrap();
+        let tls = RuntimeTlsExport {
+            dir: dir.path().join("runtime-tls"),
+            // The test's own group: chown to it needs no privilege.
+            // SAFETY: getegid(2) has no preconditions and cannot fail.
+            gid: Some(unsafe { libc::getegid() }),
+        };
+        // Before the first certificate there is nothing to hand over.
+        node_key(&state).unwrap();
+        export_runtime_tls(&state, &tls).unwrap();
+        assert!(!tls.dir.exists());
+
+        std::fs::write(state.join(CERT_FILE), "CERT").unwrap();
+        std::fs::write(state.join(CA_FILE), "CA").unwrap();
+        export_runtime_tls(&state, &tls).unwrap();
+        let mode = |name: &str| {
+            std::fs::metadata(tls.dir.join(name))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode(RUNTIME_KEY_FILE), 0o640);
+        assert_eq!(mode(RUNTIME_CERT_FILE), 0o644);
+        assert_eq!(mode(RUNTIME_CA_FILE), 0o644);
+        assert_eq!(
+            std::fs::metadata(&tls.dir).unwrap().permissions().mode() & 0o777,
+            0o750
+        );
+        assert_eq!(
+            std::fs::read(tls.dir.join(RUNTIME_KEY_FILE)).unwrap(),
+            std::fs::read(state.join(KEY_FILE)).unwrap()
+        );
+        assert_eq!(
+            std::fs::read_to_string(tls.dir.join(RUNTIME_CERT_FILE)).unwrap(),
+            "CERT"
+        );
+        // A 0700 directory on the way (the packaged unit's state directory) is found.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(
+            untraversable_ancestor(&tls.dir, Some(u32::MAX)).as_deref(),
+            Some(std::fs::canonicalize(dir.path()).unwrap().as_path())
+        );
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(untraversable_ancestor(&tls.dir, Some(u32::MAX)), None);
+        // A renewal replaces the files in place; no temporary file is left behind.
+        std::fs::write(state.join(CERT_FILE), "CERT2").unwrap();
+        export_runtime_tls(&state, &tls).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(tls.dir.join(RUNTIME_CERT_FILE)).unwrap(),
+            "CERT2"
+        );
+        let names: Vec<_> = std::fs::read_dir(&tls.dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        assert_eq!(names.len(), 3, "{names:?}");
     }
 
     #[test]

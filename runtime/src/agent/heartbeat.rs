@@ -193,7 +193,7 @@ async fn send_heartbeat(agent: &Agent, http: &reqwest::Client) -> Beat {
 
 /// The controller link: register, then heartbeat every interval until stopped.
 pub async fn run(agent: Arc<Agent>, mut stop: watch::Receiver<bool>) {
-    let http = match reqwest::Client::builder()
+    let http = match crate::tls::client_builder()
         .timeout(Duration::from_secs(10))
         .build()
     {

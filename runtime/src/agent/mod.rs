@@ -53,6 +53,23 @@ pub struct AgentArgs {
     /// The runtime API's URL (smolvm) [default: http://127.0.0.1:8080].
     #[arg(long, env = "VM_RUNTIME_ADDRESS", value_name = "URL")]
     pub runtime_address: Option<String>,
+    /// The runtime's plain loopback door, for /health and /capacity (smolvm fleet mode)
+    /// [default: http://127.0.0.1:<port of VM_RUNTIME_ADDRESS + 1> in fleet mode, else
+    /// VM_RUNTIME_ADDRESS].
+    #[arg(long, env = "VM_RUNTIME_LOCAL_ADDRESS", value_name = "URL")]
+    pub runtime_local_address: Option<String>,
+    /// The runtime's URL as the controller reaches it, reported at registration and probed
+    /// for the engine version [default: VM_RUNTIME_ADDRESS's scheme and port on VM_WG_IP].
+    #[arg(long, env = "VM_RUNTIME_ADVERTISE_ADDRESS", value_name = "URL")]
+    pub runtime_advertise_address: Option<String>,
+    /// Where the agent keeps the node certificate, its key and the fleet CA for smolvm's
+    /// SMOLVM_SERVE_TLS_* (fleet mode) [default: <state dir>/runtime-tls].
+    #[arg(long, env = "VM_RUNTIME_TLS_DIR", value_name = "DIR")]
+    pub runtime_tls_dir: Option<String>,
+    /// Numeric group id given read access to the key in VM_RUNTIME_TLS_DIR (the runtime's
+    /// group) [default: the agent's own group].
+    #[arg(long, env = "VM_RUNTIME_TLS_GID", value_name = "GID")]
+    pub runtime_tls_gid: Option<String>,
     /// Address the local API listens on [default: 0.0.0.0].
     #[arg(long, env = "VM_LISTEN_ADDRESS", value_name = "IP")]
     pub listen_address: Option<String>,
@@ -199,6 +216,11 @@ pub async fn serve_until(
         )
     })?;
     remove_stale_temp_files(&config.state_dir);
+    if let Some(tls) = &config.runtime_tls {
+        // After a restart: smolvm finds what the last registration issued, in the place and
+        // with the group this start is configured with.
+        enroll::export_runtime_tls(&config.state_dir, tls)?;
+    }
     let desired = DesiredStore::open(
         config.state_dir.join("desired.json"),
         config.node_id.clone(),
@@ -210,6 +232,14 @@ pub async fn serve_until(
             state_dir: config.state_dir.clone(),
             stop_timeout: config.stop_timeout,
             runtime_address: config.runtime_address.clone(),
+            runtime_local_address: config.runtime_local_address.clone(),
+            runtime_client_tls: config.runtime_tls.as_ref().map(|_| {
+                crate::drivers::ClientTlsFiles {
+                    cert: config.state_dir.join(enroll::CERT_FILE),
+                    key: config.state_dir.join(enroll::KEY_FILE),
+                    ca: config.state_dir.join(enroll::CA_FILE),
+                }
+            }),
         },
     )?;
     let listener = tokio::net::TcpListener::bind((config.listen_address, config.spawn_port))

@@ -5,7 +5,10 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
+use anyhow::Context;
 use fleetwire_types::{CreateVmRequest, RuntimeHealth, VmRecord, WireDocument};
+
+use super::certs::NodeCa;
 
 /// Where a node's agent listens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +25,9 @@ impl std::fmt::Display for AgentEndpoint {
 
 pub struct AgentClient {
     http: reqwest::Client,
+    /// For `https://` runtime addresses (smolvm's fleet mode): presents the controller's own
+    /// client certificate and trusts only the node CA. `None` without a node CA.
+    runtime_mtls: Option<reqwest::Client>,
 }
 
 /// At most this much of a failing answer is quoted in an error.
@@ -37,13 +43,37 @@ fn quote(body: &[u8]) -> String {
 }
 
 impl AgentClient {
-    pub fn new(timeout: Duration) -> anyhow::Result<AgentClient> {
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(5)))
-            .no_proxy()
-            .build()?;
-        Ok(AgentClient { http })
+    /// `ca`: the node CA, when the controller has one; the controller then issues itself a
+    /// client certificate to probe runtimes in smolvm's fleet mode (docs/controller.md).
+    pub fn new(timeout: Duration, ca: Option<&NodeCa>) -> anyhow::Result<AgentClient> {
+        let builder = || {
+            crate::tls::client_builder()
+                .timeout(timeout)
+                .connect_timeout(timeout.min(Duration::from_secs(5)))
+                .no_proxy()
+        };
+        let http = builder().build()?;
+        let runtime_mtls = match ca {
+            None => None,
+            Some(ca) => {
+                let me = ca
+                    .issue_client("fleetwire controller")
+                    .context("the controller's client certificate")?;
+                let identity = reqwest::Identity::from_pem(
+                    format!("{}\n{}", me.cert_pem, me.key_pem).as_bytes(),
+                )
+                .context("the controller's client certificate")?;
+                let trust = reqwest::Certificate::from_pem(ca.ca_pem().as_bytes())
+                    .context("the node CA certificate")?;
+                Some(
+                    builder()
+                        .identity(identity)
+                        .tls_certs_only([trust])
+                        .build()?,
+                )
+            }
+        };
+        Ok(AgentClient { http, runtime_mtls })
     }
 
     /// `POST /v1/spawn` on the agent; the `VmRecord` it answers.
@@ -79,10 +109,21 @@ impl AgentClient {
         Err(format!("DELETE {url} answered {status}: {}", quote(&body)))
     }
 
-    /// `GET {address}/health` on the node's runtime.
+    /// `GET {address}/health` on the node's runtime; over mTLS for an `https://` address
+    /// (smolvm's fleet mode serves nothing to a client without a certificate).
     pub async fn runtime_health(&self, address: &str) -> Result<RuntimeHealth, String> {
         let url = format!("{}/health", address.trim_end_matches('/'));
-        read_answer("GET", &url, self.http.get(&url).send().await).await
+        let client = if url
+            .get(..8)
+            .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
+        {
+            self.runtime_mtls.as_ref().ok_or_else(|| {
+                format!("GET {url}: the runtime is in fleet mode (mTLS) and this controller has no node CA (--ca-dir) to authenticate with")
+            })?
+        } else {
+            &self.http
+        };
+        read_answer("GET", &url, client.get(&url).send().await).await
     }
 }
 
@@ -93,7 +134,8 @@ async fn read_answer<T: WireDocument>(
     url: &str,
     sent: reqwest::Result<reqwest::Response>,
 ) -> Result<T, String> {
-    let response = sent.map_err(|e| format!("{method} {url} failed: {e}"))?;
+    let response =
+        sent.map_err(|e| format!("{method} {url} failed: {}", crate::tls::with_causes(&e)))?;
     let status = response.status();
     let body = response
         .bytes()

@@ -2,6 +2,11 @@
 //! certificate. Like kubelet TLS bootstrapping, only the CSR's public key is used: the subject
 //! and subject alternative names come from the validated node id and addresses, the
 //! certificate is never a CA, its validity is bounded and its serial random.
+//!
+//! A node certificate serves twice (docs/interop.md, fleet mode): smolvm serves it on its mTLS
+//! port, and the node's agent presents it as a client to that same port, so it carries both
+//! the serverAuth and the clientAuth usage. The controller also issues itself a client
+//! certificate (kept in memory only) to probe the runtimes' `/health` over mTLS.
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
@@ -135,7 +140,10 @@ impl NodeCa {
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,
         ];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
         let now = OffsetDateTime::now_utc();
         params.not_before = now - BACKDATE;
         params.not_after = now + self.validity;
@@ -157,6 +165,40 @@ impl NodeCa {
             ca_pem: self.ca_pem.clone(),
             serial_hex,
             not_after,
+        })
+    }
+}
+
+/// A client certificate and its key, both PEM.
+pub struct ClientIdentity {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl NodeCa {
+    /// A fresh key and a client-only certificate for it, named `name`, valid for the CA's
+    /// issuing validity: the controller's identity towards the runtimes it probes. Nothing is
+    /// written to disk; a new one is made at every start.
+    pub fn issue_client(&self, name: &str) -> anyhow::Result<ClientIdentity> {
+        let key = KeyPair::generate().context("generating a client key")?;
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, name);
+        params.distinguished_name = dn;
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let now = OffsetDateTime::now_utc();
+        params.not_before = now - BACKDATE;
+        params.not_after = now + self.validity;
+        params.serial_number = Some(random_serial().0);
+        params.use_authority_key_identifier_extension = true;
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .context("signing the client certificate")?;
+        Ok(ClientIdentity {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
         })
     }
 }
@@ -262,6 +304,9 @@ mod tests {
             format!("{:x}", cert.serial),
             issued.serial_hex.trim_start_matches('0')
         );
+        // smolvm serves it and the agent presents it to smolvm: both usages.
+        let eku = cert.extended_key_usage().unwrap().unwrap().value;
+        assert!(eku.server_auth && eku.client_auth, "{eku:?}");
         // The certificate carries the CSR's public key.
         assert_eq!(
             cert.public_key().subject_public_key.data.as_ref(),
@@ -283,6 +328,25 @@ mod tests {
                 .mode();
             assert_eq!(mode & 0o077, 0, "the CA key is private");
         }
+    }
+
+    #[test]
+    fn the_controller_client_certificate_is_for_client_auth_only_and_chains_to_the_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        let me = ca.issue_client("fleetwire controller").unwrap();
+        let (_, pem) = x509_parser::pem::parse_x509_pem(me.cert_pem.as_bytes()).unwrap();
+        let cert = pem.parse_x509().unwrap();
+        let eku = cert.extended_key_usage().unwrap().unwrap().value;
+        assert!(eku.client_auth && !eku.server_auth, "{eku:?}");
+        assert_ne!(
+            cert.basic_constraints().unwrap().map(|b| b.value.ca),
+            Some(true)
+        );
+        let (_, ca_pem) = x509_parser::pem::parse_x509_pem(ca.ca_pem().as_bytes()).unwrap();
+        let ca_cert = ca_pem.parse_x509().unwrap();
+        assert_eq!(cert.issuer(), ca_cert.subject());
+        assert!(me.key_pem.contains("PRIVATE KEY"));
     }
 
     #[test]

@@ -10,6 +10,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::JoinHandle;
 
 use super::{ledger, nodes, Controller};
+use crate::reported::builder::state_message;
 
 /// Most probes in flight at once.
 const PROBE_CONCURRENCY: usize = 32;
@@ -164,31 +165,60 @@ async fn probe_loop(controller: Arc<Controller>, mut requests: UnboundedReceiver
     }
 }
 
-/// Reads the node runtime's `GET /health` and records its version as `engine_version`.
+/// Reads the node runtime's `GET /health` and records its version as `engine_version`. When
+/// it cannot, `engine_version_problem` says why (the version last read is kept: a runtime
+/// that cannot be reached for a while has not changed its engine); a success clears it.
 pub async fn probe(controller: &Controller, node_id: &str, address: &str) {
-    let health = match controller.agents.runtime_health(address).await {
-        Ok(health) => health,
-        Err(error) => {
-            tracing::debug!(node_id, %error, "runtime probe failed");
-            return;
-        }
-    };
+    let outcome = controller.agents.runtime_health(address).await;
     let Some(slot) = controller.table.get(node_id) else {
         return;
     };
     let changed = {
         let mut node = slot.lock();
-        let version: SemVer = health.version;
-        if node.record.engine_version.as_ref() == Some(&version) {
-            None
-        } else {
-            let previous = node.record.engine_version.replace(version.clone());
-            controller.touch(node_id, &mut node);
-            Some((previous, version))
+        if node
+            .record
+            .smolvm_address
+            .as_ref()
+            .is_none_or(|a| a.as_str() != address)
+        {
+            // Re-registered with another address while the probe ran: its own probe follows.
+            return;
+        }
+        match outcome {
+            Ok(health) => {
+                let version: SemVer = health.version;
+                let problem = node.record.engine_version_problem.take();
+                if node.record.engine_version.as_ref() == Some(&version) {
+                    if problem.is_some() {
+                        controller.touch(node_id, &mut node);
+                    }
+                    None
+                } else {
+                    let previous = node.record.engine_version.replace(version.clone());
+                    controller.touch(node_id, &mut node);
+                    Some(Ok((previous, version)))
+                }
+            }
+            Err(error) => {
+                let problem = state_message(&error);
+                if node.record.engine_version_problem.as_ref() == Some(&problem) {
+                    None
+                } else {
+                    node.record.engine_version_problem = Some(problem);
+                    controller.touch(node_id, &mut node);
+                    Some(Err(error))
+                }
+            }
         }
     };
-    if let Some((previous, version)) = changed {
-        tracing::info!(node_id, engine_version = %version.as_str(), previous = ?previous.map(|v| v.to_string()), "runtime engine version recorded");
+    match changed {
+        Some(Ok((previous, version))) => {
+            tracing::info!(node_id, engine_version = %version.as_str(), previous = ?previous.map(|v| v.to_string()), "runtime engine version recorded");
+        }
+        Some(Err(error)) => {
+            tracing::warn!(node_id, %error, "cannot read the runtime's engine version");
+        }
+        None => {}
     }
 }
 

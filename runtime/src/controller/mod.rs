@@ -231,7 +231,7 @@ impl Controller {
         }
         let metrics = metrics::Metrics::new();
         let (probe_tx, probe_rx) = tokio::sync::mpsc::unbounded_channel();
-        let agents = agent_client::AgentClient::new(settings.agent_timeout)?;
+        let agents = agent_client::AgentClient::new(settings.agent_timeout, ca.as_ref())?;
         let mut writer = None;
         let controller = Arc::new_cyclic(|weak: &std::sync::Weak<Controller>| {
             let flushes = metrics.flush_observer();

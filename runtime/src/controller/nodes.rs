@@ -46,6 +46,14 @@ pub fn refresh_status(
     (previous != status).then_some(previous)
 }
 
+/// `engine_version_problem` of a smolvm node that declared no `smolvm_address` (a PPN agent,
+/// or an agent whose runtime the controller cannot reach).
+pub fn no_runtime_address() -> fleetwire_types::StateMessage {
+    "the node reported no smolvm_address, so the controller cannot probe its runtime's GET /health for the engine version"
+        .parse()
+        .expect("within 512 characters")
+}
+
 /// A record for a node the controller has never seen, with only what every node has.
 fn blank_record(
     node_id: HostId,
@@ -68,6 +76,8 @@ fn blank_record(
         disk_cordoned_at: None,
         disk_usage_gb: None,
         engine_version: None,
+        // The default runtime (smolvm) with no address: nothing to probe until one is declared.
+        engine_version_problem: Some(no_runtime_address()),
         host_boot_id: None,
         hostname,
         kvm_available: false,
@@ -494,6 +504,12 @@ pub fn apply_registration(
     record.spawn_port = request.spawn_port;
     record.runtime = request.runtime;
     record.smolvm_address = request.smolvm_address;
+    // Until the probe this registration asks for has answered, only a missing address is a
+    // known reason; a process node has no engine version to read.
+    record.engine_version_problem = match (&record.smolvm_address, record.runtime.as_str()) {
+        (None, super::runtimes::SMOLVM) => Some(no_runtime_address()),
+        _ => None,
+    };
     if request.boot_id.is_some() {
         record.boot_id = request.boot_id;
     }

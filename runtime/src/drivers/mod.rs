@@ -81,8 +81,22 @@ pub struct DriverSettings {
     pub state_dir: PathBuf,
     /// SIGTERM (or the runtime's stop) first; after this long, SIGKILL.
     pub stop_timeout: Duration,
-    /// The runtime API's base URL (smolvm).
+    /// The runtime API's base URL (smolvm), for `/api/v1/*`. `https://`: fleet mode.
     pub runtime_address: String,
+    /// Base URL of the runtime's `/health` and `/capacity` (smolvm's loopback door in fleet
+    /// mode; the same as `runtime_address` in plain mode).
+    pub runtime_local_address: String,
+    /// Fleet mode: the client certificate, its key and the CA that signed the runtime's
+    /// server certificate.
+    pub runtime_client_tls: Option<ClientTlsFiles>,
+}
+
+/// PEM files of a TLS client identity and the CA it trusts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientTlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
 }
 
 /// A runtime that runs machines. `converge` starts and stops work and returns without waiting

@@ -99,6 +99,7 @@ fn blocking_get(url: &str) -> Option<u16> {
 }
 
 pub fn client() -> reqwest::Client {
+    fleetwire_e2e::install_crypto_provider();
     reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(20))

@@ -5,14 +5,12 @@
 //!
 //! In plain mode both are the runtime address (`VM_RUNTIME_ADDRESS`): smolvm serves its whole
 //! router on one listener. In fleet mode smolvm serves `/api/v1` only on its mTLS port and
-//! `/health`, `/capacity` on a plain loopback door (`docs/interop.md`); that mode builds this
-//! same type with a client certificate and the door as its node base, so the driver above it
-//! does not change.
+//! `/health`, `/capacity` on a plain loopback door (`docs/interop.md`); [`SmolvmTransport`]
+//! picks the base and the client (with the node's certificate for the API) per path, so the
+//! driver above it does not change.
 //!
 //! Every answer is read through the generated validated reader into the types of
 //! `schemas/smolvm.schema.json`; every request body is a generated type.
-
-use std::time::Duration;
 
 use fleetwire_types::{
     CreateMachineRequest, RuntimeCapacity, RuntimeDeleted, RuntimeError, RuntimeHealth,
@@ -20,8 +18,9 @@ use fleetwire_types::{
 };
 use reqwest::{Method, StatusCode};
 
-/// One runtime call's deadline. Creating a machine only writes its record and sparse disks.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+use super::transport::SmolvmTransport;
+use crate::drivers::DriverSettings;
+
 /// At most this much of a plain-text error answer is quoted.
 const QUOTE_CHARS: usize = 300;
 
@@ -47,37 +46,24 @@ pub enum Capacity {
 }
 
 pub struct SmolvmClient {
-    http: reqwest::Client,
-    /// Base URL of `/api/v1/*`.
-    api_base: String,
-    /// Base URL of `/health` and `/capacity`.
-    node_base: String,
+    transport: SmolvmTransport,
 }
 
 impl SmolvmClient {
-    /// Plain mode: one listener at `address` serves everything.
-    pub fn plain(address: &str) -> anyhow::Result<SmolvmClient> {
-        let http = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            .connect_timeout(Duration::from_secs(3))
-            .no_proxy()
-            .build()?;
-        let base = address.trim_end_matches('/').to_string();
+    pub fn new(settings: &DriverSettings) -> anyhow::Result<SmolvmClient> {
         Ok(SmolvmClient {
-            http,
-            api_base: base.clone(),
-            node_base: base,
+            transport: SmolvmTransport::new(settings)?,
         })
     }
 
     pub async fn health(&self) -> Result<RuntimeHealth, CallError> {
-        let (status, body) = self.send(Method::GET, Base::Node, "/health", None).await?;
+        let (status, body) = self.send(Method::GET, "/health", None).await?;
         answer("GET", "/health", status, &body)
     }
 
     pub async fn capacity(&self) -> Result<Capacity, CallError> {
         let (status, body) = self
-            .send(Method::GET, Base::Node, "/capacity", None)
+            .send(Method::GET, "/capacity", None)
             .await?;
         if status == StatusCode::SERVICE_UNAVAILABLE {
             return Ok(Capacity::Stalled);
@@ -88,7 +74,7 @@ impl SmolvmClient {
     /// `GET /api/v1/machines`: every machine the runtime holds.
     pub async fn machines(&self) -> Result<Vec<RuntimeMachine>, CallError> {
         let path = "/api/v1/machines";
-        let (status, body) = self.send(Method::GET, Base::Api, path, None).await?;
+        let (status, body) = self.send(Method::GET, path, None).await?;
         answer::<RuntimeMachineList>("GET", path, status, &body).map(|l| l.machines)
     }
 
@@ -99,21 +85,21 @@ impl SmolvmClient {
     ) -> Result<RuntimeMachine, CallError> {
         let path = "/api/v1/machines";
         let body = serde_json::to_vec(request).expect("a generated value serializes");
-        let (status, answer_body) = self.send(Method::POST, Base::Api, path, Some(body)).await?;
+        let (status, answer_body) = self.send(Method::POST, path, Some(body)).await?;
         answer("POST", path, status, &answer_body)
     }
 
     /// `POST /api/v1/machines/{name}/start`: boots the machine (200 also when it runs already).
     pub async fn start(&self, name: &str) -> Result<RuntimeMachine, CallError> {
         let path = format!("/api/v1/machines/{name}/start");
-        let (status, body) = self.send(Method::POST, Base::Api, &path, None).await?;
+        let (status, body) = self.send(Method::POST, &path, None).await?;
         answer("POST", &path, status, &body)
     }
 
     /// `POST /api/v1/machines/{name}/stop`: idempotent.
     pub async fn stop(&self, name: &str) -> Result<RuntimeMachine, CallError> {
         let path = format!("/api/v1/machines/{name}/stop");
-        let (status, body) = self.send(Method::POST, Base::Api, &path, None).await?;
+        let (status, body) = self.send(Method::POST, &path, None).await?;
         answer("POST", &path, status, &body)
     }
 
@@ -121,7 +107,7 @@ impl SmolvmClient {
     /// A machine that is already gone (404) is deleted.
     pub async fn delete(&self, name: &str) -> Result<(), CallError> {
         let path = format!("/api/v1/machines/{name}");
-        let (status, body) = self.send(Method::DELETE, Base::Api, &path, None).await?;
+        let (status, body) = self.send(Method::DELETE, &path, None).await?;
         if status == StatusCode::NOT_FOUND {
             return Ok(());
         }
@@ -131,16 +117,17 @@ impl SmolvmClient {
     async fn send(
         &self,
         method: Method,
-        base: Base,
         path: &str,
         json: Option<Vec<u8>>,
     ) -> Result<(StatusCode, Vec<u8>), CallError> {
-        let base_url = match base {
-            Base::Api => &self.api_base,
-            Base::Node => &self.node_base,
-        };
-        let url = format!("{base_url}{path}");
-        let mut request = self.http.request(method.clone(), &url);
+        let url = self.transport.url(path);
+        let mut request = self
+            .transport
+            .request(method.clone(), path)
+            .map_err(|message| CallError {
+                status: None,
+                message: format!("{method} {url}: {message}"),
+            })?;
         if let Some(json) = json {
             request = request
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
@@ -148,19 +135,13 @@ impl SmolvmClient {
         }
         let failed = |e: reqwest::Error| CallError {
             status: None,
-            message: format!("{method} {url}: {e}"),
+            message: format!("{method} {url}: {}", crate::tls::with_causes(&e)),
         };
         let response = request.send().await.map_err(failed)?;
         let status = response.status();
         let body = response.bytes().await.map_err(failed)?;
         Ok((status, body.to_vec()))
     }
-}
-
-#[derive(Clone, Copy)]
-enum Base {
-    Api,
-    Node,
 }
 
 /// A 2xx answer read as `T`; anything else as an error naming the call, with smolvm's

@@ -6,6 +6,7 @@
 //! answers again. All HTTP goes through [`client::SmolvmClient`].
 
 pub mod client;
+pub mod transport;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -143,7 +144,7 @@ fn strip_nulls(mut v: serde_json::Value) -> serde_json::Value {
 impl SmolvmDriver {
     pub fn new(settings: &DriverSettings) -> anyhow::Result<SmolvmDriver> {
         Ok(SmolvmDriver {
-            client: SmolvmClient::plain(&settings.runtime_address)?,
+            client: SmolvmClient::new(settings)?,
             state: Mutex::new(State::default()),
         })
     }

@@ -1,0 +1,228 @@
+//! How the smolvm driver reaches its runtime: one HTTP client and two base URLs, built from
+//! the [`DriverSettings`]. `/api/v1/*` goes to the API base; `/health`, `/readyz`,
+//! `/capacity` and `/metrics` to the node base. In smolvm's plain mode both are the same
+//! listener. In fleet mode (docs/agent.md) the API base is smolvm's mTLS port: the agent
+//! presents the node certificate the controller issued at registration and accepts only a
+//! server certificate from the fleet CA; the node base is smolvm's plain loopback door, so
+//! capacity is read before the node has a certificate and while TLS is misconfigured.
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use reqwest::{Client, Method, RequestBuilder};
+
+use crate::drivers::{ClientTlsFiles, DriverSettings};
+
+/// Longest time one call to the runtime may take. Creating a machine only writes its record
+/// and sparse disks.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The driver's way to its runtime. Cheap to call per request: the mTLS client is built once
+/// and again only when the certificate files change (a re-registration renews them).
+pub struct SmolvmTransport {
+    api_base: String,
+    node_base: String,
+    /// For the node base, and for the API base in plain mode.
+    plain: Client,
+    tls: Option<TlsClient>,
+}
+
+struct TlsClient {
+    files: ClientTlsFiles,
+    /// The files' modification times and the client built from them.
+    built: Mutex<Option<(Stamp, Client)>>,
+}
+
+type Stamp = [Option<SystemTime>; 3];
+
+fn stamp(files: &ClientTlsFiles) -> Stamp {
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    [
+        modified(&files.cert),
+        modified(&files.key),
+        modified(&files.ca),
+    ]
+}
+
+fn builder() -> reqwest::ClientBuilder {
+    crate::tls::client_builder()
+        .timeout(REQUEST_TIMEOUT)
+        .connect_timeout(Duration::from_secs(3))
+        // The runtime is on this host or on the WireGuard network, never behind a proxy.
+        .no_proxy()
+}
+
+/// A client that presents `files.cert` and trusts only `files.ca`.
+fn mtls_client(files: &ClientTlsFiles) -> Result<Client, String> {
+    let read = |p: &Path, what: &str| {
+        std::fs::read(p).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                format!(
+                    "fleet mode: no {what} at {} yet (it comes with the registration at a controller that has a node CA)",
+                    p.display()
+                )
+            } else {
+                format!("fleet mode: reading {}: {e}", p.display())
+            }
+        })
+    };
+    let mut identity = read(&files.cert, "node certificate")?;
+    identity.push(b'\n');
+    identity.extend_from_slice(&read(&files.key, "node key")?);
+    let ca = read(&files.ca, "fleet CA")?;
+    let identity = reqwest::Identity::from_pem(&identity)
+        .map_err(|e| format!("fleet mode: the node certificate and key: {e}"))?;
+    let ca = reqwest::Certificate::from_pem(&ca)
+        .map_err(|e| format!("fleet mode: {}: {e}", files.ca.display()))?;
+    builder()
+        .identity(identity)
+        // Only the fleet CA: smolvm's certificate is the node certificate it issued.
+        .tls_certs_only([ca])
+        .build()
+        .map_err(|e| format!("fleet mode: building the TLS client: {e}"))
+}
+
+impl SmolvmTransport {
+    pub fn new(settings: &DriverSettings) -> anyhow::Result<SmolvmTransport> {
+        Ok(SmolvmTransport {
+            api_base: settings.runtime_address.trim_end_matches('/').to_string(),
+            node_base: settings
+                .runtime_local_address
+                .trim_end_matches('/')
+                .to_string(),
+            plain: builder().build()?,
+            tls: settings.runtime_client_tls.clone().map(|files| TlsClient {
+                files,
+                built: Mutex::new(None),
+            }),
+        })
+    }
+
+    fn is_api(path: &str) -> bool {
+        path.starts_with("/api/")
+    }
+
+    /// The full URL of `path` (which starts with `/`): the API base for `/api/...`, the node
+    /// base for everything else.
+    pub fn url(&self, path: &str) -> String {
+        let base = if Self::is_api(path) {
+            &self.api_base
+        } else {
+            &self.node_base
+        };
+        format!("{base}{path}")
+    }
+
+    /// A request for `path` on the right base with the right client. Fails only in fleet mode
+    /// when the node's certificate, key or CA cannot be read yet, saying which.
+    pub fn request(&self, method: Method, path: &str) -> Result<RequestBuilder, String> {
+        let url = self.url(path);
+        let client = match &self.tls {
+            Some(tls) if Self::is_api(path) => tls.client()?,
+            _ => self.plain.clone(),
+        };
+        Ok(client.request(method, url))
+    }
+}
+
+impl TlsClient {
+    fn client(&self) -> Result<Client, String> {
+        let now = stamp(&self.files);
+        let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, client)) = built.as_ref() {
+            if *at == now {
+                return Ok(client.clone());
+            }
+        }
+        let client = mtls_client(&self.files)?;
+        *built = Some((now, client.clone()));
+        Ok(client)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(address: &str, local: &str, tls: Option<ClientTlsFiles>) -> DriverSettings {
+        DriverSettings {
+            state_dir: std::env::temp_dir(),
+            stop_timeout: Duration::from_secs(1),
+            runtime_address: address.into(),
+            runtime_local_address: local.into(),
+            runtime_client_tls: tls,
+        }
+    }
+
+    #[test]
+    fn api_paths_go_to_the_api_base_and_node_paths_to_the_door() {
+        let t = SmolvmTransport::new(&settings(
+            "https://10.8.0.12:8443/",
+            "http://127.0.0.1:8444",
+            None,
+        ))
+        .unwrap();
+        assert_eq!(
+            t.url("/api/v1/machines"),
+            "https://10.8.0.12:8443/api/v1/machines"
+        );
+        assert_eq!(t.url("/capacity"), "http://127.0.0.1:8444/capacity");
+        assert_eq!(t.url("/health"), "http://127.0.0.1:8444/health");
+    }
+
+    #[test]
+    fn fleet_mode_without_a_certificate_says_what_is_missing_but_the_door_works() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = ClientTlsFiles {
+            cert: dir.path().join("node.crt"),
+            key: dir.path().join("node.key"),
+            ca: dir.path().join("ca.crt"),
+        };
+        let t = SmolvmTransport::new(&settings(
+            "https://127.0.0.1:8443",
+            "http://127.0.0.1:8444",
+            Some(files.clone()),
+        ))
+        .unwrap();
+        let err = t.request(Method::GET, "/api/v1/machines").unwrap_err();
+        assert!(err.contains("no node certificate"), "{err}");
+        assert!(err.contains("node.crt"), "{err}");
+        assert!(t.request(Method::GET, "/capacity").is_ok());
+
+        // Once the files are there (a registration stored them), the mTLS client is built.
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["node-1".into()])
+            .unwrap()
+            .signed_by(&key, &rcgen::Issuer::new(ca_params, ca_key))
+            .unwrap();
+        std::fs::write(&files.cert, cert.pem()).unwrap();
+        std::fs::write(&files.key, key.serialize_pem()).unwrap();
+        std::fs::write(&files.ca, ca.pem()).unwrap();
+        let request = t
+            .request(Method::GET, "/api/v1/machines")
+            .unwrap()
+            .build()
+            .unwrap();
+        assert_eq!(
+            request.url().as_str(),
+            "https://127.0.0.1:8443/api/v1/machines"
+        );
+
+        // A key that is not PEM is named.
+        std::fs::write(&files.key, "not a key").unwrap();
+        let later = SystemTime::now() + Duration::from_secs(5);
+        std::fs::File::options()
+            .write(true)
+            .open(&files.key)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        let err = t.request(Method::GET, "/api/v1/machines").unwrap_err();
+        assert!(err.contains("node certificate and key"), "{err}");
+    }
+}
