@@ -9,5 +9,6 @@ pub mod loadgen;
 pub mod reported;
 pub mod shutdown;
 pub mod store;
+pub mod unknown_fields;
 pub mod up;
 pub mod validate;

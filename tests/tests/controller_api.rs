@@ -511,7 +511,8 @@ async fn refusals_are_api_errors_and_change_nothing() {
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["code"], "method_not_allowed");
     assert!(
-        fleetwire_types::read::<fleetwire_types::ApiError>(body.to_string().as_bytes()).is_ok()
+        fleetwire_types::read_strict::<fleetwire_types::ApiError>(body.to_string().as_bytes())
+            .is_ok()
     );
 
     // The reference site is served under /docs/.

@@ -90,6 +90,7 @@ impl SmolvmDriver {
             return Err(error_of("GET", path, status, &body));
         }
         fleetwire_types::read::<T>(&body)
+            .map(fleetwire_types::Accepted::into_inner)
             .map_err(|r| CallError(format!("GET {path}: not a valid {}: {r}", T::INFO.name)))
     }
 
@@ -106,6 +107,7 @@ impl SmolvmDriver {
             .enumerate()
             .map(|(i, item)| {
                 fleetwire_types::read_value::<RuntimeMachine>(item)
+                    .map(fleetwire_types::Accepted::into_inner)
                     .map_err(|r| CallError(format!("GET {path}: item {i}: {r}")))
             })
             .collect()
@@ -223,7 +225,7 @@ impl SmolvmDriver {
 }
 
 fn error_of(method: &str, path: &str, status: StatusCode, body: &[u8]) -> CallError {
-    match fleetwire_types::read::<RuntimeError>(body) {
+    match fleetwire_types::read::<RuntimeError>(body).map(fleetwire_types::Accepted::into_inner) {
         Ok(e) => CallError(format!(
             "{method} {path}: {status}: {} ({})",
             e.error, e.code
@@ -294,7 +296,9 @@ impl Driver for SmolvmDriver {
                 Some("runtime stalled: GET /capacity answered 503".to_string()),
             ),
             Ok((status, body)) if status.is_success() => {
-                match fleetwire_types::read::<RuntimeCapacity>(&body) {
+                match fleetwire_types::read::<RuntimeCapacity>(&body)
+                    .map(fleetwire_types::Accepted::into_inner)
+                {
                     Ok(c) => (Some(c), false, None),
                     Err(r) => (
                         None,
