@@ -106,7 +106,9 @@ fn open_closed_structs(file: &mut syn::File) -> Result<Vec<String>> {
         attrs.retain(|attr| !is_deny_unknown_fields(attr));
         if attrs.len() != before {
             if matches!(item, syn::Item::Enum(_)) {
-                anyhow::bail!("typify closed the enum `{name}`: the strict deserializer only opens structs");
+                anyhow::bail!(
+                    "typify closed the enum `{name}`: the strict deserializer only opens structs"
+                );
             }
             closed.push(name);
         }
@@ -256,7 +258,9 @@ fn struct_rules_table(bundle: &Bundle, closed: &[String]) -> Result<String> {
             ));
         }
     }
-    out.push_str("        _ => crate::strict::StructRules { non_null: &[], closed: false },\n    }\n}\n\n");
+    out.push_str(
+        "        _ => crate::strict::StructRules { non_null: &[], closed: false },\n    }\n}\n\n",
+    );
     Ok(out)
 }
 

@@ -63,10 +63,15 @@ pub trait WireDocument: serde::de::DeserializeOwned + serde::Serialize {
 }
 
 mod documents {
-    use super::{compile_validator, read, read_strict, types, Accepted, DocumentInfo, Rejection, WireDocument};
+    use super::{
+        compile_validator, read, read_strict, types, Accepted, DocumentInfo, Rejection,
+        WireDocument,
+    };
     include!(concat!(env!("OUT_DIR"), "/documents.rs"));
 }
-pub use documents::{read_named, read_named_strict, reserialize_named, DOCUMENTS, SCHEMA_FILES, TIMESTAMP_PATTERN};
+pub use documents::{
+    read_named, read_named_strict, reserialize_named, DOCUMENTS, SCHEMA_FILES, TIMESTAMP_PATTERN,
+};
 
 /// All definitions of all schema files in one document (local `$ref`s only).
 pub const BUNDLE_SCHEMA: &str = include_str!(concat!(env!("OUT_DIR"), "/bundle.schema.json"));

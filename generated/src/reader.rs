@@ -307,7 +307,11 @@ fn malformed(err: serde_json::Error) -> Rejection {
 
 /// The slow path: why the typed parse refused `bytes`. Unknown fields are not why (the parse
 /// sets them aside), so they are left out unless the policy is strict.
-fn explain<T: WireDocument>(bytes: &[u8], typed_error: serde_json::Error, strict: bool) -> Rejection {
+fn explain<T: WireDocument>(
+    bytes: &[u8],
+    typed_error: serde_json::Error,
+    strict: bool,
+) -> Rejection {
     let value: Value = match serde_json::from_slice(bytes) {
         Ok(value) => value,
         Err(err) => return malformed(err),

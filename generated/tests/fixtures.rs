@@ -82,7 +82,10 @@ fn documents_with_unknown_fields_are_accepted_with_them_reported() {
         // valid as written.
         let mut stripped = value.clone();
         for pointer in &reported {
-            assert!(value.pointer(pointer).is_some(), "{pointer} is not in the document");
+            assert!(
+                value.pointer(pointer).is_some(),
+                "{pointer} is not in the document"
+            );
             let (parent, key) = pointer.rsplit_once('/').unwrap();
             stripped
                 .pointer_mut(parent)
@@ -91,7 +94,11 @@ fn documents_with_unknown_fields_are_accepted_with_them_reported() {
                 .shift_remove(&key.replace("~1", "/").replace("~0", "~"));
         }
         let stripped = serde_json::to_vec(&stripped).unwrap();
-        assert!(read_named_strict(&name, &stripped).unwrap().is_ok(), "{}", path.display());
+        assert!(
+            read_named_strict(&name, &stripped).unwrap().is_ok(),
+            "{}",
+            path.display()
+        );
         let refused = read_named_strict(&name, &bytes).unwrap().unwrap_err();
         let mut refused_at: Vec<&str> = refused
             .violations()

@@ -18,7 +18,11 @@ fn fixture(path: &str) -> String {
 /// The typical reported.json with its first instance's `restartCount` spelled `spelling`.
 fn reported_with_restart_count(spelling: &str) -> Vec<u8> {
     let text = fixture("HostReportedState/valid/typical.json");
-    let text = text.replacen("\"restartCount\": 1,", &format!("\"restartCount\": {spelling},"), 1);
+    let text = text.replacen(
+        "\"restartCount\": 1,",
+        &format!("\"restartCount\": {spelling},"),
+        1,
+    );
     assert!(text.contains(&format!("\"restartCount\": {spelling},")));
     text.into_bytes()
 }
@@ -58,8 +62,11 @@ fn fractions_and_values_past_the_width_are_refused_with_the_schema_keyword() {
         let bytes = reported_with_restart_count(spelling);
         let refused = read::<HostReportedState>(&bytes).unwrap_err();
         assert!(
-            refused.violations().iter().any(|v| v.keyword == keyword
-                && v.instance_path.as_str() == "/instances/0/restartCount"),
+            refused
+                .violations()
+                .iter()
+                .any(|v| v.keyword == keyword
+                    && v.instance_path.as_str() == "/instances/0/restartCount"),
             "{spelling}: {refused}"
         );
     }
@@ -74,8 +81,14 @@ fn a_heartbeat_from_a_float_serialiser_is_read() {
     let cores = value["cpu_cores"].as_u64().unwrap();
     let text = serde_json::to_string(&value)
         .unwrap()
-        .replace(&format!("\"ram_total_mb\":{total}"), &format!("\"ram_total_mb\":{total}.0"))
-        .replace(&format!("\"cpu_cores\":{cores}"), &format!("\"cpu_cores\":{cores}e0"));
+        .replace(
+            &format!("\"ram_total_mb\":{total}"),
+            &format!("\"ram_total_mb\":{total}.0"),
+        )
+        .replace(
+            &format!("\"cpu_cores\":{cores}"),
+            &format!("\"cpu_cores\":{cores}e0"),
+        );
     assert!(text.contains(".0") && text.contains("e0"));
     let hb = read::<NodeHeartbeat>(text.as_bytes()).unwrap().into_inner();
     assert_eq!(hb.ram_total_mb, total);
@@ -87,8 +100,11 @@ fn a_heartbeat_from_a_float_serialiser_is_read() {
 
 #[test]
 fn a_uint64_past_its_range_is_refused_with_maximum() {
-    let text = fixture("HostReportedState/valid/typical.json")
-        .replacen("\"cacheBytes\": 214748364800", "\"cacheBytes\": 1e20", 1);
+    let text = fixture("HostReportedState/valid/typical.json").replacen(
+        "\"cacheBytes\": 214748364800",
+        "\"cacheBytes\": 1e20",
+        1,
+    );
     let refused = read::<HostReportedState>(text.as_bytes()).unwrap_err();
     assert!(
         refused

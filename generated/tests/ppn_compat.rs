@@ -7,7 +7,9 @@
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
-use fleetwire_types::{read_strict as read, CreateVmRequest, FleetStatus, NodeHeartbeat, NodeRecord, VmRecord};
+use fleetwire_types::{
+    read_strict as read, CreateVmRequest, FleetStatus, NodeHeartbeat, NodeRecord, VmRecord,
+};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Deserialize, Serialize)]

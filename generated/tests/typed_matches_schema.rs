@@ -155,7 +155,10 @@ const RAW: &str = "\u{1}raw:";
 /// The document's text, with every [`raw`] number spelled as given.
 fn spell(doc: &Value) -> Vec<u8> {
     let text = serde_json::to_string(doc).unwrap();
-    let marker = format!("\"{}", serde_json::to_string(RAW).unwrap().trim_matches('"'));
+    let marker = format!(
+        "\"{}",
+        serde_json::to_string(RAW).unwrap().trim_matches('"')
+    );
     let mut out = String::with_capacity(text.len());
     let mut rest = text.as_str();
     while let Some(at) = rest.find(&marker) {
@@ -180,7 +183,9 @@ const IMPLICIT_U64_MAXIMUM: &[&str] = &[
 
 fn has_huge_integer(value: &Value) -> bool {
     match value {
-        Value::Number(n) => n.as_f64().is_some_and(|f| f.abs() >= 1.8e19 && f.fract() == 0.0),
+        Value::Number(n) => n
+            .as_f64()
+            .is_some_and(|f| f.abs() >= 1.8e19 && f.fract() == 0.0),
         Value::Array(items) => items.iter().any(has_huge_integer),
         Value::Object(map) => map.values().any(has_huge_integer),
         _ => false,
@@ -282,9 +287,19 @@ fn check(name: &str, doc: &Value) -> Result<(), TestCaseError> {
     match read_named(name, &bytes).unwrap() {
         Ok(accepted) => {
             let unknown: Vec<&str> = accepted.unknown_fields.iter().map(|p| p.as_str()).collect();
-            prop_assert_eq!(unknown.is_empty(), schema, "{}: {:?} in {}", name, unknown, doc);
+            prop_assert_eq!(
+                unknown.is_empty(),
+                schema,
+                "{}: {:?} in {}",
+                name,
+                unknown,
+                doc
+            );
             for pointer in &unknown {
-                prop_assert!(doc.pointer(pointer).is_some(), "{name}: {pointer} is not in {doc}");
+                prop_assert!(
+                    doc.pointer(pointer).is_some(),
+                    "{name}: {pointer} is not in {doc}"
+                );
             }
             let stripped = without(doc, &unknown);
             prop_assert!(
@@ -292,7 +307,12 @@ fn check(name: &str, doc: &Value) -> Result<(), TestCaseError> {
                 "{name}: accepted, but invalid without {unknown:?}: {stripped}"
             );
         }
-        Err(_) => prop_assert!(!schema, "{}: the default reader refused a valid {}", name, doc),
+        Err(_) => prop_assert!(
+            !schema,
+            "{}: the default reader refused a valid {}",
+            name,
+            doc
+        ),
     }
     if let Ok(reserialized) = typed {
         // What the type writes back is valid too, and reads back to the same value.
@@ -354,7 +374,8 @@ fn an_unknown_field_anywhere_is_set_aside_and_named() {
             let Some(Value::Object(map)) = mutated.pointer_mut(&at) else {
                 continue;
             };
-            let one_of_key = map.len() == 1 && (map.contains_key("code") || map.contains_key("signal"));
+            let one_of_key =
+                map.len() == 1 && (map.contains_key("code") || map.contains_key("signal"));
             // A string, which a map of strings (`env`) takes as one more entry.
             map.insert("unexpectedField".into(), json!("x"));
             let bytes = serde_json::to_vec(&mutated).unwrap();
