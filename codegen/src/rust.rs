@@ -173,6 +173,7 @@ pub fn documents(bundle: &Bundle, closed: &[String]) -> Result<String> {
     let mut arms = String::new();
     let mut strict_arms = String::new();
     let mut plain_arms = String::new();
+    let mut written_arms = String::new();
     for (index, root) in bundle.roots.iter().enumerate() {
         let exact = exactness::analyse(bundle, &root.name);
         let why = match &exact {
@@ -195,6 +196,10 @@ pub fn documents(bundle: &Bundle, closed: &[String]) -> Result<String> {
         ));
         strict_arms.push_str(&format!(
             "        {name:?} => read_strict::<types::{name}>(bytes).map(|_| ()),\n",
+            name = root.name
+        ));
+        written_arms.push_str(&format!(
+            "        {name:?} => read::<types::{name}>(bytes).map(|a| serde_json::to_value(&a.value).expect(\"a generated value serializes\")),\n",
             name = root.name
         ));
         plain_arms.push_str(&format!(
@@ -230,6 +235,11 @@ pub fn documents(bundle: &Bundle, closed: &[String]) -> Result<String> {
         "\n/// The typed parse of the root document called `name` (serde into the generated type through the\n/// strict deserializer, unknown fields refused, no schema pass), serialized back: what the generated type makes of `bytes`. For tests and tools that compare\n/// the type with the schema.\npub fn reserialize_named(name: &str, bytes: &[u8]) -> Option<Result<serde_json::Value, serde_json::Error>> {\n    Some(match name {\n",
     );
     out.push_str(&plain_arms);
+    out.push_str("        _ => return None,\n    })\n}\n");
+    out.push_str(
+        "\n/// The root document called `name` as fleetwire writes it after reading `bytes` with\n/// [`crate::read`]: its typed value serialized, unknown fields set aside. For the test that\n/// what fleetwire writes never carries an unknown field.\npub fn written_named(name: &str, bytes: &[u8]) -> Option<Result<serde_json::Value, Rejection>> {\n    Some(match name {\n",
+    );
+    out.push_str(&written_arms);
     out.push_str("        _ => return None,\n    })\n}\n");
     Ok(out)
 }

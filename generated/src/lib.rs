@@ -70,7 +70,8 @@ mod documents {
     include!(concat!(env!("OUT_DIR"), "/documents.rs"));
 }
 pub use documents::{
-    read_named, read_named_strict, reserialize_named, DOCUMENTS, SCHEMA_FILES, TIMESTAMP_PATTERN,
+    read_named, read_named_strict, reserialize_named, written_named, DOCUMENTS, SCHEMA_FILES,
+    TIMESTAMP_PATTERN,
 };
 
 /// All definitions of all schema files in one document (local `$ref`s only).

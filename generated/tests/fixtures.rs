@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use fleetwire_types::{document, read_named, read_named_strict, reserialize_named, Rejection};
+use fleetwire_types::{
+    document, read_named, read_named_strict, reserialize_named, written_named, Rejection,
+};
 use serde_json::Value;
 
 pub fn examples_dir() -> PathBuf {
@@ -235,4 +237,32 @@ fn a_body_that_is_not_utf8_is_malformed_with_its_position() {
             other => panic!("{bad:?} in a string: expected Malformed, got {other:?}"),
         }
     }
+}
+
+/// What fleetwire writes never carries a field its schema does not define, even when what it
+/// writes was read from a peer with unknown fields (the controller forwards a tenant's
+/// `CreateVmRequest` to an agent, a heartbeat's VM records become the node's): the typed value
+/// serializes to a document the schema takes whole, closed objects included.
+#[test]
+fn what_fleetwire_writes_never_carries_unknown_fields() {
+    let mut checked = 0;
+    let mut from_peers_with_unknown_fields = 0;
+    for kind in ["valid", "unknown-fields"] {
+        for (name, path) in fixtures(kind) {
+            let bytes = std::fs::read(&path).unwrap();
+            let written = written_named(&name, &bytes).unwrap().unwrap();
+            let validator = fleetwire_types::compile_validator(&name);
+            let errors: Vec<String> = validator
+                .iter_errors(&written)
+                .map(|e| e.to_string())
+                .collect();
+            assert!(errors.is_empty(), "{}: {errors:?}", path.display());
+            checked += 1;
+            from_peers_with_unknown_fields += usize::from(kind == "unknown-fields");
+        }
+    }
+    assert!(
+        checked >= 40 && from_peers_with_unknown_fields >= 3,
+        "{checked}"
+    );
 }
