@@ -88,12 +88,13 @@ pub fn note_fields(document: &'static str, fields: &[JsonPointer], peer: &str) -
         if logged.len() >= MAX_LOGGED {
             break;
         }
-        let shape = fold_indices(field.as_str());
+        // Cut to a printable, bounded form before it is kept: a peer chooses the name.
+        let shape = printable(&fold_indices(field.as_str()));
         if logged.insert((document, shape.clone())) {
             lines += 1;
             tracing::warn!(
                 document,
-                field = %printable(&shape),
+                field = %shape,
                 peer = %printable(peer),
                 "unknown field set aside: the schema does not define it (logged once per document and field)"
             );
