@@ -74,6 +74,22 @@ async fn unknown_fields_are_set_aside_answered_as_warnings_and_counted() {
     assert_eq!(node["vm_count"], 1, "{node}");
     assert!(node.get("gpu_model").is_none());
 
+    // A registration from a newer agent: registered, and warned about.
+    let mut registration = registration("n2", agent_port, 10);
+    registration["engine_version"] = json!("1.0.0");
+    let response = client
+        .post(controller.url("/v1/nodes/register"))
+        .json(&registration)
+        .send()
+        .await
+        .unwrap();
+    let got = warnings(&response);
+    let status = response.status().as_u16();
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(got, ["299 - \"unknown field /engine_version\""]);
+    assert_eq!(answer["node"]["node_id"], "n2", "{answer}");
+
     // A heartbeat the schema knows whole gets no warning.
     let response = client
         .post(controller.url("/v1/nodes/heartbeat"))
@@ -119,6 +135,7 @@ async fn unknown_fields_are_set_aside_answered_as_warnings_and_counted() {
         "fleetwire_controller_unknown_fields_total{document=\"CreateVmRequest\"} 1",
         // The node agent's spawn answer carried `hypervisor`.
         "fleetwire_controller_unknown_fields_total{document=\"VmRecord\"} 1",
+        "fleetwire_controller_unknown_fields_total{document=\"RegisterNodeRequest\"} 1",
     ] {
         assert!(metrics.contains(line), "missing {line:?} in\n{metrics}");
     }
