@@ -1,7 +1,8 @@
 //! Which root documents the generated types enforce completely.
 //!
 //! typify turns most constraints into types (patterns and lengths into validating newtypes,
-//! `uint32` into `u32`, `additionalProperties: false` into `deny_unknown_fields`), but not all
+//! `uint32` into `u32`, `additionalProperties: false` into a closed struct whose unknown keys
+//! the strict deserializer counts and the reader reports or refuses), but not all
 //! of them (a float's minimum, `minItems`, string formats). For a document whose every
 //! constraint is of the first kind, "it deserialized" already means "it is valid", and the
 //! validated reader can skip the schema pass on success. Anything this module does not
@@ -170,8 +171,10 @@ fn check_integer_bounds(obj: &Map<String, Value>) -> Result<(), String> {
             .and_then(|v| v.as_i64().map(i128::from).or(v.as_u64().map(i128::from)))
     };
     // The schema must state the type's range: an unbounded JSON integer that fits no Rust
-    // integer would be valid yet refused. Only `uint64` may leave its maximum implicit, since
-    // integers past it do not reach the validator as integers anyway.
+    // integer would be valid yet refused. `uint64` may leave its maximum implicit (the type
+    // refuses nothing the schema refuses), but then an integer past 2^64, which JSON Schema
+    // counts as an integer however it is spelled (`1e20`), is valid and refused by the type:
+    // fleetwire's own schemas state it (README "It parsed" means "it is valid").
     let min_ok = match bound("minimum") {
         None => false,
         Some(m) => m == lo || (lo == 0 && m == 1),

@@ -54,7 +54,7 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
     let space = rust::type_space(&bundle)?;
     let types_rs = rust::types(&space)?;
     let model = model::Model::build(&bundle, &space, &schemas_dir.join(model::EXAMPLES_DIR))?;
-    let documents_rs = rust::documents(&bundle)?;
+    let documents_rs = rust::documents(&bundle, &rust::closed_structs(&space)?)?;
     let bundle_json = pretty(&bundle.to_value())?;
     let openapi_json = openapi::document(&bundle)?
         .map(|doc| pretty(&doc))

@@ -10,6 +10,7 @@
 
 mod api;
 mod examples;
+pub mod policy;
 mod rust_names;
 pub mod words;
 
@@ -73,6 +74,8 @@ pub struct DocumentDoc {
     pub file: String,
     pub types: Vec<String>,
     pub examples: Vec<Example>,
+    /// Where fleetwire reads and writes it, for the unknown-field policy.
+    pub unknown_fields: policy::UnknownFieldPolicy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,6 +236,10 @@ impl Model {
                 file: root.file.clone(),
                 types: reached,
                 examples: examples::load(examples_dir, &root.name)?,
+                unknown_fields: policy::of(
+                    &root.name,
+                    bundle.defs.get(&root.name).unwrap_or(&Value::Null),
+                ),
             });
         }
         let mut api = api;

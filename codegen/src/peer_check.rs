@@ -399,13 +399,16 @@ impl<'a> Walk<'a> {
                     what: "upstream requires it; fleetwire never sends it".into(),
                 });
             }
-        } else if o.get("additionalProperties") == Some(&Value::Bool(false)) {
-            for field in their_props.keys().filter(|f| !our_props.contains_key(*f)) {
-                out.push(Disagreement {
-                    at: format!("{at}/{field}"),
-                    what: "upstream may send it; fleetwire's closed object refuses it".into(),
-                });
-            }
+        } else if o.contains_key("properties")
+            && o.get("additionalProperties") != Some(&Value::Bool(false))
+        {
+            // Fields upstream sends that fleetwire does not define are set aside and reported by
+            // the reader (README "Unknown fields"), which needs the object closed; an open one
+            // would take them silently.
+            out.push(Disagreement {
+                at: at.to_string(),
+                what: "fleetwire's object is open: fields it does not read would be taken silently instead of reported".into(),
+            });
         }
         if let (Some(oi), Some(ti)) = (o.get("items"), t.get("items")) {
             self.compare(oi, ti, &format!("{at}/[]"), out, depth + 1);
@@ -540,6 +543,8 @@ mod tests {
                     "size": {"type": "integer", "format": "uint64", "minimum": 0}
                 },
                 "required": ["count", "name"], "additionalProperties": false},
+            "Open": {"type": "object", "x-upstream": {"program": "p", "version": "1", "schema": "Open", "direction": "read"},
+                "properties": {"name": {"type": "string"}}},
             "Ask": {"type": "object", "x-upstream": {"program": "p", "version": "1", "schema": "Ask", "direction": "send"},
                 "properties": {"memMb": {"type": "integer", "format": "uint64", "minimum": 1}, "extra": {"type": "boolean"}},
                 "required": ["memMb"]}
@@ -556,6 +561,7 @@ mod tests {
                 "size": {"type": "string"},
                 "more": {"type": "boolean"}
             }, "required": ["count"]},
+            "Open": {"type": "object", "properties": {"name": {"type": "string"}, "more": {"type": "boolean"}}},
             "Ask": {"type": "object", "properties": {
                 "memMb": {"type": "integer", "format": "int32", "minimum": 0},
                 "cpus": {"type": "integer"}
@@ -574,7 +580,7 @@ mod tests {
             "Answer/name",  // we require what upstream marks optional
             "Answer/gone",  // we read a field upstream does not have
             "Answer/size",  // integer vs string
-            "Answer/more",  // our closed object refuses a field upstream sends
+            "Open",         // an open object would take unknown fields silently
             "Ask/memMb",    // we send up to u64::MAX; upstream takes int32
             "Ask/extra",    // we send a field upstream's request lacks
             "Ask/cpus",     // upstream requires a field we never send

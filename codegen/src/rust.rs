@@ -68,10 +68,14 @@ pub fn type_space(bundle: &Bundle) -> Result<RustTypes> {
     })
 }
 
-/// The types of every definition, as typify writes them.
+/// The types of every definition, as typify writes them, except that structs do not carry
+/// `deny_unknown_fields`: a closed object's unknown keys are skipped and counted by the strict
+/// deserializer instead of failing the parse (the unknown-field policy, README "Unknown
+/// fields"); [`closed_structs`] names the structs that carried it.
 pub fn types(types: &RustTypes) -> Result<String> {
-    let file: syn::File =
+    let mut file: syn::File =
         syn::parse2(types.space.to_stream()).context("typify emitted unparsable Rust")?;
+    open_closed_structs(&mut file)?;
     let ranges: syn::File =
         syn::parse_str(&bounded::range_types(&types.ranges)).context("range types parse")?;
     Ok(format!(
@@ -79,6 +83,63 @@ pub fn types(types: &RustTypes) -> Result<String> {
         prettyplease::unparse(&file),
         prettyplease::unparse(&ranges)
     ))
+}
+
+/// The generated structs whose schema is closed (`additionalProperties: false`, which typify
+/// writes as `#[serde(deny_unknown_fields)]`), sorted.
+pub fn closed_structs(types: &RustTypes) -> Result<Vec<String>> {
+    let mut file: syn::File =
+        syn::parse2(types.space.to_stream()).context("typify emitted unparsable Rust")?;
+    open_closed_structs(&mut file)
+}
+
+/// Takes `#[serde(deny_unknown_fields)]` off every struct of `file`; returns their names.
+fn open_closed_structs(file: &mut syn::File) -> Result<Vec<String>> {
+    let mut closed = Vec::new();
+    for item in &mut file.items {
+        let (attrs, name) = match item {
+            syn::Item::Struct(s) => (&mut s.attrs, s.ident.to_string()),
+            syn::Item::Enum(e) => (&mut e.attrs, e.ident.to_string()),
+            _ => continue,
+        };
+        let before = attrs.len();
+        attrs.retain(|attr| !is_deny_unknown_fields(attr));
+        if attrs.len() != before {
+            if matches!(item, syn::Item::Enum(_)) {
+                anyhow::bail!(
+                    "typify closed the enum `{name}`: the strict deserializer only opens structs"
+                );
+            }
+            closed.push(name);
+        }
+    }
+    closed.sort();
+    Ok(closed)
+}
+
+/// `#[serde(deny_unknown_fields)]` on its own. Mixed with other serde options (which typify does
+/// not write) it is refused, so that this code learns to split them before it drops any.
+fn is_deny_unknown_fields(attr: &syn::Attribute) -> bool {
+    if !attr.path().is_ident("serde") {
+        return false;
+    }
+    let (mut deny, mut others) = (false, false);
+    let parsed = attr.parse_nested_meta(|meta| {
+        if meta.path.is_ident("deny_unknown_fields") {
+            deny = true;
+        } else {
+            others = true;
+            if meta.input.peek(syn::Token![=]) {
+                meta.value()?.parse::<syn::Expr>()?;
+            }
+        }
+        Ok(())
+    });
+    assert!(
+        !(deny && (others || parsed.is_err())),
+        "typify wrote deny_unknown_fields beside other serde options"
+    );
+    deny
 }
 
 /// The name of every type generated (typify's structs, enums and newtypes, and the range
@@ -103,14 +164,16 @@ pub fn generated_type_names(types: &RustTypes) -> Vec<String> {
 
 /// The root-document table: each root type implements `WireDocument`, whose validator is
 /// compiled once from the embedded bundle, and `read_named` dispatches by name.
-pub fn documents(bundle: &Bundle) -> Result<String> {
+pub fn documents(bundle: &Bundle, closed: &[String]) -> Result<String> {
     let mut out = String::from(HEADER);
     out.push_str(
         "\n/// Every root document, in schema order.\npub const DOCUMENTS: &[DocumentInfo] = &[\n",
     );
     let mut impls = String::new();
     let mut arms = String::new();
+    let mut strict_arms = String::new();
     let mut plain_arms = String::new();
+    let mut written_arms = String::new();
     for (index, root) in bundle.roots.iter().enumerate() {
         let exact = exactness::analyse(bundle, &root.name);
         let why = match &exact {
@@ -128,7 +191,15 @@ pub fn documents(bundle: &Bundle) -> Result<String> {
             name = root.name,
         ));
         arms.push_str(&format!(
-            "        {name:?} => read::<types::{name}>(bytes).map(|_| ()),\n",
+            "        {name:?} => read::<types::{name}>(bytes).map(|a| a.map(|_| ())),\n",
+            name = root.name
+        ));
+        strict_arms.push_str(&format!(
+            "        {name:?} => read_strict::<types::{name}>(bytes).map(|_| ()),\n",
+            name = root.name
+        ));
+        written_arms.push_str(&format!(
+            "        {name:?} => read::<types::{name}>(bytes).map(|a| serde_json::to_value(&a.value).expect(\"a generated value serializes\")),\n",
             name = root.name
         ));
         plain_arms.push_str(&format!(
@@ -147,37 +218,59 @@ pub fn documents(bundle: &Bundle) -> Result<String> {
         timestamp_pattern.context("schemas/ must define `Timestamp` with a `pattern`")?
     ));
     out.push_str(&schema_files(bundle));
-    out.push_str(&non_nullable_table(bundle)?);
+    out.push_str(&struct_rules_table(bundle, closed)?);
     out.push_str(&string_enums(bundle));
     out.push_str(&impls);
     out.push_str(
-        "/// Reads `bytes` as the root document called `name` through the same validated reader the\n/// programs use, discarding the typed value. `None` when no root document has that name.\npub fn read_named(name: &str, bytes: &[u8]) -> Option<Result<(), Rejection>> {\n    Some(match name {\n",
+        "/// Reads `bytes` as the root document called `name` through the same validated reader the\n/// programs use ([`crate::read`]: unknown fields set aside and reported), discarding the typed\n/// value. `None` when no root document has that name.\npub fn read_named(name: &str, bytes: &[u8]) -> Option<Result<Accepted<()>, Rejection>> {\n    Some(match name {\n",
     );
     out.push_str(&arms);
     out.push_str("        _ => return None,\n    })\n}\n");
     out.push_str(
-        "\n/// The typed parse of the root document called `name` (serde into the generated type, no schema pass),\n/// serialized back: what the generated type makes of `bytes`. For tests and tools that compare\n/// the type with the schema.\npub fn reserialize_named(name: &str, bytes: &[u8]) -> Option<Result<serde_json::Value, serde_json::Error>> {\n    Some(match name {\n",
+        "\n/// [`read_named`] with unknown fields refused ([`crate::read_strict`]).\npub fn read_named_strict(name: &str, bytes: &[u8]) -> Option<Result<(), Rejection>> {\n    Some(match name {\n",
+    );
+    out.push_str(&strict_arms);
+    out.push_str("        _ => return None,\n    })\n}\n");
+    out.push_str(
+        "\n/// The typed parse of the root document called `name` (serde into the generated type through the\n/// strict deserializer, unknown fields refused, no schema pass), serialized back: what the generated type makes of `bytes`. For tests and tools that compare\n/// the type with the schema.\npub fn reserialize_named(name: &str, bytes: &[u8]) -> Option<Result<serde_json::Value, serde_json::Error>> {\n    Some(match name {\n",
     );
     out.push_str(&plain_arms);
+    out.push_str("        _ => return None,\n    })\n}\n");
+    out.push_str(
+        "\n/// The root document called `name` as fleetwire writes it after reading `bytes` with\n/// [`crate::read`]: its typed value serialized, unknown fields set aside. For the test that\n/// what fleetwire writes never carries an unknown field.\npub fn written_named(name: &str, bytes: &[u8]) -> Option<Result<serde_json::Value, Rejection>> {\n    Some(match name {\n",
+    );
+    out.push_str(&written_arms);
     out.push_str("        _ => return None,\n    })\n}\n");
     Ok(out)
 }
 
-/// The optional properties that may not be `null`, per generated struct: serde reads `null` into
-/// an `Option` as "absent", so the strict deserializer (`fleetwire_types::strict`) refuses it for
-/// these. Objects are named definitions here; inline objects are left to the schema pass (see
-/// `exactness`).
-fn non_nullable_table(bundle: &Bundle) -> Result<String> {
+/// What the strict deserializer (`fleetwire_types::strict`) knows of each generated struct:
+/// - the optional properties that may not be `null` (serde reads `null` into an `Option` as
+///   "absent", so the strict deserializer refuses it for these). Objects are named definitions
+///   here; inline objects are left to the schema pass (see `exactness`);
+/// - whether its schema is closed, so that a key it skips is counted as an unknown field.
+fn struct_rules_table(bundle: &Bundle, closed: &[String]) -> Result<String> {
     let mut out = String::from(
-        "/// Optional properties of each generated struct that may not be `null` (by JSON name).\npub(crate) fn non_nullable_optional(struct_name: &str) -> &'static [&'static str] {\n    match struct_name {\n",
+        "/// What the strict deserializer knows of each generated struct: its optional properties that may\n/// not be `null` (by JSON name), and whether its schema is closed.\npub(crate) fn struct_rules(struct_name: &str) -> crate::strict::StructRules {\n    match struct_name {\n",
     );
-    for (name, schema) in &bundle.defs {
-        let props = non_nullable_optional(schema);
-        if !props.is_empty() {
-            out.push_str(&format!("        {name:?} => &{props:?},\n"));
+    let mut names: std::collections::BTreeSet<&str> = closed.iter().map(String::as_str).collect();
+    names.extend(bundle.defs.keys().map(String::as_str));
+    for name in names {
+        let props = bundle
+            .defs
+            .get(name)
+            .map(non_nullable_optional)
+            .unwrap_or_default();
+        let is_closed = closed.iter().any(|c| c == name);
+        if !props.is_empty() || is_closed {
+            out.push_str(&format!(
+                "        {name:?} => crate::strict::StructRules {{ non_null: &{props:?}, closed: {is_closed} }},\n"
+            ));
         }
     }
-    out.push_str("        _ => &[],\n    }\n}\n\n");
+    out.push_str(
+        "        _ => crate::strict::StructRules { non_null: &[], closed: false },\n    }\n}\n\n",
+    );
     Ok(out)
 }
 

@@ -123,6 +123,7 @@ struct DocumentPage {
     used_by: Vec<Link>,
     schema_href: String,
     schema_file: String,
+    policy: crate::model::policy::UnknownFieldPolicy,
 }
 
 pub struct ParamView {
@@ -482,6 +483,7 @@ fn render_document(model: &Model, doc: &model::DocumentDoc) -> Result<String> {
         used_by,
         schema_href: format!("schemas/{}", doc.file),
         schema_file: doc.file.clone(),
+        policy: doc.unknown_fields.clone(),
     }
     .render()
     .with_context(|| format!("rendering the page of {}", doc.name))

@@ -309,7 +309,7 @@ fn every_definition_description_and_enum_value_is_shown() {
         if schema.get("properties").is_some() {
             want.push(
                 match schema.get("additionalProperties") {
-                    Some(Value::Bool(false)) => "Closed: a field not listed here is refused.",
+                    Some(Value::Bool(false)) => "Closed: a field not listed here is not part of it. fleetwire never writes one; read from a peer, it is set aside and reported, and refused in strict mode",
                     Some(Value::Object(_)) => "Any other field is accepted when its value is",
                     _ => "Open: a field not listed here is accepted",
                 }
@@ -664,4 +664,89 @@ fn docs_command_removes_what_it_wrote_before_and_nothing_else() {
     );
     assert!(out.path().join("outside.txt").exists());
     assert!(dir.join("index.html").exists());
+}
+
+/// The unknown-field policy is stated on the index and, per document, on every document page:
+/// where fleetwire reads it from a peer (with what happens to an unknown field there, and the
+/// strict mode), and that what fleetwire writes never carries one.
+#[test]
+fn every_document_page_states_the_unknown_field_policy() {
+    let index = page(model::INDEX_PAGE);
+    let general = text(by_id(&index, "unknown-fields").expect("the index's Unknown fields"));
+    for words in [
+        "set aside and reported",
+        "Warning: 299",
+        "--strict",
+        "never carry",
+    ] {
+        assert!(general.contains(words), "index: {words:?} in {general}");
+    }
+    let bundle: Value = serde_json::from_str(&outputs().bundle_json).unwrap();
+    for doc in &outputs().model.documents {
+        let html = page(&model::document_page(&doc.name));
+        let section = text(
+            by_id(&html, "unknown-fields")
+                .unwrap_or_else(|| panic!("{}: no Unknown fields section", doc.name)),
+        );
+        let closed = bundle["$defs"][&doc.name]["additionalProperties"] == Value::Bool(false);
+        let policy = &doc.unknown_fields;
+        assert!(!policy.general, "{}: not in the policy table", doc.name);
+        if !policy.read_from.is_empty() {
+            assert!(
+                section.contains("fleetwire reads this document from"),
+                "{}",
+                doc.name
+            );
+            if closed {
+                for words in [
+                    "set aside and reported",
+                    "fleetwire validate --strict",
+                    "additionalProperties",
+                ] {
+                    assert!(
+                        section.contains(words),
+                        "{}: {words:?} in {section}",
+                        doc.name
+                    );
+                }
+                assert_eq!(
+                    section.contains("Warning: 299"),
+                    policy.warns_in_answer,
+                    "{}: {section}",
+                    doc.name
+                );
+            } else {
+                assert!(
+                    section.contains("neither reported nor refused"),
+                    "{}: {section}",
+                    doc.name
+                );
+            }
+        }
+        if !policy.written_to.is_empty() {
+            assert!(
+                section.contains("never carries a field its schema does not define"),
+                "{}",
+                doc.name
+            );
+        }
+    }
+    // The documents named in the issue: peers' documents, read with unknown fields reported.
+    for name in [
+        "NodeHeartbeat",
+        "CreateVmRequest",
+        "HostReportedState",
+        "VmRecord",
+    ] {
+        let doc = outputs()
+            .model
+            .documents
+            .iter()
+            .find(|d| d.name == name)
+            .unwrap();
+        assert!(
+            doc.unknown_fields.closed && !doc.unknown_fields.read_from.is_empty(),
+            "{name}"
+        );
+    }
 }

@@ -58,7 +58,6 @@ impl<'de> ::serde::Deserialize<'de> for AgentVersion {
 }
 ///Body of every error answer of the controller's API.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct ApiError {
     ///What kind of failure this is; stable, for programs to branch on.
     pub code: ApiErrorCode,
@@ -289,7 +288,6 @@ impl<'de> ::serde::Deserialize<'de> for AppId {
 }
 ///The meters of one app.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct AppMeters {
     ///The app metered.
     #[serde(rename = "appId")]
@@ -544,7 +542,6 @@ impl<'de> ::serde::Deserialize<'de> for CheckpointId {
 }
 ///Names a checkpoint and the engine version that captured it.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct CheckpointRef {
     ///The checkpoint to restore.
     pub checkpoint_id: CheckpointId,
@@ -695,7 +692,6 @@ impl<'de> ::serde::Deserialize<'de> for CommandItem {
 }
 ///One measurement of an instance's memory and CPU use.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct ComputeUsage {
     ///Share of CPU the instance was using at measurement time; absent or null when not measured.
     #[serde(rename = "cpuShare", skip_serializing_if = "::std::option::Option::is_none")]
@@ -712,7 +708,6 @@ pub struct ComputeUsage {
 }
 ///Body of smolvm's POST /api/v1/machines as the agent sends it: it creates the machine's record and disks but does not boot it (start is its own call). Only the fields fleetwire sets; smolvm ignores fields it does not know, so none other is ever sent.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct CreateMachineRequest {
     ///Command and arguments to run instead of the image's default command. Only with an image.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -741,7 +736,7 @@ pub struct CreateMachineRequest {
     #[serde(rename = "storageGb")]
     pub storage_gb: ::std::num::NonZeroU32,
 }
-///Body of POST /v1/vms. Its first fields are PPN's create request, so PPN clients work unchanged; the rest are optional fleetwire fields. The controller fills in vm_id when absent, picks a node and forwards this same body, vm_id included, to that node agent's POST /v1/spawn. Unknown fields are accepted, as PPN readers do.
+///Body of POST /v1/vms. Its first fields are PPN's create request, so PPN clients work unchanged; the rest are optional fleetwire fields. The controller fills in vm_id when absent, picks a node and forwards this same body, vm_id included, to that node agent's POST /v1/spawn. Fields it does not define are set aside and reported in the answer's Warning headers, not refused (the unknown-field policy), much as PPN readers ignore them.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct CreateVmRequest {
     ///The argv to run in the VM instead of the image's default command.
@@ -860,7 +855,6 @@ impl<'de> ::serde::Deserialize<'de> for DeploymentId {
 }
 ///One app instance the host should have, and how it should run.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct DesiredInstance {
     ///The app to run.
     #[serde(rename = "appId")]
@@ -1083,7 +1077,6 @@ impl ::std::convert::TryFrom<::std::string::String> for ExportState {
 }
 ///One measurement of how full a filesystem is.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct FilesystemUsage {
     ///When the measurement was taken.
     #[serde(rename = "measuredAt")]
@@ -1097,7 +1090,6 @@ pub struct FilesystemUsage {
 }
 ///Answer to GET /v1/fleet: the live nodes (as PPN lists them: unreachable ones are left out, yet counted) and when the snapshot was taken. Its first two fields are PPN's fleet status.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct FleetStatus {
     ///How many nodes the controller knows in each status, unreachable ones included. Absent from PPN controllers' answers.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -1109,7 +1101,6 @@ pub struct FleetStatus {
 }
 ///Body of GET /healthz and GET /readyz.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct Health {
     ///"ok" when the controller answers (healthz) or can serve (readyz); "unavailable" when readyz finds it cannot.
     pub status: HealthStatus,
@@ -1177,7 +1168,6 @@ impl ::std::convert::TryFrom<::std::string::String> for HealthStatus {
 }
 ///An amount of machine resources: virtual CPUs, memory and local cache space.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct HostCapacity {
     ///Local cache space, in bytes.
     #[serde(rename = "cacheBytes")]
@@ -1185,13 +1175,12 @@ pub struct HostCapacity {
     ///Memory, in mebibytes.
     #[serde(rename = "memoryMib")]
     pub memory_mib: u64,
-    ///Number of virtual CPUs.
+    ///Number of virtual CPUs. 32-bit, as nibrunner's own types have it, so no value is written that nibrunner cannot read.
     #[serde(rename = "vcpuCount")]
-    pub vcpu_count: u64,
+    pub vcpu_count: u32,
 }
 ///What one host is supposed to be running: the intent its agent keeps converging towards. It is kept as desired.json in the agent's paths.state_dir and is written by the controller or by an operator. The agent reports what came of it in reported.json.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct HostDesiredState {
     ///Revision number of this document. The writer increases it every time it changes the document, so readers can tell a newer intent from an older one.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -1262,7 +1251,6 @@ impl<'de> ::serde::Deserialize<'de> for HostId {
 }
 ///meters.json in the agent's state directory: the last value of every usage meter of every app this host has run, saved before each reported.json is written. The agent starts from these values when it restarts, so the meters in reported.json never go down across an agent restart, and an app that is removed and placed again continues from where it stood.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct HostMeterLedger {
     ///One entry per app this host has ever metered, in appId order.
     pub apps: ::std::vec::Vec<AppMeters>,
@@ -1328,7 +1316,6 @@ pub struct HostPortMapping {
 }
 ///The account one host keeps of itself in reported.json, inside its paths.state_dir. The daemon rewrites it after every pass, and the metrics page is rendered from the same data. A control plane that reads nothing but this file can tell from it what came of the last document it wrote and, if that document was refused, the reason.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct HostReportedState {
     ///The resources still free once everything held by booted apps has been subtracted.
     pub allocatable: HostCapacity,
@@ -1421,7 +1408,6 @@ impl ::std::convert::TryFrom<::std::string::String> for HostState {
 }
 ///The version strings of the components this host runs.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct HostVersions {
     ///Version of the host agent that wrote this document.
     pub agent: ::std::string::String,
@@ -1556,7 +1542,6 @@ impl<'de> ::serde::Deserialize<'de> for ImageReference {
 }
 ///The size of the microVM an instance runs in.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct InstanceResources {
     ///Writable disk to provision, in mebibytes.
     #[serde(rename = "diskMib")]
@@ -1812,7 +1797,6 @@ impl<'de> ::serde::Deserialize<'de> for MachineName {
 }
 ///Number of nodes in each lifecycle phase.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct NodeCounts {
     ///Nodes an operator is draining.
     pub draining: u32,
@@ -1823,7 +1807,7 @@ pub struct NodeCounts {
     ///Nodes silent for more than 30 s.
     pub unreachable: u32,
 }
-///Body of POST /v1/nodes/heartbeat, sent by every agent once per heartbeat interval (10 s by default). It carries every field of the PPN heartbeat with PPN's types and required/optional status, so an unmodified PPN agent's body is accepted, plus optional fleetwire fields that PPN readers ignore. A heartbeat from a node_id never registered enrolls the node on the spot. Each heartbeat replaces the node's reported figures and VM list wholesale (nothing is merged), and liveness is judged on the controller's receive time, never on timestamp_utc. Unknown fields are accepted so that newer agents can extend it. Kept flat on purpose: this is the controller's hot path.
+///Body of POST /v1/nodes/heartbeat, sent by every agent once per heartbeat interval (10 s by default). It carries every field of the PPN heartbeat with PPN's types and required/optional status, so an unmodified PPN agent's body is accepted, plus optional fleetwire fields that PPN readers ignore. A heartbeat from a node_id never registered enrolls the node on the spot. Each heartbeat replaces the node's reported figures and VM list wholesale (nothing is merged), and liveness is judged on the controller's receive time, never on timestamp_utc. Fields it does not define are set aside and reported, not refused (the unknown-field policy), so that newer agents can extend it. Kept flat on purpose: this is the controller's hot path.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct NodeHeartbeat {
     ///Version of the agent software sending the heartbeat. Absent from PPN agents.
@@ -1884,7 +1868,6 @@ pub struct NodeHeartbeat {
 }
 ///What the controller keeps about one node and serves from GET /v1/nodes, GET /v1/nodes/{node_id} and GET /v1/fleet. Its first fields are PPN's node record, so PPN clients read it unchanged; the rest is fleetwire's. Unlike PPN, a node that goes silent is not deleted: it is kept and shown as "unreachable". Two kinds of figures sit side by side: allocation-based bookkeeping (available_cpus, available_memory_mb, reserved_disk_gb), which the scheduler gates admission on, and real usage measured on the node (cpu_usage, memory_usage_mb, disk_usage_gb).
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct NodeRecord {
     ///Further IPv4 addresses the node declared at registration. Empty when omitted.
     #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
@@ -2291,7 +2274,6 @@ impl ::std::convert::TryFrom<::std::string::String> for PortProtocol {
 }
 ///Body of POST /v1/nodes/register: what a fleetwire agent declares about its host when it enrolls, before its first heartbeat. It fixes the node's identity, how the controller reaches it, the size of the machine that allocation-based bookkeeping starts from, and optionally a CSR for the node's mTLS server certificate. Registering again under the same node_id updates the existing record; a new node starts in status "registering" until its first heartbeat. PPN agents never send this document: they are enrolled by their first heartbeat alone. Fields this schema does not list are refused.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct RegisterNodeRequest {
     ///Further IPv4 addresses the node answers on besides wg_ip. When the controller signs a node certificate, wg_ip and these addresses are the only IP subject alternative names it puts in, whatever the CSR asks for. Empty when omitted.
     #[serde(default = "defaults::register_node_request_addresses")]
@@ -2337,7 +2319,6 @@ pub struct RegisterNodeRequest {
 }
 ///Answer to POST /v1/nodes/register: the node's record as the controller now keeps it and, when a certificate was issued, the certificate and the CA that signed it.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct RegisterNodeResponse {
     ///The node CA certificate that signed cert_pem, for the agent to trust the controller's peers with. Present exactly when cert_pem is.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -2350,7 +2331,6 @@ pub struct RegisterNodeResponse {
 }
 ///A checkpoint of a volume as this host sees it.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct ReportedCheckpoint {
     ///The checkpoint this entry is about.
     #[serde(rename = "checkpointId")]
@@ -2372,7 +2352,6 @@ pub struct ReportedCheckpoint {
 }
 ///An export as this host sees it.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct ReportedExport {
     ///The checkpoint the export is made from; absent or null when there is none.
     #[serde(
@@ -2400,7 +2379,6 @@ pub struct ReportedExport {
 }
 ///An app instance as this host sees it.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct ReportedInstance {
     ///The app this instance runs.
     #[serde(rename = "appId")]
@@ -2426,12 +2404,12 @@ pub struct ReportedInstance {
     ///Port on the host that is forwarded to the guest; absent or null when none is.
     #[serde(rename = "hostPort", skip_serializing_if = "::std::option::Option::is_none")]
     pub host_port: ::std::option::Option<HostPort>,
-    ///Exit code of the tenant's most recent exit; absent or null until it has exited.
+    ///Exit code of the tenant's most recent exit; absent or null until it has exited. 32-bit, as nibrunner's own types have it, so no value is written that nibrunner cannot read.
     #[serde(
         rename = "lastExitCode",
         skip_serializing_if = "::std::option::Option::is_none"
     )]
-    pub last_exit_code: ::std::option::Option<i64>,
+    pub last_exit_code: ::std::option::Option<i32>,
     ///When the instance was last seen healthy; absent or null if never.
     #[serde(
         rename = "lastHealthyAt",
@@ -2457,9 +2435,9 @@ pub struct ReportedInstance {
     ///Cumulative resource use of the app on this host.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub meters: ::std::option::Option<UsageMeters>,
-    ///How many times the in-guest supervisor has restarted the tenant since this host last booted the app from scratch. Restoring from a snapshot carries the count over; a cold boot resets it to zero.
+    ///How many times the in-guest supervisor has restarted the tenant since this host last booted the app from scratch. Restoring from a snapshot carries the count over; a cold boot resets it to zero. 32-bit, as nibrunner's own types have it, so no value is written that nibrunner cannot read.
     #[serde(rename = "restartCount")]
-    pub restart_count: u64,
+    pub restart_count: u32,
     ///When the instance's microVM was last started; absent or null while it is not running.
     #[serde(
         rename = "startedAt",
@@ -2471,17 +2449,16 @@ pub struct ReportedInstance {
 }
 ///One restart of the tenant, as reported to the host: the guest's account of it and the time it gave that account.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct ReportedRestart {
     ///When the guest reported the restart.
     pub at: crate::Timestamp,
-    ///Position of this restart in the current run of restarts: 1 for the first since the tenant last stayed up long enough to have its budget restored, rising at most to budget.
-    pub attempt: u64,
+    ///Position of this restart in the current run of restarts: 1 for the first since the tenant last stayed up long enough to have its budget restored, rising at most to budget. 32-bit, as nibrunner's own types have it, so no value is written that nibrunner cannot read.
+    pub attempt: u32,
     ///Delay before the tenant was started again, in milliseconds.
     #[serde(rename = "backoffMs")]
     pub backoff_ms: u64,
-    ///How many restarts the tenant is allowed in a run before the supervisor gives up.
-    pub budget: u64,
+    ///How many restarts the tenant is allowed in a run before the supervisor gives up. 32-bit, as nibrunner's own types have it, so no value is written that nibrunner cannot read.
+    pub budget: u32,
     ///How the tenant process ended before this restart.
     pub exit: TenantExit,
     ///The guest's explanation for the restart.
@@ -2489,7 +2466,6 @@ pub struct ReportedRestart {
 }
 ///A volume as this host sees it.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct ReportedVolume {
     ///The app the volume belongs to.
     #[serde(rename = "appId")]
@@ -2523,7 +2499,6 @@ pub struct ReportedVolume {
 }
 ///Restart behaviour of the in-guest supervisor. After an exit the tenant is restarted following a backoff that starts at initialBackoffMs and is multiplied by backoffFactor after each attempt, capped at maxBackoffMs. At most maxRestarts restarts are made in a run (this is the budget seen in ReportedRestart); a tenant that stays up for resetAfterMs earns its whole budget back. Every field is optional and takes its default when absent.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct RestartPolicy {
     ///Factor the delay is multiplied by after each restart; 1 keeps it constant.
     #[serde(
@@ -2555,7 +2530,7 @@ impl ::std::default::Default for RestartPolicy {
         }
     }
 }
-///Answer of smolvm's GET /capacity (snake_case), which answers 503 instead when the runtime is stalled. Holds both what is allocated to running machines (the sum of their requests) and what they really use. The agent forwards it in its heartbeat as it came. Open to fields newer runtimes add.
+///Answer of smolvm's GET /capacity (snake_case), which answers 503 instead when the runtime is stalled. Holds both what is allocated to running machines (the sum of their requests) and what they really use. The agent forwards it in its heartbeat as it came.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct RuntimeCapacity {
     ///CPUs allocated to running machines, the sum of their requests (a machine with none set counts as 1).
@@ -2575,7 +2550,7 @@ pub struct RuntimeCapacity {
     ///Real resident memory in MB across the VM processes.
     pub used_memory_mb: u64,
 }
-///Answer of smolvm's DELETE /api/v1/machines/{name}: the name of what was deleted. Open to fields newer runtimes add.
+///Answer of smolvm's DELETE /api/v1/machines/{name}: the name of what was deleted.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct RuntimeDeleted {
     ///The deleted machine's name.
@@ -2583,7 +2558,6 @@ pub struct RuntimeDeleted {
 }
 ///One environment variable of a machine's workload.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct RuntimeEnvVar {
     ///The variable's name.
     pub name: RuntimeEnvVarName,
@@ -2647,7 +2621,7 @@ impl<'de> ::serde::Deserialize<'de> for RuntimeEnvVarName {
             })
     }
 }
-///An error answer from smolvm's API handlers. Errors raised before a handler runs (malformed JSON 400, wrong field type 422, missing content type 415, the 408 timeout, unknown routes) are plain text or empty and are quoted as such. Open to fields newer runtimes add.
+///An error answer from smolvm's API handlers. Errors raised before a handler runs (malformed JSON 400, wrong field type 422, missing content type 415, the 408 timeout, unknown routes) are plain text or empty and are quoted as such.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct RuntimeError {
     ///Machine-readable error code in upper snake case, e.g. "NOT_FOUND", "CONFLICT", "INTERNAL_ERROR".
@@ -2655,7 +2629,7 @@ pub struct RuntimeError {
     ///What went wrong, for a human.
     pub error: ::std::string::String,
 }
-///Answer of smolvm's GET /health. The controller records version as the node's engine_version. Open to fields newer runtimes add.
+///Answer of smolvm's GET /health. The controller records version as the node's engine_version.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct RuntimeHealth {
     ///How many machines the runtime holds. null or absent when it could not read its database.
@@ -2669,7 +2643,7 @@ pub struct RuntimeHealth {
     ///The engine's version (smolvm's package version, e.g. "1.9.2"); not the OpenAPI document's info.version.
     pub version: SemVer,
 }
-///A machine as smolvm describes it (MachineInfo, camelCase): the answer of create, get, start and stop, and an item of the machine list. Only the fields fleetwire reads are listed; the rest are kept unread. Open to fields newer runtimes add.
+///A machine as smolvm describes it (MachineInfo, camelCase): the answer of create, get, start and stop, and an item of the machine list. Only the fields fleetwire reads are listed; the reader sets the rest aside and reports them (README "Unknown fields").
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct RuntimeMachine {
     ///CPU time (user and system) of the machine's current VM process in milliseconds. It starts again from 0 when the machine restarts; absent while there is no live process.
@@ -2727,7 +2701,7 @@ pub struct RuntimeMachineCounts {
     ///Machines in the runtime's database.
     pub total: u64,
 }
-///Answer of smolvm's GET /api/v1/machines: every machine the runtime holds, wrapped in an object. Open to fields newer runtimes add.
+///Answer of smolvm's GET /api/v1/machines: every machine the runtime holds, wrapped in an object.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct RuntimeMachineList {
     ///The machines, in the runtime's order.
@@ -3035,10 +3009,10 @@ impl<'de> ::serde::Deserialize<'de> for StateMessage {
 pub enum TenantExit {
     ///The process exited on its own with this code.
     #[serde(rename = "code")]
-    Code(i64),
+    Code(i32),
     ///The process was killed by this signal.
     #[serde(rename = "signal")]
-    Signal(i64),
+    Signal(i32),
 }
 ///Identifies a tenant. Same identifier syntax as HostId.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -3100,7 +3074,6 @@ impl<'de> ::serde::Deserialize<'de> for TenantId {
 }
 ///Cumulative usage of an app since this host first encountered it. The counters never decrease, so the usage over any interval is the difference between two readings, and skipping a reading only costs precision; a counter that has gone down means the host restarted it. Time is split into running and idle, because a running app occupies the memory it was granted whereas an idle one occupies only the disk holding its snapshot; pricing either is outside the scope of this document.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct UsageMeters {
     ///CPU time in milliseconds, added up over all the vCPUs the app was given: an app with two vCPUs kept fully busy for one second accrues 2000.
     #[serde(rename = "cpuMs")]
@@ -3126,7 +3099,6 @@ pub struct UsageMeters {
 }
 ///One way a request body broke its schema.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct Violation {
     ///Where in the request body the offending value is; empty for the whole document.
     pub instance_path: JsonPointer,
@@ -3195,7 +3167,7 @@ impl<'de> ::serde::Deserialize<'de> for VmId {
             })
     }
 }
-///One VM, as an agent reports it in its heartbeat, as an agent answers a spawn, and as the controller serves it. Its first fields are PPN's VM record; the rest are optional fleetwire fields. Unknown fields are accepted so that records from newer agents are kept.
+///One VM, as an agent reports it in its heartbeat, as an agent answers a spawn, and as the controller serves it. Its first fields are PPN's VM record; the rest are optional fleetwire fields. Fields it does not define are set aside and reported, not refused (the unknown-field policy), so that records from newer agents are kept.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct VmRecord {
     ///The argv the VM's workload was started with. Absent when the image's default command runs.

@@ -5,12 +5,21 @@
 //! file) implements [`WireDocument`]: it has a validator compiled once from the embedded schema.
 //!
 //! Read any wire document with [`read`]: bytes in, a typed value or the list of violations
-//! (JSON pointer, schema keyword, message) out.
+//! (JSON pointer, schema keyword, message) out. Fields a closed object's schema does not
+//! define are set aside and reported ([`Accepted::unknown_fields`]); [`read_strict`] refuses
+//! them (README "Unknown fields").
 //!
 //! ```
-//! use fleetwire_types::{read, NodeHeartbeat};
-//! let err = read::<NodeHeartbeat>(br#"{"node_id": "n1"}"#).unwrap_err();
-//! assert!(err.violations().iter().any(|v| v.keyword == "required"));
+//! use fleetwire_types::{read, read_strict, HealthStatus, Health};
+//! let err = read::<Health>(br#"{"status": 3}"#).unwrap_err();
+//! assert!(err.violations().iter().any(|v| v.keyword == "type"));
+//!
+//! let body = br#"{"status": "ok", "version": "1.2.3", "since": "2026-12-01T00:00:00Z"}"#;
+//! let health = read::<Health>(body).unwrap();
+//! assert_eq!(health.value.status, HealthStatus::Ok);
+//! assert_eq!(health.unknown_fields[0].as_str(), "/since");
+//! let refused = read_strict::<Health>(body).unwrap_err();
+//! assert_eq!(refused.violations()[0].keyword, "additionalProperties");
 //! ```
 
 mod bounded;
@@ -19,7 +28,10 @@ pub mod strict;
 mod timestamp;
 
 pub use bounded::{BoundedVec, LengthError};
-pub use reader::{describe, read, read_value, summarize, validate_value, Rejection};
+pub use reader::{
+    describe, read, read_strict, read_value, read_value_strict, summarize, unknown_fields,
+    validate_value, Accepted, Rejection,
+};
 pub use timestamp::{Timestamp, TimestampError};
 
 /// The generated types, one per schema definition.
@@ -51,10 +63,16 @@ pub trait WireDocument: serde::de::DeserializeOwned + serde::Serialize {
 }
 
 mod documents {
-    use super::{compile_validator, read, types, DocumentInfo, Rejection, WireDocument};
+    use super::{
+        compile_validator, read, read_strict, types, Accepted, DocumentInfo, Rejection,
+        WireDocument,
+    };
     include!(concat!(env!("OUT_DIR"), "/documents.rs"));
 }
-pub use documents::{read_named, reserialize_named, DOCUMENTS, SCHEMA_FILES, TIMESTAMP_PATTERN};
+pub use documents::{
+    read_named, read_named_strict, reserialize_named, written_named, DOCUMENTS, SCHEMA_FILES,
+    TIMESTAMP_PATTERN,
+};
 
 /// All definitions of all schema files in one document (local `$ref`s only).
 pub const BUNDLE_SCHEMA: &str = include_str!(concat!(env!("OUT_DIR"), "/bundle.schema.json"));

@@ -7,15 +7,43 @@
 //!   but not nullable.
 //!
 //! Wrapping the deserializer at every depth closes both: `deserialize_struct` asks for a map,
-//! and the properties the generated table `non_nullable_optional` names refuse `null`. The
-//! typed parse then accepts exactly what the schema does (the property tests check it).
+//! and the properties the generated table `struct_rules` names refuse `null`. The typed parse
+//! then accepts exactly what the schema does (the property tests check it), with two
+//! adjustments the schemas call for:
+//!
+//! - **Unknown fields.** The generated structs do not carry `deny_unknown_fields`: serde skips
+//!   a key it does not know with `deserialize_ignored_any`, and where the struct's schema is
+//!   closed (`additionalProperties: false`, the table's `closed`) this adapter counts it. The
+//!   count is the only cost on the fast path; [`crate::read`] then asks the schema validator
+//!   where the unknown fields were, only when there were some (see README "Unknown fields").
+//! - **Integers spelled as floats.** JSON Schema counts `1.0`, `-0` and `1e2` as integers; where
+//!   the type asks for an integer, an integral float is handed on as that integer, so the
+//!   integer type's own range check applies (`1.5` and `1e40` are still refused).
 
 use serde::de::{
     self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor,
 };
 
-/// Deserializes a `T` from `bytes` with structs read from objects only.
+/// Deserializes a `T` from `bytes` as strictly as its schema: structs from objects only, and a
+/// key that a closed object's schema does not define is an error (see [`from_slice_lenient`]
+/// for the reader that sets such keys aside).
 pub fn from_slice<'de, T: de::Deserialize<'de>>(bytes: &'de [u8]) -> serde_json::Result<T> {
+    let (value, unknown) = from_slice_lenient(bytes)?;
+    if unknown > 0 {
+        return Err(<serde_json::Error as de::Error>::custom(format!(
+            "{unknown} field(s) the schema does not define (additionalProperties)"
+        )));
+    }
+    Ok(value)
+}
+
+/// Deserializes a `T` from `bytes` like [`from_slice`], except that keys a closed object's
+/// schema does not define are skipped: the value is what the schema knows, and the count says
+/// how many keys were set aside (their pointers come from the schema validator, see
+/// [`crate::read`]).
+pub fn from_slice_lenient<'de, T: de::Deserialize<'de>>(
+    bytes: &'de [u8],
+) -> serde_json::Result<(T, u32)> {
     // Checking the whole body as UTF-8 once is cheaper than serde_json's check of every string
     // read from a byte slice; a body that is not UTF-8 is read from the slice so that the error
     // says where.
@@ -25,13 +53,52 @@ pub fn from_slice<'de, T: de::Deserialize<'de>>(bytes: &'de [u8]) -> serde_json:
     }
 }
 
+/// Deserializes a `T` from an already-parsed value with the same rules as
+/// [`from_slice_lenient`].
+pub fn from_value_lenient<'de, T: de::Deserialize<'de>>(
+    value: &'de serde_json::Value,
+) -> serde_json::Result<(T, u32)> {
+    UNKNOWN.with(|n| n.set(0));
+    let typed = T::deserialize(Strict::new(value))?;
+    Ok((typed, UNKNOWN.with(|n| n.get())))
+}
+
 fn from_read<'de, R: serde_json::de::Read<'de>, T: de::Deserialize<'de>>(
     read: R,
-) -> serde_json::Result<T> {
+) -> serde_json::Result<(T, u32)> {
+    UNKNOWN.with(|n| n.set(0));
     let mut de = serde_json::Deserializer::new(read);
     let value = T::deserialize(Strict::new(&mut de))?;
     de.end()?;
-    Ok(value)
+    Ok((value, UNKNOWN.with(|n| n.get())))
+}
+
+thread_local! {
+    /// Keys of closed objects set aside by the parse running on this thread. A counter rather
+    /// than state threaded through every adapter: the fast path pays one reset and one read per
+    /// document, and nothing per key.
+    static UNKNOWN: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// What the strict deserializer knows of one generated struct (the generated table
+/// `struct_rules`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StructRules {
+    /// Optional properties that may not be `null` (by JSON name).
+    pub non_null: &'static [&'static str],
+    /// The schema is closed (`additionalProperties: false`): a key it does not define is an
+    /// unknown field, counted when skipped.
+    pub closed: bool,
+}
+
+macro_rules! pass {
+    ($($method:ident: $ty:ty),* $(,)?) => {
+        $(
+            fn $method<E: de::Error>(self, v: $ty) -> Result<V::Value, E> {
+                self.0.$method(v)
+            }
+        )*
+    };
 }
 
 /// The adapter around any deserializer.
@@ -41,6 +108,9 @@ pub struct Strict<D> {
     /// instead of read as absent. Only this value: what it contains is read with a fresh
     /// adapter.
     refuse_null: bool,
+    /// The value is a property of a closed object: when the struct skips it (serde's
+    /// `deserialize_ignored_any` for a key it does not know), it is an unknown field.
+    closed_member: bool,
 }
 
 impl<D> Strict<D> {
@@ -48,12 +118,63 @@ impl<D> Strict<D> {
         Strict {
             de,
             refuse_null: false,
+            closed_member: false,
         }
+    }
+}
+
+/// Hands an integral float on as an integer where the type asks for one (JSON Schema's
+/// `integer` includes `1.0`, `-0` and `1e2`); the integer visitor then checks its own range.
+struct Integral<V>(V);
+
+/// 2^64 and -2^63 as floats: the integral floats in [-2^63, 2^64) convert exactly.
+const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
+const MINUS_TWO_POW_63: f64 = -9_223_372_036_854_775_808.0;
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for Integral<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.expecting(f)
+    }
+
+    pass!(
+        visit_bool: bool, visit_i8: i8, visit_i16: i16, visit_i32: i32, visit_i64: i64,
+        visit_i128: i128, visit_u8: u8, visit_u16: u16, visit_u32: u32, visit_u64: u64,
+        visit_u128: u128, visit_str: &str, visit_borrowed_str: &'de str, visit_string: String,
+    );
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<V::Value, E> {
+        // `fract` of an infinity or NaN is NaN, so those stay floats.
+        if v.fract() == 0.0 {
+            if (0.0..TWO_POW_64).contains(&v) {
+                // -0.0 lands here too: it is the integer 0.
+                return self.0.visit_u64(v as u64);
+            }
+            if (MINUS_TWO_POW_63..0.0).contains(&v) {
+                return self.0.visit_i64(v as i64);
+            }
+        }
+        self.0.visit_f64(v)
+    }
+
+    fn visit_f32<E: de::Error>(self, v: f32) -> Result<V::Value, E> {
+        self.visit_f64(f64::from(v))
     }
 }
 
 /// Wraps the visitor so the accessors it is handed are wrapped too.
 struct Wrap<V>(V);
+
+macro_rules! forward_integer {
+    ($($method:ident),* $(,)?) => {
+        $(
+            fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+                self.de.$method(Integral(visitor))
+            }
+        )*
+    };
+}
 
 macro_rules! forward {
     ($($method:ident),* $(,)?) => {
@@ -68,9 +189,7 @@ macro_rules! forward {
 impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
     type Error = D::Error;
 
-    forward!(
-        deserialize_any,
-        deserialize_bool,
+    forward_integer!(
         deserialize_i8,
         deserialize_i16,
         deserialize_i32,
@@ -81,6 +200,11 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         deserialize_u32,
         deserialize_u64,
         deserialize_u128,
+    );
+
+    forward!(
+        deserialize_any,
+        deserialize_bool,
         deserialize_f32,
         deserialize_f64,
         deserialize_char,
@@ -92,8 +216,14 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         deserialize_seq,
         deserialize_map,
         deserialize_identifier,
-        deserialize_ignored_any,
     );
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        if self.closed_member {
+            UNKNOWN.with(|n| n.set(n.get().saturating_add(1)));
+        }
+        self.de.deserialize_ignored_any(Wrap(visitor))
+    }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
         if self.refuse_null {
@@ -144,8 +274,8 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         _fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, D::Error> {
-        let non_null = crate::documents::non_nullable_optional(name);
-        self.de.deserialize_map(StructVisitor { visitor, non_null })
+        let rules = crate::documents::struct_rules(name);
+        self.de.deserialize_map(StructVisitor { visitor, rules })
     }
 
     /// A string enum comes from a string only, never from `{"variant": null}`.
@@ -165,16 +295,6 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
     fn is_human_readable(&self) -> bool {
         self.de.is_human_readable()
     }
-}
-
-macro_rules! pass {
-    ($($method:ident: $ty:ty),* $(,)?) => {
-        $(
-            fn $method<E: de::Error>(self, v: $ty) -> Result<V::Value, E> {
-                self.0.$method(v)
-            }
-        )*
-    };
 }
 
 impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
@@ -309,7 +429,7 @@ impl<'de, V: Visitor<'de>> DeserializeSeed<'de> for StructBody<V> {
 /// The visitor of a struct body: hands the struct's visitor a map that checks `null`s.
 struct StructVisitor<V> {
     visitor: V,
-    non_null: &'static [&'static str],
+    rules: StructRules,
 }
 
 impl<'de, V: Visitor<'de>> Visitor<'de> for StructVisitor<V> {
@@ -322,7 +442,8 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for StructVisitor<V> {
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
         self.visitor.visit_map(StructMap {
             map,
-            non_null: self.non_null,
+            non_null: self.rules.non_null,
+            closed: self.rules.closed,
             value_non_null: false,
         })
     }
@@ -332,6 +453,7 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for StructVisitor<V> {
 struct StructMap<A> {
     map: A,
     non_null: &'static [&'static str],
+    closed: bool,
     value_non_null: bool,
 }
 
@@ -356,11 +478,11 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for StructMap<A> {
     }
 
     fn next_value_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, A::Error> {
-        if std::mem::take(&mut self.value_non_null) {
-            self.map.next_value_seed(NonNullSeed(seed))
-        } else {
-            self.map.next_value_seed(Seed(seed))
-        }
+        self.map.next_value_seed(MemberSeed {
+            seed,
+            refuse_null: std::mem::take(&mut self.value_non_null),
+            closed_member: self.closed,
+        })
     }
 
     fn size_hint(&self) -> Option<usize> {
@@ -458,15 +580,21 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for KeyVisitor<'_, V> {
     }
 }
 
-/// A value that may not be `null`.
-struct NonNullSeed<S>(S);
+/// The value of a struct's property: it may be one that may not be `null`, and it may belong
+/// to a closed object.
+struct MemberSeed<S> {
+    seed: S,
+    refuse_null: bool,
+    closed_member: bool,
+}
 
-impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for NonNullSeed<S> {
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for MemberSeed<S> {
     type Value = S::Value;
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<S::Value, D::Error> {
-        self.0.deserialize(Strict {
+        self.seed.deserialize(Strict {
             de: deserializer,
-            refuse_null: true,
+            refuse_null: self.refuse_null,
+            closed_member: self.closed_member,
         })
     }
 }

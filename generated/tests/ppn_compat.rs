@@ -1,12 +1,15 @@
 //! Compatibility with the PPN fleet wire format (shared/reference/ppn-wire.md): a PPN agent's
 //! heartbeat is one of our `NodeHeartbeat`s, and what our controller sends back parses as PPN's
 //! own shapes. The `Ppn*` structs below are PPN's documents as its serde readers see them:
-//! exactly its fields and types, unknown fields ignored.
+//! exactly its fields and types, unknown fields ignored. Ours are read strictly: PPN's documents
+//! carry no field our schemas do not define.
 
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
-use fleetwire_types::{read, CreateVmRequest, FleetStatus, NodeHeartbeat, NodeRecord, VmRecord};
+use fleetwire_types::{
+    read_strict as read, CreateVmRequest, FleetStatus, NodeHeartbeat, NodeRecord, VmRecord,
+};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Deserialize, Serialize)]

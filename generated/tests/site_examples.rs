@@ -1,7 +1,8 @@
 //! Every example the reference site shows is accepted by the validated reader of its document,
-//! read from the site exactly as it is compiled into the crate (and served under `/docs`).
+//! read from the site exactly as it is compiled into the crate (and served under `/docs`), with
+//! unknown fields refused: fleetwire's own examples carry none.
 
-use fleetwire_types::{describe, read_named, site, DOCUMENTS};
+use fleetwire_types::{describe, read_named_strict as read_named, site, DOCUMENTS};
 use scraper::{Html, Selector};
 
 #[test]

@@ -1,17 +1,22 @@
 //! "It parsed" and "it is valid" mean the same thing: random mutations of every valid fixture
-//! are accepted by the plain typed parse (serde into the generated type, no schema pass) if and
-//! only if the schema validator accepts them, and the validated reader agrees with both.
+//! are accepted by the plain typed parse (serde into the generated type through the strict
+//! deserializer, no schema pass) if and only if the schema validator accepts them, and the
+//! validated readers agree with both: the strict one exactly, the default one once the unknown
+//! fields it reports are set aside (README "Unknown fields").
 //!
-//! Mutations stay within what JSON carries losslessly here: no integers beyond 64 bits (the
-//! validator sees those as floats) and no integral floats such as `1.0` for integer fields (the
-//! schema calls them integers, serde does not); the validated reader refuses both with a `type`
-//! violation rather than accepting them.
+//! Numbers include the spellings JSON Schema counts as integers (`1.0`, `-0`, `1e2`,
+//! `4294967295.0`) and ones it does not (`1.5`), inside and past each integer width (`1e40`),
+//! written into the document text as they are (serde_json would print `1.0` for a float `1`
+//! but never `-0` or `1e2`). The one gap left by design: an integer past 2^64 (however
+//! spelled) in a `uint64` whose schema states no maximum, which the types cannot hold; every
+//! schema of fleetwire's own documents states it (smolvm's definitions do not yet: those
+//! documents are skipped for such values).
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
-use fleetwire_types::{compile_validator, read_named, reserialize_named};
+use fleetwire_types::{compile_validator, read_named, read_named_strict, reserialize_named};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{json, Value};
@@ -120,7 +125,84 @@ fn replacements() -> Vec<Value> {
         json!({"running": null}),
         json!({"tcp": null}),
         json!(["a", 1]),
+        raw("1.0"),
+        raw("-0"),
+        raw("-0.0"),
+        raw("1e2"),
+        raw("1E2"),
+        raw("-1.0"),
+        raw("1.5"),
+        raw("65535.0"),
+        raw("6.5536e4"),
+        raw("4294967295.0"),
+        raw("4294967296.0"),
+        raw("2147483648.0"),
+        raw("-2147483649.0"),
+        raw("1e19"),
+        raw("18446744073709551616"),
+        raw("1e40"),
+        raw("-1e40"),
     ]
+}
+
+/// A number written into the document text exactly as `text` (see [`spell`]).
+fn raw(text: &str) -> Value {
+    json!(format!("{RAW}{text}"))
+}
+
+const RAW: &str = "\u{1}raw:";
+
+/// The document's text, with every [`raw`] number spelled as given.
+fn spell(doc: &Value) -> Vec<u8> {
+    let text = serde_json::to_string(doc).unwrap();
+    let marker = format!(
+        "\"{}",
+        serde_json::to_string(RAW).unwrap().trim_matches('"')
+    );
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find(&marker) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + marker.len()..];
+        let end = after.find('"').unwrap();
+        out.push_str(&after[..end]);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    out.into_bytes()
+}
+
+/// Documents whose schemas leave a `uint64` maximum implicit (smolvm's definitions, owned by
+/// the smolvm part of the schemas): an integer past 2^64 is valid there and refused by the type.
+const IMPLICIT_U64_MAXIMUM: &[&str] = &[
+    "RuntimeHealth",
+    "RuntimeCapacity",
+    "RuntimeMachine",
+    "CreateMachineRequest",
+];
+
+fn has_huge_integer(value: &Value) -> bool {
+    match value {
+        Value::Number(n) => n
+            .as_f64()
+            .is_some_and(|f| f.abs() >= 1.8e19 && f.fract() == 0.0),
+        Value::Array(items) => items.iter().any(has_huge_integer),
+        Value::Object(map) => map.values().any(has_huge_integer),
+        _ => false,
+    }
+}
+
+/// `doc` without the members at `pointers`.
+fn without(doc: &Value, pointers: &[&str]) -> Value {
+    let mut out = doc.clone();
+    for pointer in pointers {
+        let (parent, key) = pointer.rsplit_once('/').unwrap();
+        out.pointer_mut(parent)
+            .and_then(Value::as_object_mut)
+            .unwrap()
+            .shift_remove(&key.replace("~1", "/").replace("~0", "~"));
+    }
+    out
 }
 
 #[derive(Debug, Clone)]
@@ -183,7 +265,11 @@ fn apply(doc: &mut Value, mutation: &Mutation) {
 }
 
 fn check(name: &str, doc: &Value) -> Result<(), TestCaseError> {
-    let bytes = serde_json::to_vec(doc).unwrap();
+    let bytes = spell(doc);
+    let doc: &Value = &serde_json::from_slice(&bytes).unwrap();
+    if IMPLICIT_U64_MAXIMUM.contains(&name) && has_huge_integer(doc) {
+        return Ok(());
+    }
     let schema = schema_accepts(name, doc);
     let typed = reserialize_named(name, &bytes).unwrap();
     prop_assert_eq!(
@@ -195,7 +281,39 @@ fn check(name: &str, doc: &Value) -> Result<(), TestCaseError> {
         schema,
         doc
     );
-    prop_assert_eq!(read_named(name, &bytes).unwrap().is_ok(), schema);
+    prop_assert_eq!(read_named_strict(name, &bytes).unwrap().is_ok(), schema);
+    // The default reader: valid once the unknown fields it names are set aside, and it names
+    // none in a document that is valid as it is.
+    match read_named(name, &bytes).unwrap() {
+        Ok(accepted) => {
+            let unknown: Vec<&str> = accepted.unknown_fields.iter().map(|p| p.as_str()).collect();
+            prop_assert_eq!(
+                unknown.is_empty(),
+                schema,
+                "{}: {:?} in {}",
+                name,
+                unknown,
+                doc
+            );
+            for pointer in &unknown {
+                prop_assert!(
+                    doc.pointer(pointer).is_some(),
+                    "{name}: {pointer} is not in {doc}"
+                );
+            }
+            let stripped = without(doc, &unknown);
+            prop_assert!(
+                schema_accepts(name, &stripped),
+                "{name}: accepted, but invalid without {unknown:?}: {stripped}"
+            );
+        }
+        Err(_) => prop_assert!(
+            !schema,
+            "{}: the default reader refused a valid {}",
+            name,
+            doc
+        ),
+    }
     if let Ok(reserialized) = typed {
         // What the type writes back is valid too, and reads back to the same value.
         prop_assert!(
@@ -238,6 +356,50 @@ proptest! {
         }
         check(&name, &doc)?;
     }
+}
+
+/// Every object of every valid fixture given a field its schema does not define: the default
+/// reader accepts it and names exactly that field where the object is closed, and names nothing
+/// where the schema lets the object have more (an open object, a map). The one exception is an
+/// object that chooses a `oneOf` alternative by its only key (`TenantExit`): there the extra key
+/// leaves no alternative to set it aside from, and the document is refused.
+#[test]
+fn an_unknown_field_anywhere_is_set_aside_and_named() {
+    let mut closed = 0;
+    for (name, doc) in valid_fixtures() {
+        let mut all = Vec::new();
+        pointers(&doc, String::new(), &mut all);
+        for at in all {
+            let mut mutated = doc.clone();
+            let Some(Value::Object(map)) = mutated.pointer_mut(&at) else {
+                continue;
+            };
+            let one_of_key =
+                map.len() == 1 && (map.contains_key("code") || map.contains_key("signal"));
+            // A string, which a map of strings (`env`) takes as one more entry.
+            map.insert("unexpectedField".into(), json!("x"));
+            let bytes = serde_json::to_vec(&mutated).unwrap();
+            let field = format!("{at}/unexpectedField");
+            let read = read_named(&name, &bytes).unwrap();
+            if one_of_key {
+                assert!(read.is_err(), "{name} {at}");
+                continue;
+            }
+            let accepted = read.unwrap_or_else(|r| panic!("{name}: {field} refused: {r}"));
+            let unknown: Vec<&str> = accepted.unknown_fields.iter().map(|p| p.as_str()).collect();
+            if schema_accepts(&name, &mutated) {
+                assert!(unknown.is_empty(), "{name}: {unknown:?}");
+            } else {
+                closed += 1;
+                assert_eq!(unknown, [field.as_str()], "{name}");
+                let refused = read_named_strict(&name, &bytes).unwrap().unwrap_err();
+                assert_eq!(refused.violations().len(), 1, "{name}: {refused}");
+                assert_eq!(refused.violations()[0].instance_path.as_str(), field);
+                assert_eq!(refused.violations()[0].keyword, "additionalProperties");
+            }
+        }
+    }
+    assert!(closed > 100, "only {closed} closed objects tried");
 }
 
 #[test]

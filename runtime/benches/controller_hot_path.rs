@@ -23,7 +23,7 @@ fn hot_path(c: &mut Criterion) {
         "serde_json::from_slice::<NodeHeartbeat> (parse only)",
         |b| b.iter(|| serde_json::from_slice::<NodeHeartbeat>(&bytes).unwrap()),
     );
-    let heartbeat: NodeHeartbeat = fleetwire_types::read(&bytes).unwrap();
+    let heartbeat: NodeHeartbeat = fleetwire_types::read_strict(&bytes).unwrap();
     let mut state: NodeState = nodes::enroll_by_heartbeat(&heartbeat, Timestamp::now());
     c.bench_function("apply_heartbeat", |b| {
         b.iter_batched(
@@ -52,7 +52,7 @@ fn hot_path(c: &mut Criterion) {
     });
     let controller = started.controller.clone();
     for i in 0..10_000 {
-        let hb: NodeHeartbeat = fleetwire_types::read(&body(i)).unwrap();
+        let hb: NodeHeartbeat = fleetwire_types::read_strict(&body(i)).unwrap();
         let id = hb.node_id.to_string();
         let (slot, _) = controller
             .table

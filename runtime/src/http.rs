@@ -5,7 +5,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use fleetwire_types::{ApiError, ApiErrorCode, ApiErrorMessage, Rejection, WireDocument};
+use fleetwire_types::{Accepted, ApiError, ApiErrorCode, ApiErrorMessage, Rejection, WireDocument};
 
 /// The largest request body any fleetwire server reads (a heartbeat with many VMs fits easily).
 pub const MAX_BODY_BYTES: usize = 1 << 20;
@@ -84,7 +84,10 @@ fn error_message(mut text: String) -> ApiErrorMessage {
 
 /// A request body read through `fleetwire_types::read`: `415` unless it is `application/json`,
 /// `413` past [`MAX_BODY_BYTES`] (set the limit with `axum::extract::DefaultBodyLimit`), and
-/// `400` with every violation's JSON pointer when it is not a valid `T`.
+/// `400` with every violation's JSON pointer when it is not a valid `T`. Fields the schema does
+/// not define are set aside and reported (README "Unknown fields"): counted and logged by
+/// [`crate::unknown_fields::note`], and answered as `Warning` headers when the router has the
+/// [`crate::unknown_fields::answer_with_warnings`] middleware.
 #[derive(Debug, Clone)]
 pub struct Valid<T>(pub T);
 
@@ -93,6 +96,10 @@ impl<S: Send + Sync, T: WireDocument> FromRequest<S> for Valid<T> {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         require_json(req.headers())?;
+        let req_slot = req
+            .extensions()
+            .get::<crate::unknown_fields::WarningSlot>()
+            .cloned();
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 too_large()
@@ -100,7 +107,14 @@ impl<S: Send + Sync, T: WireDocument> FromRequest<S> for Valid<T> {
                 unreadable_body(rejection.body_text())
             }
         })?;
-        read_body(&bytes).map(Valid)
+        let slot = req_slot;
+        let accepted = read_body::<T>(&bytes)?;
+        if accepted.has_unknown_fields() {
+            if let Some(slot) = slot {
+                slot.put(&accepted.unknown_fields);
+            }
+        }
+        Ok(Valid(accepted.value))
     }
 }
 
@@ -144,10 +158,16 @@ pub fn unreadable_body(message: String) -> ApiFailure {
     )
 }
 
-/// A `T` through the validated reader, or `400` with every violation's pointer.
-pub fn read_body<T: WireDocument>(bytes: &[u8]) -> Result<T, ApiFailure> {
-    fleetwire_types::read::<T>(bytes)
-        .map_err(|rejection| ApiFailure::rejected(T::INFO.name, rejection))
+/// A `T` through the validated reader, or `400` with every violation's pointer. Unknown fields
+/// are counted and logged here; the caller answers them (`Warning` headers).
+pub fn read_body<T: WireDocument>(bytes: &[u8]) -> Result<Accepted<T>, ApiFailure> {
+    match fleetwire_types::read::<T>(bytes) {
+        Ok(accepted) => {
+            crate::unknown_fields::note(&accepted, "request body");
+            Ok(accepted)
+        }
+        Err(rejection) => Err(ApiFailure::rejected(T::INFO.name, rejection)),
+    }
 }
 
 /// Router fallback: `404` as an `ApiError`.
@@ -162,4 +182,54 @@ pub async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> A
         ApiErrorCode::MethodNotAllowed,
         format!("{} does not accept {method}", uri.path()),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::routing::post;
+    use axum::Router;
+    use fleetwire_types::CreateVmRequest;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    async fn post_to(router: Router, body: &str) -> Response {
+        router
+            .oneshot(
+                Request::post("/vms")
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::from(body.to_string()))
+                    .unwrap(),
+            )
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn valid_sets_unknown_fields_aside_and_the_middleware_answers_them() {
+        async fn handler(Valid(request): Valid<CreateVmRequest>) -> String {
+            request.vm_type.to_string()
+        }
+        let router = Router::new()
+            .route("/vms", post(handler))
+            .layer(axum::middleware::from_fn(
+                crate::unknown_fields::answer_with_warnings,
+            ));
+        let answer = post_to(
+            router.clone(),
+            r#"{"vm_type": "web", "ram_mb": 1.0, "vcpu_count": 1, "x": {"y": 1}}"#,
+        )
+        .await;
+        assert_eq!(answer.status(), StatusCode::OK);
+        let warnings: Vec<_> = answer.headers().get_all(header::WARNING).iter().collect();
+        assert_eq!(warnings, ["299 - \"unknown field /x\""]);
+        let answer = post_to(
+            router,
+            r#"{"vm_type": "web", "ram_mb": 1, "vcpu_count": 1}"#,
+        )
+        .await;
+        assert_eq!(answer.status(), StatusCode::OK);
+        assert!(answer.headers().get(header::WARNING).is_none());
+    }
 }

@@ -10,6 +10,7 @@ pub mod reported;
 pub mod shutdown;
 pub mod store;
 pub mod tls;
+pub mod unknown_fields;
 pub mod up;
 pub mod validate;
 pub mod workload;

@@ -568,7 +568,8 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
             bail!("GET /v1/fleet answered {status}");
         }
         let fleet: fleetwire_types::FleetStatus = fleetwire_types::read(&body)
-            .map_err(|e| anyhow!("GET /v1/fleet answered an invalid FleetStatus: {e}"))?;
+            .map_err(|e| anyhow!("GET /v1/fleet answered an invalid FleetStatus: {e}"))?
+            .value;
         if fleet.nodes.len() < args.nodes {
             bail!(
                 "the fleet lists {} nodes, fewer than the {} enrolled",
@@ -626,7 +627,7 @@ mod tests {
     fn simulated_heartbeats_are_valid_documents() {
         for vms in [0, 1, 3] {
             let body = super::heartbeat_body(7, vms);
-            let hb: fleetwire_types::NodeHeartbeat = fleetwire_types::read(&body).unwrap();
+            let hb: fleetwire_types::NodeHeartbeat = fleetwire_types::read_strict(&body).unwrap();
             assert_eq!(hb.vms.len(), vms);
             assert_eq!(hb.wg_ip.0, std::net::Ipv4Addr::LOCALHOST);
         }
@@ -638,9 +639,9 @@ mod tests {
         let at = super::ram_used_at(&body).unwrap();
         let mut changed = body.clone();
         changed[at..at + 5].copy_from_slice(b"59999");
-        let hb: fleetwire_types::NodeHeartbeat = fleetwire_types::read(&changed).unwrap();
+        let hb: fleetwire_types::NodeHeartbeat = fleetwire_types::read_strict(&changed).unwrap();
         assert_eq!(hb.ram_used_mb, 59_999);
-        let before: fleetwire_types::NodeHeartbeat = fleetwire_types::read(&body).unwrap();
+        let before: fleetwire_types::NodeHeartbeat = fleetwire_types::read_strict(&body).unwrap();
         assert_eq!(before.ram_used_mb, 10_000 + 1023);
     }
 }

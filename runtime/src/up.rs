@@ -123,7 +123,7 @@ async fn up(args: &UpArgs) -> Result<()> {
                 .bytes()
                 .await
                 .ok()?;
-            let node: NodeRecord = read(&body).ok()?;
+            let node: NodeRecord = read(&body).ok()?.value;
             (node.status.to_string() == "ready" && reported.exists()).then_some(node)
         },
     )

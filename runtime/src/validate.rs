@@ -1,11 +1,13 @@
-//! `fleetwire validate FILE [--type NAME]`: the programs' own validated reader, from the shell.
+//! `fleetwire validate FILE [--type NAME] [--strict]`: the programs' own validated reader, from
+//! the shell, under the same unknown-field policy (README "Unknown fields"): fields the schema
+//! does not define are set aside and printed as warnings, or refused with `--strict`.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use fleetwire_types::{describe, read_named, Rejection, DOCUMENTS};
+use fleetwire_types::{describe, read_named, read_named_strict, Rejection, DOCUMENTS};
 
 #[derive(Args, Debug)]
 pub struct ValidateArgs {
@@ -15,9 +17,14 @@ pub struct ValidateArgs {
     /// `reported.json` and `desired.json` are recognised by name.
     #[arg(long = "type", value_name = "NAME")]
     pub type_name: Option<String>,
+    /// Refuse fields the schema does not define (each an `additionalProperties` violation)
+    /// instead of setting them aside with a warning.
+    #[arg(long)]
+    pub strict: bool,
 }
 
-/// Exit codes: 0 valid, 1 invalid, 2 unreadable, not JSON, or an unknown type.
+/// Exit codes: 0 valid (unknown fields, if any, printed as warnings on stderr), 1 invalid (with
+/// `--strict`, also for unknown fields), 2 unreadable, not JSON, or an unknown type.
 pub fn run(args: &ValidateArgs) -> ExitCode {
     let Some(type_name) = args
         .type_name
@@ -38,13 +45,30 @@ pub fn run(args: &ValidateArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match read_named(&type_name, &bytes) {
+    let outcome = if args.strict {
+        read_named_strict(&type_name, &bytes).map(|r| r.map(|()| Vec::new()))
+    } else {
+        read_named(&type_name, &bytes).map(|r| r.map(|accepted| accepted.unknown_fields))
+    };
+    match outcome {
         None => {
             eprintln!("unknown document type `{type_name}` (one of: {})", names());
             ExitCode::from(2)
         }
-        Some(Ok(())) => {
+        Some(Ok(unknown)) if unknown.is_empty() => {
             println!("{}: valid {type_name}", args.file.display());
+            ExitCode::SUCCESS
+        }
+        Some(Ok(unknown)) => {
+            for field in &unknown {
+                eprintln!("warning: unknown field {}", field.as_str());
+            }
+            println!(
+                "{}: valid {type_name} once {} unknown field{} set aside (--strict refuses them)",
+                args.file.display(),
+                unknown.len(),
+                if unknown.len() == 1 { " is" } else { "s are" }
+            );
             ExitCode::SUCCESS
         }
         Some(Err(Rejection::Malformed(v))) => {

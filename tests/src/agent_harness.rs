@@ -185,7 +185,7 @@ impl AgentProcess {
 /// Reads a reported.json with the generated reader; panics naming every violation.
 pub fn read_reported(path: &Path) -> HostReportedState {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    fleetwire_types::read::<HostReportedState>(&bytes).unwrap_or_else(|r| {
+    fleetwire_types::read_strict::<HostReportedState>(&bytes).unwrap_or_else(|r| {
         panic!(
             "{} is not a valid HostReportedState: {r}\n{}",
             path.display(),

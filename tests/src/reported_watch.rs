@@ -64,7 +64,7 @@ impl ReportedWatch {
                 if let Ok(bytes) = std::fs::read(&path) {
                     let mut s = state2.lock().unwrap();
                     s.reads += 1;
-                    match fleetwire_types::read::<HostReportedState>(&bytes) {
+                    match fleetwire_types::read_strict::<HostReportedState>(&bytes) {
                         Err(r) => s.problems.push(format!(
                             "read an invalid or torn reported.json: {r}: {:?}",
                             String::from_utf8_lossy(&bytes)

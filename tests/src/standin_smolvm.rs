@@ -280,8 +280,8 @@ async fn list(State(ctx): State<Ctx>) -> Response {
 
 async fn create(State(ctx): State<Ctx>, body: Bytes) -> Response {
     // What the driver sends must be a CreateMachineRequest of our schema, which is also
-    // what smolvm takes (`fleetwire-codegen peer-check`).
-    let request = match fleetwire_types::read::<CreateMachineRequest>(&body) {
+    // what smolvm takes (`fleetwire-codegen peer-check`), and carry nothing else.
+    let request = match fleetwire_types::read_strict::<CreateMachineRequest>(&body) {
         Ok(r) => r,
         Err(r) => {
             return error(

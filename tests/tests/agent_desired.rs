@@ -16,7 +16,7 @@ fn agent() -> AgentProcess {
 
 fn desired_on_disk(agent: &AgentProcess) -> HostDesiredState {
     let bytes = std::fs::read(agent.state_dir.join("desired.json")).unwrap();
-    fleetwire_types::read::<HostDesiredState>(&bytes).expect("desired.json stays valid")
+    fleetwire_types::read_strict::<HostDesiredState>(&bytes).expect("desired.json stays valid")
 }
 
 #[test]
@@ -28,7 +28,7 @@ fn spawn_list_and_delete_go_through_desired_json() {
         Some(&spawn_body("vm-a", &["sleep", "600"])),
     );
     assert_eq!(status, 200, "{body}");
-    let record: VmRecord = fleetwire_types::read_value(&body).expect("a VmRecord");
+    let record: VmRecord = fleetwire_types::read_value_strict(&body).expect("a VmRecord");
     assert_eq!(record.vm_id.as_str(), "vm-a");
     assert_eq!(record.state, VmState::Running);
     assert_eq!(record.ram_alloc_mb, 64);

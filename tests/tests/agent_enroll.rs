@@ -43,7 +43,7 @@ async fn register(
     State((seen, ca_pem, issuer)): State<(Shared, String, Arc<Issuer<'static, KeyPair>>)>,
     Json(body): Json<Value>,
 ) -> (StatusCode, Json<Value>) {
-    let req: RegisterNodeRequest = match fleetwire_types::read_value(&body) {
+    let req: RegisterNodeRequest = match fleetwire_types::read_value_strict(&body) {
         Ok(r) => r,
         Err(e) => {
             return (
@@ -76,7 +76,7 @@ async fn heartbeat(
     State((seen, _, _)): State<(Shared, String, Arc<Issuer<'static, KeyPair>>)>,
     Json(body): Json<Value>,
 ) -> StatusCode {
-    fleetwire_types::read_value::<NodeHeartbeat>(&body).expect("a valid NodeHeartbeat");
+    fleetwire_types::read_value_strict::<NodeHeartbeat>(&body).expect("a valid NodeHeartbeat");
     let mut s = seen.lock().unwrap();
     s.heartbeats += 1;
     if std::mem::take(&mut s.forget_next) {

@@ -50,7 +50,8 @@ fn the_agent_appears_in_a_ppn_controller_and_runs_its_vms() {
     assert!(!nodes[0].reserved);
     // Every heartbeat the agent sent is a valid NodeHeartbeat, with the host's real figures.
     for raw in controller.heartbeats() {
-        let hb: NodeHeartbeat = fleetwire_types::read_value(&raw).expect("a valid NodeHeartbeat");
+        let hb: NodeHeartbeat =
+            fleetwire_types::read_value_strict(&raw).expect("a valid NodeHeartbeat");
         assert!(hb.ram_total_mb >= hb.ram_used_mb && hb.ram_total_mb > 0);
         assert!(hb.cpu_cores > 0);
         assert_eq!(

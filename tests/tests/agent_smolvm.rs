@@ -19,7 +19,7 @@ use serde_json::json;
 fn last_heartbeat(controller: &StandinPpnController, after: usize) -> Option<NodeHeartbeat> {
     let beats = controller.heartbeats();
     let raw = beats.get(after..)?.last()?;
-    Some(fleetwire_types::read_value(raw).expect("a valid NodeHeartbeat"))
+    Some(fleetwire_types::read_value_strict(raw).expect("a valid NodeHeartbeat"))
 }
 
 fn image_body(vm_id: &str) -> serde_json::Value {

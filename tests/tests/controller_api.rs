@@ -563,9 +563,12 @@ async fn refusals_are_api_errors_and_change_nothing() {
         .to_string();
     let bytes = response.bytes().await.unwrap();
     api.check("post_heartbeat", 413, Some(&ct), &bytes);
-    // A registration with a field the schema does not list: 400 naming it.
+    // A registration with a bad value and a field the schema does not list: 400 naming the bad
+    // value only. An unknown field alone is set aside and answered as a warning, not refused
+    // (README "Unknown fields"; tests/tests/unknown_fields.rs).
     let mut extra = registration("n1", 9204, 10);
     extra["engine_version"] = "1.0.0".into();
+    extra["total_cpus"] = (-1).into();
     let (status, body) = post_checked(
         &client,
         &api,
@@ -578,8 +581,11 @@ async fn refusals_are_api_errors_and_change_nothing() {
         (status, body["code"].as_str()),
         (400, Some("invalid_document"))
     );
+    let violations = body["violations"].as_array().unwrap();
+    assert_eq!(violations.len(), 1, "{body}");
+    assert_eq!(violations[0]["instance_path"], "/total_cpus", "{body}");
     assert!(
-        body["message"].as_str().unwrap().contains("engine_version"),
+        !body["message"].as_str().unwrap().contains("engine_version"),
         "{body}"
     );
     // A VM with an out-of-range port in its record, inside a heartbeat: pointer into the array.
@@ -612,7 +618,8 @@ async fn refusals_are_api_errors_and_change_nothing() {
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["code"], "method_not_allowed");
     assert!(
-        fleetwire_types::read::<fleetwire_types::ApiError>(body.to_string().as_bytes()).is_ok()
+        fleetwire_types::read_strict::<fleetwire_types::ApiError>(body.to_string().as_bytes())
+            .is_ok()
     );
 
     // The reference site is served under /docs/.

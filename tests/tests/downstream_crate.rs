@@ -26,7 +26,7 @@ use fleetwire_types::{read, HostReportedState, NodeHeartbeat};
 
 fn main() {
     let path = std::env::args().nth(1).expect("a heartbeat file");
-    let heartbeat: NodeHeartbeat = read(&std::fs::read(path).unwrap()).expect("a valid heartbeat");
+    let heartbeat: NodeHeartbeat = read(&std::fs::read(path).unwrap()).expect("a valid heartbeat").value;
     println!("node {} has {} vms", heartbeat.node_id.as_str(), heartbeat.vms.len());
     let refused = read::<HostReportedState>(br#"{"hostId": "h1"}"#).unwrap_err();
     println!("refused with {} violations", refused.violations().len());

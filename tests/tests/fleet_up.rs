@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use fleetwire_e2e::{fleetwire, free_port, wait_for, Running};
-use fleetwire_types::{read, HostReportedState, NodeRecord, VmRecord};
+use fleetwire_types::{read_strict as read, HostReportedState, NodeRecord, VmRecord};
 use serde_json::json;
 
 fn pid_alive(pid: i32) -> bool {

@@ -274,6 +274,43 @@ async fn browse_with_javascript(client: &Client, base: &str) {
     )
     .unwrap();
 
+    // The page states the unknown-field policy for reported.json, visibly, and its link to the
+    // general statement lands on the index's section.
+    let policy = js(
+        client,
+        r#"const s = document.querySelector('section#unknown-fields');
+           const r = s.getBoundingClientRect();
+           return { text: s.innerText, visible: r.height > 0 && getComputedStyle(s).display !== 'none' };"#,
+    )
+    .await;
+    let text = policy["text"].as_str().unwrap();
+    assert_eq!(policy["visible"], json!(true), "{policy}");
+    for words in [
+        "nibrunner",
+        "set aside and reported",
+        "--strict",
+        "never carries",
+    ] {
+        assert!(text.contains(words), "{words:?} in {text}");
+    }
+    client
+        .find(Locator::Css("p.extra a[href='index.html#unknown-fields']"))
+        .await
+        .expect("a closed object links the policy")
+        .click()
+        .await
+        .unwrap();
+    let landed = js(
+        client,
+        "return { id: document.querySelector(':target')?.id, path: location.pathname }",
+    )
+    .await;
+    assert_eq!(landed["id"], "unknown-fields", "{landed}");
+    client
+        .goto(&format!("{base}/docs/HostReportedState.html"))
+        .await
+        .unwrap();
+
     // A deep link by data path lands on the field's row, highlighted and on screen.
     client
         .goto(&format!(

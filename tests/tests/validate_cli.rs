@@ -91,3 +91,66 @@ fn reported_json_is_recognised_by_its_name() {
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stdout.contains("valid HostReportedState"));
 }
+
+/// A `reported.json` written by a newer nibrunner (schemas/examples/HostReportedState/
+/// unknown-fields/): valid once its new fields are set aside, each printed as a warning; with
+/// `--strict` each is a violation at its own pointer.
+#[test]
+fn a_newer_nibrunner_reported_json_is_valid_with_warnings_and_refused_with_strict() {
+    let fixture = workspace()
+        .join("schemas/examples/HostReportedState/unknown-fields/nibrunner-newer-writer.json");
+    let dir = tempfile::tempdir().unwrap();
+    let reported = dir.path().join("reported.json");
+    std::fs::copy(&fixture, &reported).unwrap();
+    let fields = [
+        "/acceptedDigest",
+        "/acceptedRevision",
+        "/instances/0/artifactDigest",
+        "/instances/0/publicIpv4",
+        "/instances/0/extraPublicPort",
+    ];
+
+    let (code, stdout, stderr) = run(&[reported.to_str().unwrap()], None);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("valid HostReportedState once 5 unknown fields are set aside"),
+        "{stdout}"
+    );
+    let mut warned: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("warning: unknown field "))
+        .collect();
+    warned.sort_unstable();
+    let mut expected = fields.to_vec();
+    expected.sort_unstable();
+    assert_eq!(warned, expected, "{stderr}");
+
+    let (code, stdout, stderr) = run(&[reported.to_str().unwrap(), "--strict"], None);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    for field in fields {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("{field}: "))
+                    && l.ends_with("(additionalProperties)")),
+            "{field} in {stdout}"
+        );
+    }
+    assert!(stderr.contains("5 violations"), "{stderr}");
+}
+
+#[test]
+fn strict_accepts_a_document_without_unknown_fields() {
+    let file = workspace().join("schemas/examples/HostReportedState/valid/full.json");
+    let (code, stdout, stderr) = run(
+        &[
+            file.to_str().unwrap(),
+            "--type",
+            "HostReportedState",
+            "--strict",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+}

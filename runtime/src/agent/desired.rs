@@ -253,7 +253,11 @@ impl DesiredStore {
                 return true;
             }
         };
-        match fleetwire_types::read::<HostDesiredState>(&bytes) {
+        let read = fleetwire_types::read::<HostDesiredState>(&bytes).map(|accepted| {
+            crate::unknown_fields::note(&accepted, source);
+            accepted.value
+        });
+        match read {
             Ok(doc) if *self.current() == doc && self.refusal().is_none() => false,
             Ok(doc) => match self.check(&doc) {
                 Ok(()) => {

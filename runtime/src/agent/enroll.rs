@@ -146,9 +146,11 @@ pub async fn register(
         .map_err(|e| RegisterError::Unreachable(format!("POST {url}: {e}")))?;
     match status {
         s if s.is_success() => {
-            let answer = fleetwire_types::read::<RegisterNodeResponse>(&body).map_err(|r| {
+            let accepted = fleetwire_types::read::<RegisterNodeResponse>(&body).map_err(|r| {
                 RegisterError::Refused(format!("POST {url}: not a RegisterNodeResponse: {r}"))
             })?;
+            crate::unknown_fields::note(&accepted, &format!("POST {url}"));
+            let answer = accepted.value;
             store_certificate(
                 &agent.config.state_dir,
                 agent.config.runtime_tls.as_ref(),

@@ -39,6 +39,9 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .route("/healthz", get(healthz))
         .fallback(unknown_route)
         .method_not_allowed_fallback(wrong_method)
+        .layer(axum::middleware::from_fn(
+            crate::unknown_fields::answer_with_warnings,
+        ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(agent)
 }
@@ -321,7 +324,9 @@ async fn metrics(State(agent): State<Arc<Agent>>) -> Result<Response, ApiFailure
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        crate::reported::render(&p.report),
+        crate::reported::render_with(&p.report, |registry| {
+            crate::unknown_fields::register(registry.sub_registry_with_prefix("fleetwire_agent"))
+        }),
     )
         .into_response())
 }

@@ -64,7 +64,8 @@ impl MeterBook {
         match std::fs::read(&path) {
             Ok(bytes) => match fleetwire_types::read::<HostMeterLedger>(&bytes) {
                 Ok(ledger) => {
-                    for a in ledger.apps {
+                    crate::unknown_fields::note(&ledger, &path.display().to_string());
+                    for a in ledger.value.apps {
                         raise(apps.entry(a.app_id).or_insert_with(zero), &a.meters);
                     }
                 }
@@ -78,7 +79,8 @@ impl MeterBook {
         }
         if let Ok(bytes) = std::fs::read(reported) {
             if let Ok(report) = fleetwire_types::read::<HostReportedState>(&bytes) {
-                for i in report.instances {
+                crate::unknown_fields::note(&report, &reported.display().to_string());
+                for i in report.value.instances {
                     if let Some(m) = i.meters {
                         raise(apps.entry(i.app_id).or_insert_with(zero), &m);
                     }

@@ -124,7 +124,7 @@ pub async fn pass(agent: &Agent, state: &mut PassState) {
         host_id: &agent.config.node_id,
         state: agent.link().host_state(),
         capacity: HostCapacity {
-            vcpu_count: facts.cpu_cores as u64,
+            vcpu_count: facts.cpu_cores,
             memory_mib: facts.ram_total_mb,
             cache_bytes: facts.disk_total_bytes,
         },

@@ -147,10 +147,12 @@ async fn read_answer<T: WireDocument>(
             quote(&body)
         ));
     }
-    fleetwire_types::read::<T>(&body).map_err(|rejection| {
+    let accepted = fleetwire_types::read::<T>(&body).map_err(|rejection| {
         format!(
             "{method} {url} answered an invalid {}: {rejection}",
             T::INFO.name
         )
-    })
+    })?;
+    crate::unknown_fields::note(&accepted, &format!("{method} {url}"));
+    Ok(accepted.value)
 }

@@ -153,7 +153,7 @@ mod tests {
         }
         assert!(document.is_end_stream());
         assert!(chunks >= 3, "{chunks} chunks of {} bytes", all.len());
-        let fleet: FleetStatus = fleetwire_types::read(&all).unwrap();
+        let fleet: FleetStatus = fleetwire_types::read_strict(&all).unwrap();
         assert_eq!(fleet.nodes.len(), 2_700);
         assert!(fleet
             .nodes
@@ -163,14 +163,14 @@ mod tests {
         assert_eq!((counts.ready, counts.unreachable), (2_700, 300));
         // In one buffer it is the same document (but for the time it was made).
         let whole: FleetStatus =
-            fleetwire_types::read(&FleetDocument::new(slots).into_bytes()).unwrap();
+            fleetwire_types::read_strict(&FleetDocument::new(slots).into_bytes()).unwrap();
         assert!(whole.nodes == fleet.nodes && whole.counts == Some(counts));
     }
 
     #[test]
     fn an_empty_fleet_is_a_valid_document() {
         let all = FleetDocument::new(Vec::new()).into_bytes();
-        let fleet: FleetStatus = fleetwire_types::read(&all).unwrap();
+        let fleet: FleetStatus = fleetwire_types::read_strict(&all).unwrap();
         assert!(fleet.nodes.is_empty());
         assert_eq!(fleet.counts.unwrap().ready, 0);
     }

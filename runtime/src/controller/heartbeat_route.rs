@@ -5,7 +5,8 @@
 //! the machine at full heartbeat load (measured with the `heartbeat_floor` example, see
 //! docs/performance.md), so the HTTP service checks for this one route first and serves it
 //! with the same pieces the router would use: the JSON content-type check (`415`), the body
-//! limit (`413`), the validated reader (`400` with pointers), [`api::take_heartbeat`], the
+//! limit (`413`), the validated reader (`400` with pointers; unknown fields answered as
+//! `Warning` headers), [`api::take_heartbeat`], the
 //! request timeout, and the request metrics. Every other request goes to the router.
 
 use std::convert::Infallible;
@@ -80,10 +81,20 @@ async fn take(controller: &Controller, request: Request) -> Response {
         Err(error) => return unreadable_body(format!("reading the body: {error}")).into_response(),
     };
     match read_body(&body) {
-        Ok(heartbeat) => match api::take_heartbeat(controller, heartbeat).await {
-            Ok(()) => StatusCode::OK.into_response(),
-            Err(failure) => failure.into_response(),
-        },
+        Ok(heartbeat) => {
+            // Unknown fields (already counted and logged by `read_body`) are answered as
+            // `Warning` headers; a heartbeat without any pays nothing for it.
+            let unknown = heartbeat.unknown_fields;
+            match api::take_heartbeat(controller, heartbeat.value).await {
+                Ok(()) if unknown.is_empty() => StatusCode::OK.into_response(),
+                Ok(()) => {
+                    let mut response = StatusCode::OK.into_response();
+                    crate::unknown_fields::add_warnings(response.headers_mut(), &unknown);
+                    response
+                }
+                Err(failure) => failure.into_response(),
+            }
+        }
         Err(failure) => failure.into_response(),
     }
 }

@@ -240,7 +240,7 @@ mod tests {
             "cpu_load_pct": 3.5, "kvm_available": true, "vms": [], "boot_id": "host-a",
             "timestamp_utc": "2001-01-01T00:00:00Z"
         });
-        fleetwire_types::read(&serde_json::to_vec(&body).unwrap()).unwrap()
+        fleetwire_types::read_strict(&serde_json::to_vec(&body).unwrap()).unwrap()
     }
 
     fn status(controller: &Controller, node_id: &str) -> Option<String> {

@@ -99,6 +99,7 @@ impl Metrics {
             Unit::Seconds,
             write_behind_lag.clone(),
         );
+        crate::unknown_fields::register(&mut registry);
         Metrics {
             registry,
             requests,

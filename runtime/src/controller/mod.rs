@@ -394,8 +394,11 @@ impl crate::store::writer::Source for TableSource {
 /// A node as stored → its in-memory state.
 fn restore(row: &StoredNode) -> anyhow::Result<NodeState> {
     // Read back through the validated reader like any other wire document.
-    let mut record: NodeRecord = fleetwire_types::read(&row.record)
+    let accepted = fleetwire_types::read::<NodeRecord>(&row.record)
         .map_err(|r| anyhow::anyhow!("its record is not a NodeRecord: {r}"))?;
+    // A record stored by a newer controller: keep what this one knows, and say so.
+    crate::unknown_fields::note(&accepted, "the store");
+    let mut record = accepted.value;
     if let Some(seen) = row.seen {
         if seen > record.last_heartbeat {
             record.last_heartbeat = seen;

@@ -560,7 +560,7 @@ pub fn drain(state: &mut NodeState, now: Instant, stale_after: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fleetwire_types::read;
+    use fleetwire_types::read_strict as read;
 
     fn settings() -> Settings {
         Settings::for_tests()

@@ -442,7 +442,7 @@ mod tests {
     fn node(runtime: &str) -> NodeState {
         let text = include_str!("../../../schemas/examples/NodeRecord/valid/full.json");
         let mut record: fleetwire_types::NodeRecord =
-            fleetwire_types::read(text.as_bytes()).expect("the fixture is a NodeRecord");
+            fleetwire_types::read_strict(text.as_bytes()).expect("the fixture is a NodeRecord");
         record.status = HostState::Ready;
         record.cordoned_at = None;
         record.disk_cordoned_at = None;
@@ -458,7 +458,7 @@ mod tests {
         for (k, v) in extra.as_object().unwrap() {
             body[k] = v.clone();
         }
-        fleetwire_types::read_value(&body).unwrap()
+        fleetwire_types::read_value_strict(&body).unwrap()
     }
 
     #[test]

@@ -142,6 +142,9 @@ pub fn router(controller: Arc<Controller>) -> Router {
     docs::routes(router)
         .fallback(unknown_route)
         .method_not_allowed_fallback(wrong_method)
+        .layer(middleware::from_fn(
+            crate::unknown_fields::answer_with_warnings,
+        ))
         .layer(middleware::from_fn_with_state(controller.clone(), observe))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(controller)

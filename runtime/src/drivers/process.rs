@@ -534,8 +534,10 @@ async fn supervise(mut sv: Supervisor) {
             l.state = InstanceState::Starting;
             l.last_restart = Some(ReportedRestart {
                 at: Timestamp::now(),
-                attempt,
-                budget: policy.max_restarts,
+                // 32-bit on the wire, as nibrunner has them (docs/interop.md); a budget past
+                // that is reported as the largest it can say.
+                attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
+                budget: u32::try_from(policy.max_restarts).unwrap_or(u32::MAX),
                 backoff_ms: backoff,
                 exit: ended.exit.clone(),
                 reason: message(&format!("{how}; restarting in {backoff} ms")),
@@ -578,8 +580,8 @@ pub fn backoff_ms(policy: &RestartPolicy, attempt: u64) -> u64 {
 /// The exit code a shell would show: the code, or 128 plus the signal number.
 fn exit_code(exit: &TenantExit) -> i64 {
     match exit {
-        TenantExit::Code(c) => *c,
-        TenantExit::Signal(s) => 128 + s,
+        TenantExit::Code(c) => i64::from(*c),
+        TenantExit::Signal(s) => 128 + i64::from(*s),
     }
 }
 
@@ -663,8 +665,8 @@ fn spawn_tenant(
             let cpu_ms = proc_stats::sample(pid).map_or(0, |s| s.cpu_ms);
             let exit = match child.wait() {
                 Ok(status) => match (status.code(), status.signal()) {
-                    (Some(code), _) => TenantExit::Code(code as i64),
-                    (None, Some(sig)) => TenantExit::Signal(sig as i64),
+                    (Some(code), _) => TenantExit::Code(code),
+                    (None, Some(sig)) => TenantExit::Signal(sig),
                     (None, None) => TenantExit::Code(-1),
                 },
                 Err(_) => TenantExit::Code(-1),

@@ -50,7 +50,7 @@ pub fn build(live: &LiveState<'_>) -> HostReportedState {
     for i in live.instances.iter().filter(|i| holds_resources(i.state)) {
         allocatable.vcpu_count = allocatable
             .vcpu_count
-            .saturating_sub(i.resources.vcpu_count.get());
+            .saturating_sub(u32::try_from(i.resources.vcpu_count.get()).unwrap_or(u32::MAX));
         allocatable.memory_mib = allocatable
             .memory_mib
             .saturating_sub(i.resources.memory_mib.get());
@@ -66,12 +66,16 @@ pub fn build(live: &LiveState<'_>) -> HostReportedState {
             app_id: i.app_id.clone(),
             deployment_id: i.deployment_id.clone(),
             state: i.state,
-            restart_count: i.restart_count,
+            // reported.json's integers are as wide as nibrunner reads them (32-bit here, see
+            // docs/interop.md): a count past that says the largest it can.
+            restart_count: u32::try_from(i.restart_count).unwrap_or(u32::MAX),
             compute: i.compute.clone(),
             converged_at: live.converged_at.get(&i.app_id).copied(),
             guest_ipv4: None,
             host_port: None,
-            last_exit_code: i.last_exit_code,
+            last_exit_code: i
+                .last_exit_code
+                .map(|c| i32::try_from(c).unwrap_or(if c < 0 { i32::MIN } else { i32::MAX })),
             last_healthy_at: None,
             last_restart: i.last_restart.clone(),
             layer_digests: Vec::new(),

@@ -67,7 +67,14 @@ fn gauge_family(registry: &mut Registry, name: &str, help: &str) -> Family<Label
 
 /// Renders `report` as an OpenMetrics text page.
 pub fn render(report: &HostReportedState) -> String {
+    render_with(report, |_| {})
+}
+
+/// Renders `report` with the process's own metrics that `extra` registers beside it (the
+/// agent's `/metrics` adds the unknown-field counter).
+pub fn render_with(report: &HostReportedState, extra: impl FnOnce(&mut Registry)) -> String {
     let mut registry = Registry::default();
+    extra(&mut registry);
     let host = report.host_id.as_str().to_string();
 
     let host_state = gauge_family(
@@ -91,7 +98,7 @@ pub fn render(report: &HostReportedState) -> String {
         ("allocatable", &report.allocatable),
     ] {
         for (resource, value) in [
-            ("vcpu_count", c.vcpu_count),
+            ("vcpu_count", u64::from(c.vcpu_count)),
             ("memory_mib", c.memory_mib),
             ("cache_bytes", c.cache_bytes),
         ] {
@@ -146,7 +153,7 @@ pub fn render(report: &HostReportedState) -> String {
         }
         restarts
             .get_or_create(&vec![("app_id", app.clone())])
-            .set(i.restart_count.min(i64::MAX as u64) as i64);
+            .set(i64::from(i.restart_count));
         if let Some(m) = &i.meters {
             for ((_, _, value), family) in METERS.iter().zip(&meters) {
                 family

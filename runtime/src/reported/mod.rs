@@ -6,5 +6,5 @@ pub mod metrics;
 pub mod writer;
 
 pub use builder::{build, LiveState};
-pub use metrics::render;
+pub use metrics::{render, render_with};
 pub use writer::{atomic_write, write_document, WriteError};

@@ -62,9 +62,7 @@ impl SmolvmClient {
     }
 
     pub async fn capacity(&self) -> Result<Capacity, CallError> {
-        let (status, body) = self
-            .send(Method::GET, "/capacity", None)
-            .await?;
+        let (status, body) = self.send(Method::GET, "/capacity", None).await?;
         if status == StatusCode::SERVICE_UNAVAILABLE {
             return Ok(Capacity::Stalled);
         }
@@ -153,12 +151,16 @@ fn answer<T: WireDocument>(
     body: &[u8],
 ) -> Result<T, CallError> {
     if status.is_success() {
-        return fleetwire_types::read::<T>(body).map_err(|r| CallError {
+        // smolvm's answers carry fields fleetwire does not read (mounts, gpu, ...): set aside
+        // and counted under the one policy (docs/interop.md).
+        let accepted = fleetwire_types::read::<T>(body).map_err(|r| CallError {
             status: Some(status),
             message: format!("{method} {path}: not a valid {}: {r}", T::INFO.name),
-        });
+        })?;
+        crate::unknown_fields::note(&accepted, &format!("smolvm {method} {path}"));
+        return Ok(accepted.value);
     }
-    let said = match fleetwire_types::read::<RuntimeError>(body) {
+    let said = match fleetwire_types::read::<RuntimeError>(body).map(|a| a.value) {
         Ok(e) => format!("{} ({})", e.error, e.code),
         Err(_) => {
             let text = String::from_utf8_lossy(body);

@@ -130,7 +130,7 @@ fn create_request(d: &DesiredInstance) -> Result<CreateMachineRequest, String> {
         "env": d.env.iter().map(|(name, value)| serde_json::json!({"name": name, "value": value})).collect::<Vec<_>>(),
     });
     let body = strip_nulls(body);
-    fleetwire_types::read_value::<CreateMachineRequest>(&body)
+    fleetwire_types::read_value_strict::<CreateMachineRequest>(&body)
         .map_err(|r| format!("cannot ask smolvm for this instance: {r}"))
 }
 
