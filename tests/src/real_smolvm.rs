@@ -1,9 +1,12 @@
 //! The real `smolvm serve` (1.9.2, built by `../shared/peers/build.sh`), run for a test the way
 //! `docs/interop.md` says: as uid 65534 (as root it would create cgroups of the host), with its
 //! own data directory, and its fixed-port guest-rollout listener moved to a free port so several
-//! can run. Plain mode: one listener serves the whole API. Only `--ignored` tests use it.
+//! can run. Plain mode: one listener serves the whole API. Fleet mode: `--listen` serves it over
+//! mTLS only, and `/health`, `/capacity` are on the plain loopback door at the next port. Only
+//! `--ignored` tests use it.
 
-use std::path::PathBuf;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -15,6 +18,8 @@ const NOBODY: u32 = 65534;
 pub struct RealSmolvm {
     pub running: Running,
     pub port: u16,
+    /// Where `/health` and `/capacity` answer over plain HTTP: `port`, or the loopback door.
+    door: u16,
     pub data_dir: PathBuf,
     rollout_port: u16,
     extra_env: Vec<(String, String)>,
@@ -24,26 +29,45 @@ pub struct RealSmolvm {
 impl RealSmolvm {
     /// Starts `smolvm serve start --listen 127.0.0.1:<free port>` and waits for `/health`.
     pub fn start() -> RealSmolvm {
-        RealSmolvm::start_with_env(&[])
+        RealSmolvm::start_on(free_port())
     }
 
-    /// Same, with more environment variables (fleet mode's `SMOLVM_SERVE_TLS_*`).
-    pub fn start_with_env(env: &[(&str, &str)]) -> RealSmolvm {
+    /// Plain mode on `port`, for a test that had to name the address first.
+    pub fn start_on(port: u16) -> RealSmolvm {
+        RealSmolvm::launch(port, port, &[])
+    }
+
+    /// Fleet mode on `port` (take it from [`free_port_pair`]): `tls` is the server certificate,
+    /// its key and the client CA, as `SMOLVM_SERVE_TLS_CERT`, `_KEY` and `_CLIENT_CA`.
+    pub fn start_fleet_mode(port: u16, [cert, key, ca]: [&Path; 3]) -> RealSmolvm {
+        let path = |p: &Path| p.display().to_string();
+        RealSmolvm::launch(
+            port,
+            port + 1,
+            &[
+                ("SMOLVM_SERVE_TLS_CERT", &path(cert)),
+                ("SMOLVM_SERVE_TLS_KEY", &path(key)),
+                ("SMOLVM_SERVE_TLS_CLIENT_CA", &path(ca)),
+            ],
+        )
+    }
+
+    fn launch(port: u16, door: u16, env: &[(&str, &str)]) -> RealSmolvm {
         crate::install_crypto_provider();
         let temp = tempfile::tempdir().expect("temp dir");
         let data_dir = temp.path().to_path_buf();
         std::os::unix::fs::chown(&data_dir, Some(NOBODY), Some(NOBODY))
             .expect("giving the data directory to uid 65534");
-        let port = free_port();
         let rollout_port = free_port();
         let extra_env: Vec<(String, String)> = env
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let running = spawn(port, rollout_port, &data_dir, &extra_env);
-        let smolvm = RealSmolvm {
+        let mut smolvm = RealSmolvm {
             running,
             port,
+            door,
             data_dir,
             rollout_port,
             extra_env,
@@ -53,9 +77,14 @@ impl RealSmolvm {
         smolvm
     }
 
-    /// The base URL of its plain listener.
+    /// The base URL of its plain listener (in fleet mode, the loopback door).
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("http://127.0.0.1:{}", self.door)
+    }
+
+    /// The port of its loopback door (fleet mode), or of its one listener (plain mode).
+    pub fn door(&self) -> u16 {
+        self.door
     }
 
     /// A new serve process on the same data directory and port (its boot id changes; the
@@ -84,9 +113,12 @@ impl RealSmolvm {
         self.running.kill();
     }
 
-    fn wait_healthy(&self) {
+    fn wait_healthy(&mut self) {
         let url = format!("{}/health", self.url());
         wait_for("smolvm serve's /health", Duration::from_secs(30), || {
+            if let Ok(Some(status)) = self.running.child.try_wait() {
+                panic!("smolvm exited at start-up: {status} (SMOLVM_LOG=1 shows why)");
+            }
             reqwest::blocking::get(&url)
                 .ok()
                 .filter(|r| r.status().is_success())
@@ -124,18 +156,23 @@ impl RealSmolvm {
     }
 }
 
+/// A free port whose next port is free too (fleet mode's loopback door is `--listen` + 1).
+pub fn free_port_pair() -> u16 {
+    loop {
+        let port = free_port();
+        if port < u16::MAX && TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return port;
+        }
+    }
+}
+
 impl Drop for RealSmolvm {
     fn drop(&mut self) {
         self.stop();
     }
 }
 
-fn spawn(
-    port: u16,
-    rollout_port: u16,
-    data_dir: &std::path::Path,
-    extra_env: &[(String, String)],
-) -> Running {
+fn spawn(port: u16, rollout_port: u16, data_dir: &Path, extra_env: &[(String, String)]) -> Running {
     let mut cmd = Command::new("setpriv");
     cmd.args([
         "--reuid=65534",

@@ -10,99 +10,19 @@
 
 mod controller_support;
 
-use std::net::TcpListener;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+
 use std::time::Duration;
 
 use controller_support::ControllerProcess;
 use fleetwire_e2e::agent_harness::AgentProcess;
-use fleetwire_e2e::{free_port, wait_for, Running};
+use fleetwire_e2e::real_smolvm::{free_port_pair, RealSmolvm};
+use fleetwire_e2e::{free_port, wait_for};
 use serde_json::Value;
 
 /// The unprivileged user smolvm runs as (`nobody`/`nogroup`), as in docs/interop.md.
 const RUNTIME_UID: u32 = 65534;
-
-/// A port whose next port is free too (smolvm's loopback door is `--listen` port + 1).
-fn free_port_pair() -> u16 {
-    loop {
-        let port = free_port();
-        if port < u16::MAX && TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
-            return port;
-        }
-    }
-}
-
-/// A running `smolvm serve`, killed when dropped.
-struct Smolvm {
-    _process: Running,
-    door: u16,
-}
-
-/// Starts the real smolvm as uid 65534 with its own data directory under `root`, listening on
-/// `127.0.0.1:port`; `tls` = (cert, key, client CA) runs it in fleet mode.
-fn start_smolvm(root: &Path, port: u16, tls: Option<[&Path; 3]>) -> Smolvm {
-    let binary = fleetwire_e2e::real_peers::binary("smolvm");
-    let data = root.join("smolvm-data");
-    std::fs::create_dir_all(&data).unwrap();
-    std::os::unix::fs::chown(&data, Some(RUNTIME_UID), Some(RUNTIME_UID)).unwrap();
-    let mut command = Command::new("setpriv");
-    command
-        .args([
-            format!("--reuid={RUNTIME_UID}"),
-            format!("--regid={RUNTIME_UID}"),
-            "--clear-groups".to_string(),
-            "env".to_string(),
-            "-i".to_string(),
-            "PATH=/usr/bin:/bin".to_string(),
-            format!("HOME={}", data.display()),
-            format!("SMOLVM_DATA_DIR={}", data.display()),
-            // Off its fixed port 10081, so tests can run side by side.
-            format!("SMOLVM_GUEST_ROLLOUT_HOST_PORT={}", free_port()),
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(if std::env::var_os("SMOLVM_LOG").is_some() {
-            Stdio::inherit()
-        } else {
-            Stdio::null()
-        });
-    if let Some([cert, key, ca]) = tls {
-        command.args([
-            format!("SMOLVM_SERVE_TLS_CERT={}", cert.display()),
-            format!("SMOLVM_SERVE_TLS_KEY={}", key.display()),
-            format!("SMOLVM_SERVE_TLS_CLIENT_CA={}", ca.display()),
-        ]);
-    }
-    command
-        .arg(binary)
-        .args(["serve", "start", "--listen", &format!("127.0.0.1:{port}")]);
-    let mut process = Running::spawn(&mut command);
-    // Fleet mode: /health on the loopback door; plain mode: on the one listener.
-    let door = if tls.is_some() { port + 1 } else { port };
-    fleetwire_e2e::install_crypto_provider();
-    let plain = reqwest::blocking::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(2))
-        .build()
-        .unwrap();
-    wait_for("smolvm to answer /health", Duration::from_secs(30), || {
-        if let Ok(Some(status)) = process.child.try_wait() {
-            panic!("smolvm exited at start-up: {status} (SMOLVM_LOG=1 shows why)");
-        }
-        plain
-            .get(format!("http://127.0.0.1:{door}/health"))
-            .send()
-            .ok()
-            .filter(|r| r.status() == 200)
-            .map(|_| ())
-    });
-    Smolvm {
-        _process: process,
-        door,
-    }
-}
 
 /// A blocking client that trusts only `ca` and presents `identity` (PEM cert + key) if given.
 fn tls_client(ca: &Path, identity: Option<(&Path, &Path)>) -> reqwest::blocking::Client {
@@ -228,7 +148,7 @@ fn fleet_mode_serves_the_agent_and_the_controller_over_mtls_with_the_certificate
     );
 
     // smolvm starts in fleet mode on exactly the files the agent wrote.
-    let smolvm = start_smolvm(&root, port, Some([&cert, &key, &ca]));
+    let smolvm = RealSmolvm::start_fleet_mode(port, [&cert, &key, &ca]);
 
     // The controller probes /health over mTLS with its own client certificate.
     let record = wait_for(
@@ -242,7 +162,7 @@ fn fleet_mode_serves_the_agent_and_the_controller_over_mtls_with_the_certificate
     wait_for(
         "the agent's GET /api/v1/machines over mTLS",
         Duration::from_secs(30),
-        || (requests_seen(smolvm.door, "GET", "/api/v1/machines", "200") > 0).then_some(()),
+        || (requests_seen(smolvm.door(), "GET", "/api/v1/machines", "200") > 0).then_some(()),
     );
 
     // Capacity comes from the loopback door: smolvm's boot id and figures reach the node record.
@@ -252,7 +172,7 @@ fn fleet_mode_serves_the_agent_and_the_controller_over_mtls_with_the_certificate
         .unwrap();
     let capacity = get_json(
         &plain,
-        &format!("http://127.0.0.1:{}/capacity", smolvm.door),
+        &format!("http://127.0.0.1:{}/capacity", smolvm.door()),
     );
     let record = wait_for(
         "the runtime's /capacity figures on the node record",
@@ -315,7 +235,10 @@ fn fleet_mode_serves_the_agent_and_the_controller_over_mtls_with_the_certificate
 
     // The loopback door serves no API.
     let door_api = plain
-        .get(format!("http://127.0.0.1:{}/api/v1/machines", smolvm.door))
+        .get(format!(
+            "http://127.0.0.1:{}/api/v1/machines",
+            smolvm.door()
+        ))
         .send()
         .unwrap();
     assert_eq!(door_api.status(), 404);
@@ -348,7 +271,7 @@ fn fleet_mode_a_placement_creates_its_machine_in_smolvm_over_mtls() {
         Duration::from_secs(30),
         || (cert.exists() && key.exists() && ca.exists()).then_some(()),
     );
-    let _smolvm = start_smolvm(&root, port, Some([&cert, &key, &ca]));
+    let _smolvm = RealSmolvm::start_fleet_mode(port, [&cert, &key, &ca]);
     wait_for("the node to be ready", Duration::from_secs(30), || {
         node_record(&controller, "node-1").filter(|r| r["status"] == "ready")
     });
@@ -428,10 +351,9 @@ fn plain_mode_a_runtime_the_controller_cannot_reach_is_explained_on_the_node_rec
 #[test]
 #[ignore = "needs the real peers (../shared/peers): cargo test -p fleetwire-e2e -- --ignored"]
 fn plain_mode_the_controller_records_the_engine_version_of_the_real_runtime() {
-    let (_temp, root) = shared_root();
     let controller = ControllerProcess::start(&["--probe-interval", "1s"]);
     let port = free_port();
-    let _smolvm = start_smolvm(&root, port, None);
+    let _smolvm = RealSmolvm::start_on(port);
     let runtime_address = format!("http://127.0.0.1:{port}");
     let _agent = AgentProcess::start(
         &controller.url(""),
