@@ -11,9 +11,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use fleetwire_types::{
-    ApiErrorCode, AppId, Command, CreateVmRequest, DeploymentId, DesiredInstance,
-    DesiredInstanceState, Health, HealthStatus, HostDesiredState, InstanceResources, InstanceState,
-    VmId, VmRecord, VmState, VmType,
+    ApiErrorCode, AppId, Command, CreateVmRequest, DesiredInstance, DesiredInstanceState, Health,
+    HealthStatus, HostDesiredState, InstanceResources, InstanceState, VmId, VmRecord, VmState,
+    VmType,
 };
 use tokio::sync::watch;
 
@@ -135,7 +135,8 @@ async fn spawn(
         }
     }
     let vm_id = req.vm_id.clone().unwrap_or_else(new_vm_id);
-    let app_id: AppId = vm_id.as_str().parse().expect("a VmId is an AppId");
+    // A VM id is wider than desired.json's identifiers: mapped (crate::ids), kept as vmId.
+    let app_id: AppId = crate::ids::app_id(&vm_id);
     let argv: Vec<String> = match &req.command {
         Some(argv) => argv.0.iter().map(|a| a.to_string()).collect(),
         None => agent.config.default_command.clone(),
@@ -149,10 +150,7 @@ async fn spawn(
     })?;
     let instance = DesiredInstance {
         app_id: app_id.clone(),
-        deployment_id: vm_id
-            .as_str()
-            .parse::<DeploymentId>()
-            .expect("a VmId is a DeploymentId"),
+        deployment_id: crate::ids::deployment_id(&vm_id),
         desired_state: DesiredInstanceState::Running,
         command,
         resources: InstanceResources {

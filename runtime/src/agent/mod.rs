@@ -201,7 +201,7 @@ pub async fn serve_until(
     remove_stale_temp_files(&config.state_dir);
     let desired = DesiredStore::open(
         config.state_dir.join("desired.json"),
-        config.node_id.clone(),
+        config.host_id.clone(),
     )
     .context("desired.json")?;
     let driver = crate::drivers::driver_for(

@@ -116,7 +116,11 @@ impl NodeCa {
         // Everything but the public key is ours to decide.
         let mut params = CertificateParams::default();
         let mut name = DistinguishedName::new();
-        name.push(DnType::CommonName, node_id);
+        // X.509 bounds a common name to 64 characters (RFC 5280's ub-common-name) and node ids
+        // reach 253: a longer id is named by its DNS SAN alone, which is what TLS checks.
+        if node_id.chars().count() <= 64 {
+            name.push(DnType::CommonName, node_id);
+        }
         params.distinguished_name = name;
         let mut sans =
             vec![SanType::DnsName(node_id.to_string().try_into().map_err(
