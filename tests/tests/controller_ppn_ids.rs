@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use controller_support::*;
-use fleetwire_e2e::{fleetwire, free_port, wait_for, Running};
+use fleetwire_e2e::{fleetwire, free_port, Running};
 use fleetwire_types::{NodeRecord, VmRecord};
 use serde_json::{json, Value};
 
@@ -181,7 +181,7 @@ async fn a_bad_vms_entry_is_set_aside_and_the_node_is_kept() {
 }
 
 /// Starts `fleetwire controller` with `env` added; returns it and its port.
-fn controller_with_env(dir: &std::path::Path, env: &[(&str, &str)]) -> (Running, u16) {
+async fn controller_with_env(dir: &std::path::Path, env: &[(&str, &str)]) -> (Running, u16) {
     let port = free_port();
     let mut command = fleetwire();
     command
@@ -197,11 +197,17 @@ fn controller_with_env(dir: &std::path::Path, env: &[(&str, &str)]) -> (Running,
         command.env(k, v);
     }
     let process = Running::spawn(&mut command);
-    wait_for("the controller to answer", Duration::from_secs(20), || {
-        reqwest::blocking::get(format!("http://127.0.0.1:{port}/healthz"))
-            .ok()
-            .filter(|r| r.status().is_success())
-    });
+    let client = client();
+    let url = format!("http://127.0.0.1:{port}/healthz");
+    eventually(
+        "the controller to answer",
+        Duration::from_secs(20),
+        || async {
+            let answer = client.get(&url).send().await.ok()?;
+            answer.status().is_success().then_some(())
+        },
+    )
+    .await;
     (process, port)
 }
 
@@ -242,7 +248,7 @@ async fn nodes_that_declare_no_spawn_port_are_called_on_the_default_spawn_port()
 
     // The environment variable, PPN's own name for the setting.
     let dir = tempfile::tempdir().unwrap();
-    let (_process, port) = controller_with_env(dir.path(), &[("VM_HOST_SPAWN_PORT", "9555")]);
+    let (_process, port) = controller_with_env(dir.path(), &[("VM_HOST_SPAWN_PORT", "9555")]).await;
     let url = |path: &str| format!("http://127.0.0.1:{port}{path}");
     let (status, _) = post_json(
         &client,
