@@ -2324,7 +2324,7 @@ pub struct RejectedVm {
     pub reason: RejectedVmReason,
     ///The entry's vm_id when it is a string, cut to its first 128 characters, with control characters and line separators replaced by U+FFFD so that it is safe to show. Absent when the entry has no string vm_id.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub vm_id: ::std::option::Option<RejectedVmVmId>,
+    pub vm_id: ::std::option::Option<ShownId>,
 }
 ///What is wrong with the entry, for a human: the first violation of the VmRecord schema, with its keyword.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -2369,71 +2369,6 @@ impl ::std::convert::TryFrom<::std::string::String> for RejectedVmReason {
     }
 }
 impl<'de> ::serde::Deserialize<'de> for RejectedVmReason {
-    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-    where
-        D: ::serde::Deserializer<'de>,
-    {
-        ::std::string::String::deserialize(deserializer)?
-            .parse()
-            .map_err(|e: self::error::ConversionError| {
-                <D::Error as ::serde::de::Error>::custom(e.to_string())
-            })
-    }
-}
-///The entry's vm_id when it is a string, cut to its first 128 characters, with control characters and line separators replaced by U+FFFD so that it is safe to show. Absent when the entry has no string vm_id.
-#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
-#[serde(transparent)]
-pub struct RejectedVmVmId(::std::string::String);
-impl ::std::ops::Deref for RejectedVmVmId {
-    type Target = ::std::string::String;
-    fn deref(&self) -> &::std::string::String {
-        &self.0
-    }
-}
-impl ::std::convert::From<RejectedVmVmId> for ::std::string::String {
-    fn from(value: RejectedVmVmId) -> Self {
-        value.0
-    }
-}
-impl ::std::str::FromStr for RejectedVmVmId {
-    type Err = self::error::ConversionError;
-    fn from_str(
-        value: &str,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        if value.chars().count() > 128usize {
-            return Err("longer than 128 characters".into());
-        }
-        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        {
-            ::regress::Regex::new("^[^\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029]*$")
-                .unwrap()
-        });
-        if PATTERN.find(value).is_none() {
-            return Err(
-                "doesn't match pattern \"^[^\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029]*$\""
-                    .into(),
-            );
-        }
-        Ok(Self(value.to_string()))
-    }
-}
-impl ::std::convert::TryFrom<&str> for RejectedVmVmId {
-    type Error = self::error::ConversionError;
-    fn try_from(
-        value: &str,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        value.parse()
-    }
-}
-impl ::std::convert::TryFrom<::std::string::String> for RejectedVmVmId {
-    type Error = self::error::ConversionError;
-    fn try_from(
-        value: ::std::string::String,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        value.parse()
-    }
-}
-impl<'de> ::serde::Deserialize<'de> for RejectedVmVmId {
     fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
     where
         D: ::serde::Deserializer<'de>,
@@ -2951,6 +2886,71 @@ impl ::std::convert::TryFrom<::std::string::String> for Sha256Digest {
     }
 }
 impl<'de> ::serde::Deserialize<'de> for Sha256Digest {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///An id as a peer sent it, made safe to show: at most 128 characters, none of them a control character or a line or paragraph separator (the controller cuts longer ids and replaces such characters with U+FFFD).
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct ShownId(::std::string::String);
+impl ::std::ops::Deref for ShownId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<ShownId> for ::std::string::String {
+    fn from(value: ShownId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for ShownId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 128usize {
+            return Err("longer than 128 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        {
+            ::regress::Regex::new("^[^\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029]*$")
+                .unwrap()
+        });
+        if PATTERN.find(value).is_none() {
+            return Err(
+                "doesn't match pattern \"^[^\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029]*$\""
+                    .into(),
+            );
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ShownId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ShownId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for ShownId {
     fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
     where
         D: ::serde::Deserializer<'de>,
