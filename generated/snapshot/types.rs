@@ -756,7 +756,7 @@ pub struct CreateVmRequest {
     pub prefer_kvm: bool,
     ///Place the VM on this node and nowhere else; the request fails with 422 when that node is unknown, not ready, cordoned or too small. null or absent lets the controller choose.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub preferred_node: ::std::option::Option<HostId>,
+    pub preferred_node: ::std::option::Option<NodeId>,
     ///Memory for the VM in MB, at least 1. A node qualifies when its ram_available_mb is at least this plus 512.
     pub ram_mb: ::std::num::NonZeroU64,
     ///Restore the VM from this checkpoint instead of booting it fresh. Only nodes whose engine_version is the checkpoint's engine_version or newer qualify. null or absent boots fresh.
@@ -1839,7 +1839,7 @@ pub struct NodeHeartbeat {
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub memory_usage_mb: ::std::option::Option<u64>,
     ///The reporting node's id (VM_NODE_ID).
-    pub node_id: HostId,
+    pub node_id: NodeId,
     ///Host memory in MB (MemTotal of /proc/meminfo).
     pub ram_total_mb: u64,
     ///Host memory in use in MB (MemTotal minus MemAvailable), by everything on the host, not only VMs. The controller keeps ram_total_mb minus this as the node's ram_available_mb.
@@ -1856,15 +1856,73 @@ pub struct NodeHeartbeat {
     ///True when the runtime's GET /capacity answered 503: the node is unschedulable and the agent self-cordons it (the data-plane cordon, not the disk cordon) until /capacity answers again. false when omitted.
     #[serde(default)]
     pub runtime_stalled: bool,
-    ///Port of the agent's local API (VM_SPAWN_PORT). 9204 when omitted, which is what PPN agents listen on by default.
-    #[serde(default = "defaults::node_heartbeat_spawn_port")]
-    pub spawn_port: HostPort,
+    ///Port of the agent's local API (VM_SPAWN_PORT). When omitted, as PPN agents do, the controller uses its default spawn port (--default-spawn-port, 9220 unless set: the port PPN controllers call and PPN's host setup runs its agents on).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub spawn_port: ::std::option::Option<HostPort>,
     ///When the agent built this heartbeat, by the node's own clock. Informational only: staleness is judged on when the controller received the heartbeat, so a node with a wrong clock is not misjudged.
     pub timestamp_utc: crate::Timestamp,
     ///Every VM the agent knows of on this node, in any state. Replaces the controller's list for this node wholesale: a VM missing here is taken to be gone from the node.
     pub vms: ::std::vec::Vec<VmRecord>,
     ///The node's WireGuard address (VM_WG_IP). Replaces the address the controller uses to reach the agent.
     pub wg_ip: Ipv4Address,
+}
+///Identifies a node in the fleet (the agent's VM_NODE_ID): a DNS-style name as Kubernetes node names and host names are, 1 to 253 characters: an ASCII letter or digit, then letters, digits, '.', '-' or '_'. So "gpu-01.dc1" and a fully qualified host name are node ids, and so is every older fleetwire node id. Compared exactly: case is kept and significant ("Gpu-01" and "gpu-01" are two nodes), as PPN controllers key nodes by the exact string; use lower case, as DNS does, to avoid surprises. Where the id must become one of nibrunner's narrower identifiers (reported.json's hostId), the agent maps it as docs/interop.md describes.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct NodeId(::std::string::String);
+impl ::std::ops::Deref for NodeId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<NodeId> for ::std::string::String {
+    fn from(value: NodeId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for NodeId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err(
+                "doesn't match pattern \"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$\"".into(),
+            );
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for NodeId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for NodeId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for NodeId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
 }
 ///What the controller keeps about one node and serves from GET /v1/nodes, GET /v1/nodes/{node_id} and GET /v1/fleet. Its first fields are PPN's node record, so PPN clients read it unchanged; the rest is fleetwire's. Unlike PPN, a node that goes silent is not deleted: it is kept and shown as "unreachable". Two kinds of figures sit side by side: allocation-based bookkeeping (available_cpus, available_memory_mb, reserved_disk_gb), which the scheduler gates admission on, and real usage measured on the node (cpu_usage, memory_usage_mb, disk_usage_gb).
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
@@ -1927,12 +1985,17 @@ pub struct NodeRecord {
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub memory_usage_mb: ::std::option::Option<u64>,
     ///The node's fleet-unique id.
-    pub node_id: HostId,
+    pub node_id: NodeId,
     ///Host memory in MB left free at the last heartbeat (ram_total_mb minus ram_used_mb). Before the first heartbeat of a registered node, its total_memory_mb. PPN placement admits a VM when this is at least its ram_mb plus 512.
     pub ram_available_mb: u64,
     ///When the controller first enrolled the node, by registration or, for a PPN agent, by its first heartbeat.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub registered_at: ::std::option::Option<crate::Timestamp>,
+    ///Entries of the node's last heartbeat's vms that the controller set aside because they are not valid VmRecords (e.g. a vm_id over its length limit), at most the first 64. The rest of that heartbeat was applied: one bad entry never discards the node. Replaced by every heartbeat; absent when nothing was set aside. The controller's /metrics counts them in fleetwire_controller_heartbeat_vm_entries_rejected_total.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub rejected_vms: ::std::option::Option<
+        crate::BoundedVec<crate::types::RejectedVm, 0, 64>,
+    >,
     ///Whether the node is last resort for placement. false when omitted.
     #[serde(default)]
     pub reserved: bool,
@@ -1945,7 +2008,7 @@ pub struct NodeRecord {
     ///HTTP endpoint of the node's runtime. Absent when the node never declared one (PPN agents).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub smolvm_address: ::std::option::Option<RuntimeUrl>,
-    ///Port of the agent's local API on wg_ip. 9204 when omitted.
+    ///Port of the agent's local API on wg_ip: the port the node last declared, or the controller's default spawn port (--default-spawn-port) for a node that never declared one (PPN agents). The controller always writes it; 9204 when omitted.
     #[serde(default = "defaults::node_record_spawn_port")]
     pub spawn_port: HostPort,
     ///The node's lifecycle phase, kept by the controller: "registering" from registration to first heartbeat, "ready" while heartbeating, "draining" once an operator drains it, "unreachable" after more than 30 s without a heartbeat by receive time (kept, never deleted for silence, and back with its next heartbeat). Only "ready" nodes receive new VMs.
@@ -2295,7 +2358,7 @@ pub struct RegisterNodeRequest {
     ///Whether /dev/kvm exists on the host, i.e. hardware virtualization is usable. Create requests with prefer_kvm try such nodes first.
     pub kvm_available: bool,
     ///The fleet-unique name the node enrolls under (the agent's VM_NODE_ID). Every later heartbeat must carry the same value.
-    pub node_id: HostId,
+    pub node_id: NodeId,
     ///Marks the node as last resort (VM_RESERVED): it is only chosen for a new VM when no unreserved node qualifies. false when omitted.
     #[serde(default)]
     pub reserved: bool,
@@ -2328,6 +2391,73 @@ pub struct RegisterNodeResponse {
     pub cert_pem: ::std::option::Option<PemCertificate>,
     ///The node's record after the registration was applied.
     pub node: NodeRecord,
+}
+///An entry of a heartbeat's vms that the controller set aside, and why.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+pub struct RejectedVm {
+    ///The entry's position in the heartbeat's vms array, from 0.
+    pub index: u32,
+    ///Where in the heartbeat the first problem of the entry is, e.g. "/vms/3/vm_id".
+    pub instance_path: JsonPointer,
+    ///What is wrong with the entry, for a human: the first violation of the VmRecord schema, with its keyword.
+    pub reason: RejectedVmReason,
+    ///The entry's vm_id when it is a string, cut to its first 128 characters, with control characters and line separators replaced by U+FFFD so that it is safe to show. Absent when the entry has no string vm_id.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub vm_id: ::std::option::Option<ShownId>,
+}
+///What is wrong with the entry, for a human: the first violation of the VmRecord schema, with its keyword.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct RejectedVmReason(::std::string::String);
+impl ::std::ops::Deref for RejectedVmReason {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<RejectedVmReason> for ::std::string::String {
+    fn from(value: RejectedVmReason) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for RejectedVmReason {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 1024usize {
+            return Err("longer than 1024 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for RejectedVmReason {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for RejectedVmReason {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for RejectedVmReason {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
 }
 ///A checkpoint of a volume as this host sees it.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
@@ -2950,6 +3080,71 @@ impl<'de> ::serde::Deserialize<'de> for Sha256Digest {
             })
     }
 }
+///An id as a peer sent it, made safe to show: at most 128 characters, none of them a control character or a line or paragraph separator (the controller cuts longer ids and replaces such characters with U+FFFD).
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct ShownId(::std::string::String);
+impl ::std::ops::Deref for ShownId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<ShownId> for ::std::string::String {
+    fn from(value: ShownId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for ShownId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 128usize {
+            return Err("longer than 128 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        {
+            ::regress::Regex::new("^[^\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029]*$")
+                .unwrap()
+        });
+        if PATTERN.find(value).is_none() {
+            return Err(
+                "doesn't match pattern \"^[^\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029]*$\""
+                    .into(),
+            );
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ShownId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ShownId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for ShownId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
 ///A human-readable explanation, no longer than 512 characters.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
@@ -3014,7 +3209,7 @@ pub enum TenantExit {
     #[serde(rename = "signal")]
     Signal(i32),
 }
-///Identifies a tenant. Same identifier syntax as HostId.
+///Identifies a tenant: 1 to 128 characters, none of them a control character or a line or paragraph separator (as for VmId), compared exactly. PPN's tenant service passes its tenants' names through unchanged, so names like "acme.corp" are tenant ids.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
 pub struct TenantId(::std::string::String);
@@ -3034,11 +3229,21 @@ impl ::std::str::FromStr for TenantId {
     fn from_str(
         value: &str,
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 128usize {
+            return Err("longer than 128 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
         static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$").unwrap() });
+        {
+            ::regress::Regex::new("^[^\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029]+$")
+                .unwrap()
+        });
         if PATTERN.find(value).is_none() {
             return Err(
-                "doesn't match pattern \"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$\"".into(),
+                "doesn't match pattern \"^[^\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029]+$\""
+                    .into(),
             );
         }
         Ok(Self(value.to_string()))
@@ -3109,7 +3314,7 @@ pub struct Violation {
     ///Where in the schema the keyword that failed is.
     pub schema_path: JsonPointer,
 }
-///Identifies a VM, fleet-wide. Same identifier syntax as HostId.
+///Identifies a VM, fleet-wide: 1 to 128 characters, none of them a control character (C0, DEL, C1) or a line or paragraph separator, so an id is safe in a log line; compared exactly, case included. Wide enough for the ids PPN agents make ({vm_type lowercased}-{unix seconds}, with vm_type any 1 to 64 characters) and for what PPN callers choose. In URLs it is percent-encoded as one path segment. Where a VM id must become a narrower identifier (desired.json's appId and deploymentId, a runtime's machine name), the agent maps it as docs/interop.md describes and keeps the original beside it (desired.json's vmId).
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
 pub struct VmId(::std::string::String);
@@ -3129,11 +3334,21 @@ impl ::std::str::FromStr for VmId {
     fn from_str(
         value: &str,
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 128usize {
+            return Err("longer than 128 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
         static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-        { ::regress::Regex::new("^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$").unwrap() });
+        {
+            ::regress::Regex::new("^[^\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029]+$")
+                .unwrap()
+        });
         if PATTERN.find(value).is_none() {
             return Err(
-                "doesn't match pattern \"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$\"".into(),
+                "doesn't match pattern \"^[^\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029]+$\""
+                    .into(),
             );
         }
         Ok(Self(value.to_string()))
@@ -3190,7 +3405,7 @@ pub struct VmRecord {
     pub message: ::std::option::Option<VmRecordMessage>,
     ///The node running the VM. Set by the controller in the records it serves; agents may omit it, since their heartbeat already names the node.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub node_id: ::std::option::Option<HostId>,
+    pub node_id: ::std::option::Option<NodeId>,
     ///Memory allocated to the VM in MB (the ram_mb it was created with). Counts against the node's allocation-based available memory.
     pub ram_alloc_mb: u64,
     ///The checkpoint the VM was restored from. null or absent for a VM that booted fresh.
@@ -3521,9 +3736,6 @@ pub mod defaults {
         <T as ::std::convert::TryFrom<::std::num::NonZeroU64>>::Error: ::std::fmt::Debug,
     {
         T::try_from(::std::num::NonZeroU64::try_from(V).unwrap()).unwrap()
-    }
-    pub(super) fn node_heartbeat_spawn_port() -> super::HostPort {
-        super::HostPort(::std::num::NonZeroU16::new(9204).unwrap())
     }
     pub(super) fn node_record_runtime() -> super::RuntimeName {
         super::RuntimeName("smolvm".to_string())

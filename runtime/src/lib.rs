@@ -5,6 +5,7 @@ pub mod cli;
 pub mod controller;
 pub mod drivers;
 pub mod http;
+pub mod ids;
 pub mod loadgen;
 pub mod reported;
 pub mod shutdown;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use fleetwire_types::{read, HostId, NodeRecord};
+use fleetwire_types::{read, NodeId, NodeRecord};
 use tokio::process::{Child, Command};
 
 #[derive(Args, Debug, Clone)]
@@ -60,7 +60,7 @@ async fn up(args: &UpArgs) -> Result<()> {
         None => default_node_id(),
     };
     node_id
-        .parse::<HostId>()
+        .parse::<NodeId>()
         .map_err(|e| anyhow::anyhow!("--node-id {node_id:?}: {e}"))?;
     let exe = std::env::current_exe().context("locating the fleetwire binary")?;
     let api = format!("http://{}", args.listen);

@@ -5,8 +5,13 @@
 //! know. State is in memory, a heartbeat replaces a node's record and VM list wholesale, nodes
 //! silent for more than 30 s (judged on the node's `timestamp_utc`, as PPN does) are left out
 //! of the listings, and there is no `/v1/nodes/register` route: PPN agents enroll by heartbeat.
-//! PPN calls agents on their fixed port 9204; tests cannot use a fixed port, so the stand-in is
-//! told the agents' port instead.
+//! Its answers follow the real `service-vm-fleet` (commit f39485af, checked by
+//! tests/tests/ppn_real.rs): errors are plain-text bodies; a preferred node needs `ram_mb` of
+//! available memory (no headroom); an agent that cannot be reached or refuses the spawn gives
+//! 502 with the agent's status and message, an answer that is no VmRecord 500; a delete asks
+//! the agent and forgets the VM whatever it answers (204, or 404 for a VM it does not know).
+//! PPN calls agents on one port for all nodes, `VM_HOST_SPAWN_PORT` (default 9220); tests
+//! cannot use a fixed port, so the stand-in is told the agents' port instead.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -208,20 +213,29 @@ async fn fleet_status(State(ctx): State<Ctx>) -> Json<PpnFleetStatus> {
 async fn create_vm(
     State(ctx): State<Ctx>,
     Json(raw): Json<serde_json::Value>,
-) -> Result<Json<PpnVmRecord>, StatusCode> {
-    let req: PpnCreateVmRequest =
-        serde_json::from_value(raw.clone()).map_err(|_| StatusCode::UNPROCESSABLE_ENTITY)?;
+) -> Result<Json<PpnVmRecord>, (StatusCode, String)> {
+    let req: PpnCreateVmRequest = serde_json::from_value(raw.clone())
+        .map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
     let node = {
         let fleet = ctx.fleet.lock().unwrap();
         let nodes = fresh(&fleet);
         let fits = |n: &&PpnNodeRecord| n.ram_available_mb >= req.ram_mb + 512;
         if let Some(wanted) = &req.preferred_node {
-            nodes
-                .iter()
-                .filter(fits)
-                .find(|n| &n.node_id == wanted)
-                .cloned()
-                .ok_or(StatusCode::UNPROCESSABLE_ENTITY)?
+            let node = nodes.iter().find(|n| &n.node_id == wanted).ok_or((
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("preferred_node '{wanted}' is not registered"),
+            ))?;
+            // PPN checks a preferred node without the 512 MB headroom.
+            if node.ram_available_mb < req.ram_mb {
+                return Err((
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!(
+                        "preferred_node '{wanted}' has {}MB available, {}MB requested",
+                        node.ram_available_mb, req.ram_mb
+                    ),
+                ));
+            }
+            node.clone()
         } else {
             let mut candidates: Vec<&PpnNodeRecord> = nodes.iter().filter(fits).collect();
             candidates.sort_by_key(|n| {
@@ -231,32 +245,42 @@ async fn create_vm(
                     std::cmp::Reverse(n.ram_available_mb),
                 )
             });
-            candidates
-                .first()
-                .map(|n| (*n).clone())
-                .ok_or(StatusCode::SERVICE_UNAVAILABLE)?
+            candidates.first().map(|n| (*n).clone()).ok_or((
+                StatusCode::SERVICE_UNAVAILABLE,
+                "insufficient RAM on all registered nodes".to_string(),
+            ))?
         }
     };
     let url = format!("http://{}:{}/v1/spawn", node.wg_ip, ctx.agent_port);
-    let resp = ctx
-        .http
-        .post(&url)
-        .json(&raw)
-        .send()
-        .await
-        .map_err(|_| StatusCode::BAD_GATEWAY)?;
+    let resp = ctx.http.post(&url).json(&raw).send().await.map_err(|e| {
+        (
+            StatusCode::BAD_GATEWAY,
+            format!("cannot reach vm-host at {url}: {e}"),
+        )
+    })?;
     if !resp.status().is_success() {
-        return Err(StatusCode::BAD_GATEWAY);
+        let status = resp.status();
+        let body = resp.text().await.unwrap_or_default();
+        return Err((
+            StatusCode::BAD_GATEWAY,
+            format!("vm-host {} returned {status}: {body}", node.node_id),
+        ));
     }
-    let mut record: PpnVmRecord = resp.json().await.map_err(|_| StatusCode::BAD_GATEWAY)?;
+    let mut record: PpnVmRecord = resp.json().await.map_err(|e| {
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("vm-host response not a VmRecord: {e}"),
+        )
+    })?;
     record.tenant_id = req.tenant_id;
-    ctx.fleet
-        .lock()
-        .unwrap()
-        .vms
-        .entry(node.node_id)
-        .or_default()
-        .push(record.clone());
+    let mut fleet = ctx.fleet.lock().unwrap();
+    let vms = fleet.vms.entry(node.node_id.clone()).or_default();
+    vms.retain(|v| v.vm_id != record.vm_id);
+    vms.push(record.clone());
+    let count = vms.len() as u32;
+    if let Some(n) = fleet.nodes.get_mut(&node.node_id) {
+        n.vm_count = count;
+    }
     Ok(Json(record))
 }
 
@@ -293,16 +317,17 @@ async fn delete_vm(State(ctx): State<Ctx>, Path(vm_id): Path<String>) -> StatusC
     let Some(node) = owner else {
         return StatusCode::NOT_FOUND;
     };
+    // PPN asks the agent and forgets the VM whatever the agent answers.
     let url = format!("http://{}:{}/v1/vms/{vm_id}", node.wg_ip, ctx.agent_port);
-    match ctx.http.delete(&url).send().await {
-        Ok(r) if r.status().is_success() => {
-            let mut fleet = ctx.fleet.lock().unwrap();
-            if let Some(vms) = fleet.vms.get_mut(&node.node_id) {
-                vms.retain(|v| v.vm_id != vm_id);
-            }
-            StatusCode::NO_CONTENT
-        }
-        Ok(r) if r.status() == reqwest::StatusCode::NOT_FOUND => StatusCode::NOT_FOUND,
-        _ => StatusCode::BAD_GATEWAY,
+    let _ = ctx.http.delete(&url).send().await;
+    let mut fleet = ctx.fleet.lock().unwrap();
+    let mut count = None;
+    if let Some(vms) = fleet.vms.get_mut(&node.node_id) {
+        vms.retain(|v| v.vm_id != vm_id);
+        count = Some(vms.len() as u32);
     }
+    if let (Some(count), Some(n)) = (count, fleet.nodes.get_mut(&node.node_id)) {
+        n.vm_count = count;
+    }
+    StatusCode::NO_CONTENT
 }

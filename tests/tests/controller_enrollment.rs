@@ -66,7 +66,10 @@ async fn a_ppn_agent_enrolls_by_heartbeat_goes_unreachable_and_comes_back() {
     }
     assert_eq!(node["ram_available_mb"], 12288);
     assert_eq!(node["status"], "ready");
-    assert_eq!(node["spawn_port"], 9204, "a PPN agent's default port");
+    assert_eq!(
+        node["spawn_port"], 9220,
+        "a PPN agent says no port: the controller's --default-spawn-port"
+    );
     assert_eq!(node["runtime"], "smolvm");
     let (_, listed) = get_json(&client, &controller.url("/v1/nodes")).await;
     assert_eq!(ids(&listed), vec!["ppn-node-1"]);

@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use fleetwire_types::{HostId, Ipv4Address};
+use fleetwire_types::{HostId, Ipv4Address, NodeId};
 
 use super::AgentArgs;
 
@@ -30,7 +30,12 @@ impl RuntimeKind {
 pub struct AgentConfig {
     /// The controller's base URL, without a trailing slash.
     pub fleet_endpoint: String,
-    pub node_id: HostId,
+    /// `VM_NODE_ID` as the fleet knows the node (heartbeats, registration, VM records).
+    pub node_id: NodeId,
+    /// The node's id in the documents nibrunner reads (reported.json, desired.json,
+    /// meters.json): `node_id` itself when it is narrow enough, else its mapping
+    /// (`crate::ids`).
+    pub host_id: HostId,
     pub wg_ip: Ipv4Address,
     pub heartbeat_interval: Duration,
     pub spawn_port: u16,
@@ -159,9 +164,9 @@ impl AgentConfig {
             endpoint_expected,
         )?;
 
-        let id_expected = "the node's fleet-unique id: a letter or digit, then up to 62 letters, digits, '_' or '-'";
+        let id_expected = "the node's fleet-unique id, e.g. a host name: a letter or digit, then up to 252 letters, digits, '.', '_' or '-'";
         let raw_id = required(&args.node_id, "VM_NODE_ID", id_expected)?;
-        let node_id: HostId = raw_id
+        let node_id: NodeId = raw_id
             .parse()
             .map_err(|_| err("VM_NODE_ID", format!("{raw_id:?} is not {id_expected}")))?;
 
@@ -252,6 +257,7 @@ impl AgentConfig {
 
         Ok(AgentConfig {
             fleet_endpoint,
+            host_id: crate::ids::host_id(&node_id),
             node_id,
             wg_ip,
             heartbeat_interval: Duration::from_secs(heartbeat_s),
@@ -429,6 +435,31 @@ mod tests {
         assert!(!c.reserved);
         assert_eq!(c.runtime, RuntimeKind::Process);
         assert_eq!(c.default_command, vec!["sleep", "infinity"]);
+    }
+
+    #[test]
+    fn node_ids_are_dns_names_and_map_to_a_narrow_host_id() {
+        let mut a = args();
+        a.node_id = Some("gpu-01.dc1.example.org".into());
+        let c = AgentConfig::from_args(&a).unwrap();
+        assert_eq!(c.node_id.as_str(), "gpu-01.dc1.example.org");
+        assert_eq!(
+            c.host_id.as_str(),
+            crate::ids::local_id("gpu-01.dc1.example.org")
+        );
+        // A narrow id stays itself in reported.json.
+        assert_eq!(
+            AgentConfig::from_args(&args()).unwrap().host_id.as_str(),
+            "n1"
+        );
+        // 253 characters is the limit, as for DNS names.
+        a.node_id = Some(format!("a{}", ".b".repeat(126)));
+        assert!(AgentConfig::from_args(&a).is_ok());
+        a.node_id = Some(format!("a{}", ".b".repeat(127)));
+        assert_eq!(
+            AgentConfig::from_args(&a).unwrap_err().variable,
+            "VM_NODE_ID"
+        );
     }
 
     #[test]

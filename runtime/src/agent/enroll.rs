@@ -57,7 +57,10 @@ pub fn node_key(state_dir: &Path) -> anyhow::Result<KeyPair> {
 pub fn csr_pem(key: &KeyPair, node_id: &str, wg_ip: IpAddr) -> anyhow::Result<PemCsr> {
     let mut params = CertificateParams::new(vec![node_id.to_string()])?;
     params.subject_alt_names.push(SanType::IpAddress(wg_ip));
-    params.distinguished_name.push(DnType::CommonName, node_id);
+    // The common name is bounded to 64 characters (RFC 5280); the DNS SAN carries the id.
+    if node_id.chars().count() <= 64 {
+        params.distinguished_name.push(DnType::CommonName, node_id);
+    }
     let pem = params.serialize_request(key)?.pem()?;
     pem.parse()
         .map_err(|e| anyhow::anyhow!("the CSR is not a PemCsr: {e}"))

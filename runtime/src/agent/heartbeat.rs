@@ -141,7 +141,7 @@ pub fn build_heartbeat(agent: &Agent) -> NodeHeartbeat {
         vms,
         boot_id: boot_id_of(&facts.boot_id),
         timestamp_utc: Timestamp::now(),
-        spawn_port: agent.config.spawn_host_port(),
+        spawn_port: Some(agent.config.spawn_host_port()),
         agent_version: Some(agent_version()),
         runtime_boot_id: runtime.and_then(|r| r.boot_id.clone()),
         runtime_capacity: runtime.and_then(|r| r.capacity.clone()),

@@ -11,9 +11,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use fleetwire_types::{
-    ApiErrorCode, AppId, Command, CreateVmRequest, DeploymentId, DesiredInstance,
-    DesiredInstanceState, Health, HealthStatus, HostDesiredState, InstanceResources, InstanceState,
-    VmId, VmRecord, VmState, VmType,
+    ApiErrorCode, AppId, Command, CreateVmRequest, DesiredInstance, DesiredInstanceState, Health,
+    HealthStatus, HostDesiredState, InstanceResources, InstanceState, VmId, VmRecord, VmState,
+    VmType,
 };
 use tokio::sync::watch;
 
@@ -166,7 +166,8 @@ async fn spawn(
         ));
     }
     let vm_id = req.vm_id.clone().unwrap_or_else(new_vm_id);
-    let app_id: AppId = vm_id.as_str().parse().expect("a VmId is an AppId");
+    // A VM id is wider than desired.json's identifiers: mapped (crate::ids), kept as vmId.
+    let app_id: AppId = crate::ids::app_id(&vm_id);
     // A request with neither image nor command runs the node's default command, where the
     // runtime runs commands (process); smolvm boots the image alone.
     let argv: Option<Vec<String>> = match &req.command {
@@ -189,10 +190,7 @@ async fn spawn(
         .transpose()?;
     let instance = DesiredInstance {
         app_id: app_id.clone(),
-        deployment_id: vm_id
-            .as_str()
-            .parse::<DeploymentId>()
-            .expect("a VmId is a DeploymentId"),
+        deployment_id: crate::ids::deployment_id(&vm_id),
         desired_state: DesiredInstanceState::Running,
         command,
         resources: InstanceResources {

@@ -223,7 +223,7 @@ pub async fn serve_until(
     }
     let desired = DesiredStore::open(
         config.state_dir.join("desired.json"),
-        config.node_id.clone(),
+        config.host_id.clone(),
     )
     .context("desired.json")?;
     let driver = crate::drivers::driver_for(

@@ -31,7 +31,7 @@ impl PassState {
         PassState {
             meters: MeterBook::load(
                 agent.config.state_dir.join("meters.json"),
-                agent.config.node_id.clone(),
+                agent.config.host_id.clone(),
                 &agent.reported_path(),
             ),
             converged: HashMap::new(),
@@ -121,7 +121,7 @@ pub async fn pass(agent: &Agent, state: &mut PassState) {
 
     let refusal = agent.desired.refusal();
     let report = build(&LiveState {
-        host_id: &agent.config.node_id,
+        host_id: &agent.config.host_id,
         state: agent.link().host_state(),
         capacity: HostCapacity {
             vcpu_count: facts.cpu_cores,

@@ -94,7 +94,8 @@ impl AgentClient {
     /// `DELETE /v1/vms/{vm_id}` on the agent. An agent that no longer knows the VM (404) has
     /// nothing left to delete, which is success.
     pub async fn delete(&self, agent: AgentEndpoint, vm_id: &str) -> Result<(), String> {
-        let url = format!("http://{agent}/v1/vms/{vm_id}");
+        // VM ids may hold spaces, '/', '%', ... (schemas/node.schema.json's VmId): one segment.
+        let url = format!("http://{agent}/v1/vms/{}", crate::ids::path_segment(vm_id));
         let response = self
             .http
             .delete(&url)

@@ -13,8 +13,8 @@ use axum::Json;
 use compact_str::CompactString;
 use fleetwire_types::{
     ApiErrorCode, CertSerial, CreateVmRequest, Health, HealthStatus, HostState, NodeHeartbeat,
-    NodeStatusFilter, PemCertificate, RegisterNodeRequest, RegisterNodeResponse, SemVer,
-    StateMessage, TenantId, Timestamp, VmRecord,
+    NodeStatusFilter, PemCertificate, RegisterNodeRequest, RegisterNodeResponse, RejectedVm,
+    SemVer, StateMessage, TenantId, Timestamp, VmRecord,
 };
 
 use super::{nodes, placement, runtimes, Controller};
@@ -154,10 +154,22 @@ pub async fn register_node(
 /// the router directly).
 pub async fn post_heartbeat(
     State(controller): Shared,
-    Valid(heartbeat): Valid<NodeHeartbeat>,
-) -> Result<StatusCode, ApiFailure> {
-    take_heartbeat(&controller, heartbeat).await?;
-    Ok(StatusCode::OK)
+    headers: axum::http::HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<Response, ApiFailure> {
+    crate::http::require_json(&headers)?;
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            crate::http::too_large()
+        } else {
+            crate::http::unreadable_body(rejection.body_text())
+        }
+    })?;
+    let (heartbeat, rejected) = super::heartbeat_entries::read(&body)?;
+    take_heartbeat_with(&controller, heartbeat.value, rejected).await?;
+    let mut response = StatusCode::OK.into_response();
+    crate::unknown_fields::add_warnings(response.headers_mut(), &heartbeat.unknown_fields);
+    Ok(response)
 }
 
 /// What a heartbeat's answer waits for.
@@ -178,7 +190,17 @@ pub async fn take_heartbeat(
     controller: &Controller,
     heartbeat: NodeHeartbeat,
 ) -> Result<(), ApiFailure> {
-    let durable = apply_heartbeat(controller, heartbeat);
+    take_heartbeat_with(controller, heartbeat, Vec::new()).await
+}
+
+/// [`take_heartbeat`] for a heartbeat whose `rejected` entries of `vms` were set aside
+/// ([`super::heartbeat_entries`]): the node record shows them until the next heartbeat.
+pub async fn take_heartbeat_with(
+    controller: &Controller,
+    heartbeat: NodeHeartbeat,
+    rejected: Vec<RejectedVm>,
+) -> Result<(), ApiFailure> {
+    let durable = apply_heartbeat(controller, heartbeat, rejected);
     match durable {
         Durable::Behind => Ok(()),
         Durable::Commit(node_id) => controller.commit(vec![node_id]).await,
@@ -186,7 +208,20 @@ pub async fn take_heartbeat(
     }
 }
 
-fn apply_heartbeat(controller: &Controller, heartbeat: NodeHeartbeat) -> Durable {
+fn apply_heartbeat(
+    controller: &Controller,
+    heartbeat: NodeHeartbeat,
+    rejected: Vec<RejectedVm>,
+) -> Durable {
+    if !rejected.is_empty() {
+        controller.metrics.rejected_vm_entries(rejected.len());
+        tracing::warn!(
+            node_id = heartbeat.node_id.as_str(),
+            set_aside = rejected.len(),
+            first = %rejected[0].reason.as_str(),
+            "heartbeat taken without its invalid vms entries"
+        );
+    }
     let now = Instant::now();
     let received = Timestamp::now();
     let node_id = CompactString::from(heartbeat.node_id.as_str());
@@ -195,8 +230,9 @@ fn apply_heartbeat(controller: &Controller, heartbeat: NodeHeartbeat) -> Durable
     });
     let (mut outcome, queue) = {
         let mut state = slot.lock();
-        let outcome =
+        let mut outcome =
             nodes::apply_heartbeat(&mut state, heartbeat, now, received, &controller.settings);
+        outcome.record_changed |= nodes::set_rejected_vms(&mut state, rejected);
         if let Some((removed, added)) = &outcome.vm_ids {
             controller.table.index_vms(
                 &node_id,

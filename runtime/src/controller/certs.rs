@@ -121,7 +121,11 @@ impl NodeCa {
         // Everything but the public key is ours to decide.
         let mut params = CertificateParams::default();
         let mut name = DistinguishedName::new();
-        name.push(DnType::CommonName, node_id);
+        // X.509 bounds a common name to 64 characters (RFC 5280's ub-common-name) and node ids
+        // reach 253: a longer id is named by its DNS SAN alone, which is what TLS checks.
+        if node_id.chars().count() <= 64 {
+            name.push(DnType::CommonName, node_id);
+        }
         params.distinguished_name = name;
         let mut sans =
             vec![SanType::DnsName(node_id.to_string().try_into().map_err(
@@ -358,5 +362,27 @@ mod tests {
         assert!(ca
             .sign(bogus, "n", "10.0.0.1".parse().unwrap(), &[])
             .is_err());
+    }
+
+    #[test]
+    fn a_node_id_past_64_characters_is_named_by_its_dns_san_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca =
+            NodeCa::open_or_create(&dir.path().join("ca"), Duration::from_secs(86400)).unwrap();
+        let (csr, _key) = csr_asking_for_too_much();
+        let node_id = format!("gpu-01.{}.example.org", "dc".repeat(40));
+        assert!(node_id.len() > 64);
+        let issued = ca
+            .sign(&csr, &node_id, "10.0.0.7".parse().unwrap(), &[])
+            .unwrap();
+        let (_, pem) = x509_parser::pem::parse_x509_pem(issued.cert_pem.as_bytes()).unwrap();
+        let cert = pem.parse_x509().unwrap();
+        assert_eq!(cert.subject().iter_common_name().count(), 0);
+        let sans = cert.subject_alternative_name().unwrap().unwrap();
+        assert!(sans
+            .value
+            .general_names
+            .iter()
+            .any(|name| matches!(name, GeneralName::DNSName(dns) if *dns == node_id)));
     }
 }

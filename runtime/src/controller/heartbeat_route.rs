@@ -6,7 +6,8 @@
 //! docs/performance.md), so the HTTP service checks for this one route first and serves it
 //! with the same pieces the router would use: the JSON content-type check (`415`), the body
 //! limit (`413`), the validated reader (`400` with pointers; unknown fields answered as
-//! `Warning` headers), [`api::take_heartbeat`], the
+//! `Warning` headers; bad entries of `vms` alone are set aside by [`heartbeat_entries`]
+//! instead), [`api::take_heartbeat`], the
 //! request timeout, and the request metrics. Every other request goes to the router.
 
 use std::convert::Infallible;
@@ -22,8 +23,8 @@ use axum::Router;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tower::ServiceExt;
 
-use super::{api, routes, Controller};
-use crate::http::{read_body, require_json, too_large, unreadable_body, MAX_BODY_BYTES};
+use super::{api, heartbeat_entries, routes, Controller};
+use crate::http::{require_json, too_large, unreadable_body, MAX_BODY_BYTES};
 
 /// The route's path, as the API document and the route table write it.
 pub const PATH: &str = "/v1/nodes/heartbeat";
@@ -80,12 +81,12 @@ async fn take(controller: &Controller, request: Request) -> Response {
         Err(error) if error.is::<LengthLimitError>() => return too_large().into_response(),
         Err(error) => return unreadable_body(format!("reading the body: {error}")).into_response(),
     };
-    match read_body(&body) {
-        Ok(heartbeat) => {
-            // Unknown fields (already counted and logged by `read_body`) are answered as
-            // `Warning` headers; a heartbeat without any pays nothing for it.
+    match heartbeat_entries::read(&body) {
+        Ok((heartbeat, rejected)) => {
+            // Unknown fields (already counted and logged) are answered as `Warning` headers; a
+            // heartbeat without any pays nothing for it.
             let unknown = heartbeat.unknown_fields;
-            match api::take_heartbeat(controller, heartbeat.value).await {
+            match api::take_heartbeat_with(controller, heartbeat.value, rejected).await {
                 Ok(()) if unknown.is_empty() => StatusCode::OK.into_response(),
                 Ok(()) => {
                     let mut response = StatusCode::OK.into_response();

@@ -39,6 +39,7 @@ pub struct Metrics {
     latency: Family<RouteLabels, Histogram, fn() -> Histogram>,
     nodes: Family<StatusLabels, Gauge>,
     heartbeats: Counter,
+    rejected_vm_entries: Counter,
     flush_seconds: Histogram,
     flushed_rows: Counter,
     write_behind_lag: Histogram,
@@ -76,6 +77,12 @@ impl Metrics {
             "Valid heartbeats taken",
             heartbeats.clone(),
         );
+        let rejected_vm_entries = Counter::default();
+        registry.register(
+            "heartbeat_vm_entries_rejected",
+            "Entries of heartbeats' vms set aside as invalid while the rest of the heartbeat was taken",
+            rejected_vm_entries.clone(),
+        );
         let flush_seconds = Histogram::new(exponential_buckets(0.000_1, 2.0, 16));
         registry.register_with_unit(
             "store_flush_duration",
@@ -106,6 +113,7 @@ impl Metrics {
             latency,
             nodes,
             heartbeats,
+            rejected_vm_entries,
             flush_seconds,
             flushed_rows,
             write_behind_lag,
@@ -133,6 +141,11 @@ impl Metrics {
 
     pub fn heartbeat(&self) {
         self.heartbeats.inc();
+    }
+
+    /// `entries` entries of a heartbeat's `vms` were set aside.
+    pub fn rejected_vm_entries(&self, entries: usize) {
+        self.rejected_vm_entries.inc_by(entries as u64);
     }
 
     pub fn set_node_counts(&self, counts: &NodeCounts) {
@@ -185,6 +198,7 @@ mod tests {
             Duration::from_micros(80),
         );
         metrics.heartbeat();
+        metrics.rejected_vm_entries(2);
         metrics.set_node_counts(&NodeCounts {
             registering: 1,
             ready: 2,
@@ -208,6 +222,7 @@ mod tests {
             "fleetwire_controller_http_request_duration_seconds_bucket{",
             "fleetwire_controller_nodes{status=\"unreachable\"} 3",
             "fleetwire_controller_heartbeats_received_total 1",
+            "fleetwire_controller_heartbeat_vm_entries_rejected_total 2",
             "fleetwire_controller_store_flush_duration_seconds_count 2",
             "fleetwire_controller_store_rows_written_total 11",
             "fleetwire_controller_store_write_behind_lag_seconds_bucket{le=\"0.6\"} 0",

@@ -8,6 +8,7 @@ pub mod api;
 pub mod certs;
 pub mod docs;
 pub mod fleet_document;
+pub mod heartbeat_entries;
 pub mod heartbeat_route;
 pub mod jobs;
 pub mod ledger;
@@ -98,6 +99,13 @@ pub struct ControllerArgs {
     /// this (at most 600ms, so a change reaches the store within 1 s).
     #[arg(long, env = "FLEETWIRE_FLUSH_INTERVAL", default_value = "500ms", value_parser = parse_duration)]
     pub flush_interval: Duration,
+    /// Port of the agents' local API for a node that never says which (PPN agents do not):
+    /// spawn and delete calls go to wg_ip on this port. 9220 is what PPN controllers call and
+    /// PPN's host setup runs its agents on; the variable is PPN's own, so a PPN controller's
+    /// environment carries over (docs/controller.md).
+    #[arg(long, env = "VM_HOST_SPAWN_PORT", default_value_t = 9220,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub default_spawn_port: u16,
     /// Log format.
     #[arg(long, env = "FLEETWIRE_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -132,6 +140,8 @@ pub struct Settings {
     pub probe_interval: Duration,
     pub flush_interval: Duration,
     pub cert_validity: Duration,
+    /// `--default-spawn-port`: where a node that declared no spawn port is called.
+    pub default_spawn_port: fleetwire_types::HostPort,
 }
 
 impl Settings {
@@ -171,6 +181,10 @@ impl Settings {
             return Err("--cert-validity must be above 0 and at most 397 days".into());
         }
         Ok(Settings {
+            default_spawn_port: fleetwire_types::HostPort(
+                std::num::NonZeroU16::new(args.default_spawn_port)
+                    .ok_or("--default-spawn-port must be a port from 1 to 65535")?,
+            ),
             stale_after: args.stale_after,
             forget_after: args.forget_after,
             disk_cordon_below_gb: args.disk_cordon_below,

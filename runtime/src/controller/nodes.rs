@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use fleetwire_types::{
-    BootId, HostId, HostState, NodeHeartbeat, NodeRecord, RegisterNodeRequest, RuntimeName,
-    StateMessage, Timestamp, VmRecord,
+    BootId, BoundedVec, HostState, NodeHeartbeat, NodeId, NodeRecord, RegisterNodeRequest,
+    RejectedVm, RuntimeName, StateMessage, Timestamp, VmRecord,
 };
 
 use super::state::{CordonSource, NodeFlags, NodeState, VmEntry};
@@ -56,7 +56,7 @@ pub fn no_runtime_address() -> fleetwire_types::StateMessage {
 
 /// A record for a node the controller has never seen, with only what every node has.
 fn blank_record(
-    node_id: HostId,
+    node_id: NodeId,
     hostname: fleetwire_types::Hostname,
     wg_ip: fleetwire_types::Ipv4Address,
     received: Timestamp,
@@ -86,6 +86,7 @@ fn blank_record(
         node_id,
         ram_available_mb: 0,
         registered_at: Some(received),
+        rejected_vms: None,
         reserved: false,
         reserved_disk_gb: 0,
         runtime: RuntimeName::try_from(super::runtimes::SMOLVM).expect("a valid runtime name"),
@@ -147,6 +148,19 @@ impl HeartbeatOutcome {
             None => {}
         }
     }
+}
+
+/// Replaces the node record's `rejected_vms` with the entries the last heartbeat had set
+/// aside (`super::heartbeat_entries`), at most the schema's 64; whether the record changed.
+/// A heartbeat with nothing set aside after one without costs one comparison.
+pub fn set_rejected_vms(state: &mut NodeState, mut rejected: Vec<RejectedVm>) -> bool {
+    if rejected.is_empty() && state.record.rejected_vms.is_none() {
+        return false;
+    }
+    rejected.truncate(super::heartbeat_entries::MAX_KEPT);
+    let rejected = (!rejected.is_empty())
+        .then(|| BoundedVec::new(rejected).expect("truncated to the schema's maxItems"));
+    replace_if_changed(&mut state.record.rejected_vms, rejected)
 }
 
 /// A node enrolled by its first heartbeat (as PPN agents enroll).
@@ -233,7 +247,11 @@ pub fn apply_heartbeat(
     record_changed |= replace_if_changed(&mut record.kvm_available, kvm_available);
     record_changed |= replace_if_changed(&mut record.reserved, reserved);
     record.last_heartbeat = received;
-    record_changed |= replace_if_changed(&mut record.spawn_port, spawn_port);
+    // PPN agents do not say: the controller's --default-spawn-port (docs/controller.md).
+    record_changed |= replace_if_changed(
+        &mut record.spawn_port,
+        spawn_port.unwrap_or_else(|| settings.default_spawn_port.clone()),
+    );
     record_changed |= replace_if_changed(&mut record.host_boot_id, Some(host_boot_id));
     if runtime_boot_id.is_some() {
         record_changed |= replace_if_changed(&mut record.boot_id, runtime_boot_id);
@@ -377,7 +395,7 @@ fn runtime_stall(state: &mut NodeState, stalled: bool, received: Timestamp) -> O
 fn merge_reported_vms(
     state: &mut NodeState,
     reported: Vec<VmRecord>,
-    node_id: &HostId,
+    node_id: &NodeId,
     received: &Timestamp,
     restarted: bool,
     grace: Duration,

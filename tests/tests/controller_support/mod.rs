@@ -126,7 +126,7 @@ pub fn ppn_body(node_id: &str, wg_ip: &str) -> Value {
 }
 
 /// A PPN heartbeat plus fleetwire's `spawn_port`, so the controller reaches an agent stand-in
-/// on its own port (a PPN agent listens on 9204).
+/// on its own port (a PPN agent says none, and is called on the controller's default).
 pub fn ppn_heartbeat(node_id: &str, wg_ip: &str, spawn_port: u16) -> Value {
     let mut body = ppn_body(node_id, wg_ip);
     body["spawn_port"] = spawn_port.into();
