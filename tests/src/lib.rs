@@ -82,6 +82,19 @@ pub fn fleetwire() -> Command {
     Command::new(fleetwire_bin())
 }
 
+/// `id` as one URL path segment: every byte but RFC 3986's unreserved ones percent-encoded.
+pub fn url_segment(id: &str) -> String {
+    let mut out = String::new();
+    for byte in id.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
 /// A TCP port that was free a moment ago on 127.0.0.1.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

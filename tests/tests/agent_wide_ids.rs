@@ -23,18 +23,6 @@ fn is_narrow(id: &str) -> bool {
         && !id.ends_with('-')
 }
 
-fn segment(id: &str) -> String {
-    let mut out = String::new();
-    for byte in id.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
 #[test]
 fn wide_node_and_vm_ids_are_kept_for_the_fleet_and_mapped_for_nibrunner() {
     let controller_port = free_port();
@@ -104,7 +92,7 @@ fn wide_node_and_vm_ids_are_kept_for_the_fleet_and_mapped_for_nibrunner() {
     assert_eq!(status, 409);
     let (status, body) = agent.send(
         Method::DELETE,
-        &format!("/v1/vms/{}", segment(&vm_id)),
+        &format!("/v1/vms/{}", fleetwire_e2e::url_segment(&vm_id)),
         None,
     );
     assert_eq!(status, 204, "{body}");

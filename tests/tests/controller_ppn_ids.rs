@@ -14,19 +14,6 @@ use fleetwire_e2e::{fleetwire, free_port, Running};
 use fleetwire_types::{NodeRecord, VmRecord};
 use serde_json::{json, Value};
 
-/// `id` as one URL path segment.
-fn segment(id: &str) -> String {
-    let mut out = String::new();
-    for byte in id.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
 fn node_record(value: &Value) -> NodeRecord {
     fleetwire_types::read_value_strict(value)
         .unwrap_or_else(|r| panic!("not a NodeRecord: {r}\n{value}"))
@@ -96,7 +83,7 @@ async fn dns_node_ids_and_wide_vm_and_tenant_ids_flow_through_the_controller() {
     assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
     let (status, one) = get_json(
         &client,
-        &controller.url(&format!("/v1/vms/{}", segment(&vm_id))),
+        &controller.url(&format!("/v1/vms/{}", fleetwire_e2e::url_segment(&vm_id))),
     )
     .await;
     assert_eq!(status, 200, "{one}");
@@ -105,7 +92,7 @@ async fn dns_node_ids_and_wide_vm_and_tenant_ids_flow_through_the_controller() {
     // Deleted through the percent-encoded path; the agent receives the id as it is.
     let (status, _) = delete_url(
         &client,
-        &controller.url(&format!("/v1/vms/{}", segment(&vm_id))),
+        &controller.url(&format!("/v1/vms/{}", fleetwire_e2e::url_segment(&vm_id))),
     )
     .await;
     assert_eq!(status, 204);

@@ -89,17 +89,18 @@ fn shared_root() -> (tempfile::TempDir, PathBuf) {
     (temp, root)
 }
 
-#[test]
-#[ignore = "needs the real peers (../shared/peers): cargo test -p fleetwire-e2e -- --ignored"]
-fn fleet_mode_serves_the_agent_and_the_controller_over_mtls_with_the_certificate_the_controller_issued(
-) {
-    let (_temp, root) = shared_root();
-    let ca_dir = root.join("controller-ca");
-    let ca_arg = ca_dir.display().to_string();
-    let controller = ControllerProcess::start(&["--ca-dir", &ca_arg, "--probe-interval", "1s"]);
+/// A fleetwire agent driving smolvm in fleet mode: https:// on its WireGuard address
+/// (127.0.0.1 here) at a port whose next port (the loopback door) is free, keeping the TLS
+/// files for smolvm's group; returned once it has written them.
+struct FleetAgent {
+    agent: AgentProcess,
+    port: u16,
+    runtime_address: String,
+    /// cert.pem, key.pem, ca.pem in the agent's `VM_RUNTIME_TLS_DIR`.
+    files: [PathBuf; 3],
+}
 
-    // The agent drives smolvm in fleet mode: https:// on its WireGuard address (127.0.0.1
-    // here), and keeps the TLS files for smolvm's group.
+fn start_fleet_agent(controller: &ControllerProcess, root: &Path) -> FleetAgent {
     let port = free_port_pair();
     let runtime_address = format!("https://127.0.0.1:{port}");
     let tls_dir = root.join("smolvm-tls");
@@ -120,6 +121,31 @@ fn fleet_mode_serves_the_agent_and_the_controller_over_mtls_with_the_certificate
         Duration::from_secs(30),
         || (cert.exists() && key.exists() && ca.exists()).then_some(()),
     );
+    FleetAgent {
+        agent,
+        port,
+        runtime_address,
+        files: [cert, key, ca],
+    }
+}
+
+#[test]
+#[ignore = "needs the real peers (../shared/peers): cargo test -p fleetwire-e2e -- --ignored"]
+fn fleet_mode_serves_the_agent_and_the_controller_over_mtls_with_the_certificate_the_controller_issued(
+) {
+    let (_temp, root) = shared_root();
+    let ca_dir = root.join("controller-ca");
+    let ca_arg = ca_dir.display().to_string();
+    let controller = ControllerProcess::start(&["--ca-dir", &ca_arg, "--probe-interval", "1s"]);
+
+    // The agent drives smolvm in fleet mode: https:// on its WireGuard address (127.0.0.1
+    // here), and keeps the TLS files for smolvm's group.
+    let FleetAgent {
+        agent,
+        port,
+        runtime_address,
+        files: [cert, key, ca],
+    } = start_fleet_agent(&controller, &root);
     let key_meta = std::fs::metadata(&key).unwrap();
     assert_eq!(key_meta.permissions().mode() & 0o777, 0o640);
     assert_eq!(
@@ -251,26 +277,12 @@ fn fleet_mode_a_placement_creates_its_machine_in_smolvm_over_mtls() {
     let ca_dir = root.join("controller-ca");
     let ca_arg = ca_dir.display().to_string();
     let controller = ControllerProcess::start(&["--ca-dir", &ca_arg]);
-    let port = free_port_pair();
-    let runtime_address = format!("https://127.0.0.1:{port}");
-    let tls_dir = root.join("smolvm-tls");
-    let tls_dir_arg = tls_dir.display().to_string();
-    let gid = RUNTIME_UID.to_string();
-    let agent = AgentProcess::start(
-        &controller.url(""),
-        &[
-            ("VM_RUNTIME", "smolvm"),
-            ("VM_RUNTIME_ADDRESS", &runtime_address),
-            ("VM_RUNTIME_TLS_DIR", &tls_dir_arg),
-            ("VM_RUNTIME_TLS_GID", &gid),
-        ],
-    );
-    let [cert, key, ca] = ["cert.pem", "key.pem", "ca.pem"].map(|name| tls_dir.join(name));
-    wait_for(
-        "the agent to keep the certificate, key and CA for smolvm",
-        Duration::from_secs(30),
-        || (cert.exists() && key.exists() && ca.exists()).then_some(()),
-    );
+    let FleetAgent {
+        agent,
+        port,
+        runtime_address,
+        files: [cert, key, ca],
+    } = start_fleet_agent(&controller, &root);
     let _smolvm = RealSmolvm::start_fleet_mode(port, [&cert, &key, &ca]);
     wait_for("the node to be ready", Duration::from_secs(30), || {
         node_record(&controller, "node-1").filter(|r| r["status"] == "ready")

@@ -64,6 +64,21 @@ struct Attempts {
     started_at: Option<Timestamp>,
 }
 
+impl Attempts {
+    /// A deployment not tried yet: its first attempt is due `now`.
+    fn new(deployment: DeploymentId, now: Instant) -> Attempts {
+        Attempts {
+            deployment,
+            failures: 0,
+            next_at: now,
+            error: None,
+            gave_up: false,
+            starts: 0,
+            started_at: None,
+        }
+    }
+}
+
 /// What the driver saw of a machine's `cpuMillis`, which smolvm counts per VM process (it
 /// starts again from 0 when the machine restarts).
 #[derive(Debug, Clone, Copy)]
@@ -156,25 +171,9 @@ impl SmolvmDriver {
         let a = state
             .attempts
             .entry(d.app_id.clone())
-            .or_insert_with(|| Attempts {
-                deployment: d.deployment_id.clone(),
-                failures: 0,
-                next_at: now,
-                error: None,
-                gave_up: false,
-                starts: 0,
-                started_at: None,
-            });
+            .or_insert_with(|| Attempts::new(d.deployment_id.clone(), now));
         if a.deployment != d.deployment_id {
-            *a = Attempts {
-                deployment: d.deployment_id.clone(),
-                failures: 0,
-                next_at: now,
-                error: None,
-                gave_up: false,
-                starts: 0,
-                started_at: None,
-            };
+            *a = Attempts::new(d.deployment_id.clone(), now);
         }
         !a.gave_up && now >= a.next_at
     }
