@@ -78,6 +78,7 @@ fn json_of(text: &str) -> Value {
 #[test]
 #[ignore = "needs the real peers (../shared/peers): cargo test -p fleetwire-e2e -- --ignored"]
 fn fleetwire_and_the_real_ppn_programs_work_in_both_directions() {
+    fleetwire_e2e::install_crypto_provider();
     let host_bin = binary("service-vm-host");
     let fleet_bin = binary("service-vm-fleet");
     let scratch = tempfile::tempdir().unwrap();
