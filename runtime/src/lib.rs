@@ -8,6 +8,7 @@ pub mod http;
 pub mod ids;
 pub mod loadgen;
 pub mod reported;
+pub mod runtimes;
 pub mod shutdown;
 pub mod store;
 pub mod tls;

@@ -5,7 +5,7 @@
 
 use fleetwire_types::{JsonPointer, Violation};
 
-use crate::controller::runtimes;
+use crate::runtimes;
 
 /// The shape of a workload, as far as choosing a runtime goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -172,7 +172,7 @@ async fn spawn(
     // runtime runs commands (process); smolvm boots the image alone.
     let argv: Option<Vec<String>> = match &req.command {
         Some(argv) => Some(argv.0.iter().map(|a| a.to_string()).collect()),
-        None if req.image.is_none() && runtime == crate::controller::runtimes::PROCESS => {
+        None if req.image.is_none() && runtime == crate::runtimes::PROCESS => {
             Some(agent.config.default_command.clone())
         }
         None => None,

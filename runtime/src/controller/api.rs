@@ -17,8 +17,9 @@ use fleetwire_types::{
     SemVer, StateMessage, TenantId, Timestamp, VmRecord,
 };
 
-use super::{nodes, placement, runtimes, Controller};
+use super::{nodes, placement, Controller};
 use crate::http::{ApiFailure, Valid};
+use crate::runtimes;
 use crate::store::writer::Queued;
 
 type Shared = State<Arc<Controller>>;

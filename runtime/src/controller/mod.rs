@@ -17,7 +17,6 @@ pub mod metrics;
 pub mod nodes;
 pub mod placement;
 pub mod routes;
-pub mod runtimes;
 pub mod state;
 
 use std::net::SocketAddr;

@@ -89,7 +89,7 @@ fn blank_record(
         rejected_vms: None,
         reserved: false,
         reserved_disk_gb: 0,
-        runtime: RuntimeName::try_from(super::runtimes::SMOLVM).expect("a valid runtime name"),
+        runtime: RuntimeName::try_from(crate::runtimes::SMOLVM).expect("a valid runtime name"),
         smolvm_address: None,
         spawn_port: fleetwire_types::HostPort(std::num::NonZeroU16::new(9204).expect("nonzero")),
         status: HostState::Registering,
@@ -525,7 +525,7 @@ pub fn apply_registration(
     // Until the probe this registration asks for has answered, only a missing address is a
     // known reason; a process node has no engine version to read.
     record.engine_version_problem = match (&record.smolvm_address, record.runtime.as_str()) {
-        (None, super::runtimes::SMOLVM) => Some(no_runtime_address()),
+        (None, crate::runtimes::SMOLVM) => Some(no_runtime_address()),
         _ => None,
     };
     if request.boot_id.is_some() {
