@@ -95,26 +95,41 @@ impl<S: Send + Sync, T: WireDocument> FromRequest<S> for Valid<T> {
     type Rejection = ApiFailure;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        require_json(req.headers())?;
-        let req_slot = req
+        let slot = req
             .extensions()
             .get::<crate::unknown_fields::WarningSlot>()
             .cloned();
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                too_large()
-            } else {
-                unreadable_body(rejection.body_text())
-            }
-        })?;
-        let slot = req_slot;
+        let JsonBody(bytes) = JsonBody::from_request(req, state).await?;
         let accepted = read_body::<T>(&bytes)?;
-        if accepted.has_unknown_fields() {
-            if let Some(slot) = slot {
-                slot.put(&accepted.unknown_fields);
-            }
+        if let (Some(slot), true) = (slot, accepted.has_unknown_fields()) {
+            slot.put(&accepted.unknown_fields);
         }
         Ok(Valid(accepted.value))
+    }
+}
+
+/// A request body said to be JSON, not yet read as any document: `415` unless it is
+/// `application/json`, `413` past the body limit, `400` when it cannot be read. [`Valid`] reads
+/// it on; a route that reads its document its own way (the heartbeat's, which sets bad `vms`
+/// entries aside) takes this.
+#[derive(Debug, Clone)]
+pub struct JsonBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for JsonBody {
+    type Rejection = ApiFailure;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        require_json(req.headers())?;
+        Bytes::from_request(req, state)
+            .await
+            .map(JsonBody)
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    too_large()
+                } else {
+                    unreadable_body(rejection.body_text())
+                }
+            })
     }
 }
 

@@ -155,17 +155,8 @@ pub async fn register_node(
 /// the router directly).
 pub async fn post_heartbeat(
     State(controller): Shared,
-    headers: axum::http::HeaderMap,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+    crate::http::JsonBody(body): crate::http::JsonBody,
 ) -> Result<Response, ApiFailure> {
-    crate::http::require_json(&headers)?;
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            crate::http::too_large()
-        } else {
-            crate::http::unreadable_body(rejection.body_text())
-        }
-    })?;
     let (heartbeat, rejected) = super::heartbeat_entries::read(&body)?;
     take_heartbeat_with(&controller, heartbeat.value, rejected).await?;
     let mut response = StatusCode::OK.into_response();
