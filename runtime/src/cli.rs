@@ -1,15 +1,8 @@
 //! Command-line entry points.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-
-/// A duration flag (`30s`, `500ms`, `24h`), for `value_parser`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text)
-        .map_err(|e| format!("{text:?} is not a duration like 30s, 500ms or 24h: {e}"))
-}
 
 #[derive(Parser)]
 #[command(

@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod cli;
+pub mod cli_values;
 pub mod controller;
 pub mod drivers;
 pub mod http;

@@ -17,7 +17,7 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use crate::cli::parse_duration;
+use crate::cli_values::parse_duration;
 
 /// `fleetwire loadgen`
 #[derive(Debug, Clone, clap::Args)]

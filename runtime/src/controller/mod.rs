@@ -35,7 +35,7 @@ use crate::store::writer::{Change, Queued, Writer, WriterHandle};
 use crate::store::{Store, StoreError, StoredNode};
 use state::{DirtyNode, NodeFlags, NodeSlot, NodeState, NodeTable, VmEntry};
 
-use crate::cli::parse_duration;
+use crate::cli_values::parse_duration;
 
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
