@@ -173,7 +173,8 @@ pub fn add_warnings(headers: &mut HeaderMap, fields: &[JsonPointer]) {
 }
 
 /// Where a request's extractor leaves the unknown fields of its body for the answer's
-/// `Warning` headers ([`crate::http::Valid`] fills it; [`answer_with_warnings`] empties it).
+/// `Warning` headers: the HTTP layer's body extractor fills it (this module knows nothing of
+/// that layer, which imports it), [`answer_with_warnings`] empties it.
 #[derive(Clone, Default)]
 pub struct WarningSlot(Arc<Mutex<Vec<JsonPointer>>>);
 

@@ -1,5 +1,6 @@
-//! The agent's environment contract (seed 003): each missing or malformed required variable
-//! stops it with one line naming the variable, exit code 2; defaults apply; flags mirror them.
+//! The agent's environment contract (docs/agent.md, "Environment contract"): each missing or
+//! malformed required variable stops it with one line naming the variable, exit code 2; defaults
+//! apply; flags mirror them.
 
 use std::process::{Command, Stdio};
 
