@@ -6,8 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use fleetwire::document_file::write_document;
 use fleetwire::drivers::{InstanceStatus, VolumeStatus};
-use fleetwire::reported::{build, render, write_document, LiveState};
+use fleetwire::reported::{build, render, LiveState};
 use fleetwire_types::{
     AppId, ComputeUsage, HostCapacity, HostId, HostReportedState, HostVersions, InstanceResources,
     InstanceState, Timestamp, UsageMeters,

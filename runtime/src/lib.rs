@@ -1,9 +1,11 @@
 //! fleetwire's programs, built only on the generated types of `fleetwire-types`.
 
 pub mod agent;
+pub mod atomic_file;
 pub mod cli;
 pub mod cli_values;
 pub mod controller;
+pub mod document_file;
 pub mod drivers;
 pub mod http;
 pub mod ids;

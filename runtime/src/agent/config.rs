@@ -1,5 +1,5 @@
-//! The agent's environment contract (seed 003's `VM_*` variables plus fleetwire's own), checked
-//! once at start: a missing or malformed setting stops the agent with one line naming it.
+//! The agent's environment contract (docs/agent.md, "Environment contract": PPN's `VM_*`
+//! variables plus fleetwire's own), checked once at start: a missing or malformed setting stops the agent with one line naming it.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
@@ -7,23 +7,8 @@ use std::time::Duration;
 
 use fleetwire_types::{HostId, Ipv4Address, NodeId};
 
-use super::AgentArgs;
-
-/// Which runtime driver runs the machines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RuntimeKind {
-    Process,
-    Smolvm,
-}
-
-impl RuntimeKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            RuntimeKind::Process => "process",
-            RuntimeKind::Smolvm => "smolvm",
-        }
-    }
-}
+use super::args::AgentArgs;
+use crate::runtimes::Runtime;
 
 /// The agent's settings, every one checked.
 #[derive(Debug, Clone)]
@@ -41,7 +26,8 @@ pub struct AgentConfig {
     pub spawn_port: u16,
     pub reserved: bool,
     pub state_dir: PathBuf,
-    pub runtime: RuntimeKind,
+    /// Which runtime driver runs the machines.
+    pub runtime: Runtime,
     /// Base URL of the runtime's API (smolvm driver), without a trailing slash. `https://`
     /// means smolvm's fleet mode: mTLS with the node certificate.
     pub runtime_address: String,
@@ -203,18 +189,18 @@ impl AgentConfig {
             },
         };
 
-        let runtime = match optional(&args.runtime)
-            .map(str::to_ascii_lowercase)
-            .as_deref()
-        {
-            None | Some("process") => RuntimeKind::Process,
-            Some("smolvm") => RuntimeKind::Smolvm,
-            Some(other) => {
-                return Err(err(
+        let runtime = match optional(&args.runtime).map(str::to_ascii_lowercase) {
+            None => Runtime::Process,
+            Some(name) => name.parse::<Runtime>().map_err(|_| {
+                err(
                     "VM_RUNTIME",
-                    format!("{other:?} is not a runtime this agent drives: use process or smolvm"),
-                ))
-            }
+                    format!(
+                        "{name:?} is not a runtime this agent drives: use {} or {}",
+                        Runtime::Process,
+                        Runtime::Smolvm
+                    ),
+                )
+            })?,
         };
         let address_expected = "the runtime API's URL, e.g. http://127.0.0.1:8080";
         let runtime_address = http_url(
@@ -375,7 +361,7 @@ impl AgentConfig {
             ("VM_SPAWN_PORT", self.spawn_port.to_string()),
             ("VM_RESERVED", self.reserved.to_string()),
             ("VM_STATE_DIR", self.state_dir.display().to_string()),
-            ("VM_RUNTIME", self.runtime.name().to_string()),
+            ("VM_RUNTIME", self.runtime.to_string()),
             ("VM_RUNTIME_ADDRESS", self.runtime_address.clone()),
             (
                 "VM_RUNTIME_LOCAL_ADDRESS",
@@ -433,7 +419,7 @@ mod tests {
         assert_eq!(c.heartbeat_interval, Duration::from_secs(10));
         assert_eq!(c.spawn_port, 9204);
         assert!(!c.reserved);
-        assert_eq!(c.runtime, RuntimeKind::Process);
+        assert_eq!(c.runtime, Runtime::Process);
         assert_eq!(c.default_command, vec!["sleep", "infinity"]);
     }
 

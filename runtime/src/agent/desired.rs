@@ -8,11 +8,37 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
-use axum::http::StatusCode;
-use fleetwire_types::{ApiErrorCode, HostDesiredState, HostId, JsonPointer, Violation};
+use fleetwire_types::{HostDesiredState, HostId, JsonPointer, Violation};
 
-use crate::http::ApiFailure;
-use crate::reported::{write_document, WriteError};
+use crate::document_file::{write_document, WriteError};
+
+/// Why a desired-state document was not taken up; the document in force stays. The local API
+/// answers it (`From<DesiredError> for ApiFailure`, `local_api`).
+#[derive(Debug, thiserror::Error)]
+pub enum DesiredError {
+    /// It breaks a rule the schema cannot state: it is another host's, its ids are not unique,
+    /// or an instance names nothing to run. Never empty.
+    #[error(
+        "not a desired-state document for this host: {}",
+        fleetwire_types::describe(&.0[0])
+    )]
+    NotForThisHost(Vec<Violation>),
+    /// desired.json could not be written (it stays as it was).
+    #[error(transparent)]
+    Write(#[from] WriteError),
+}
+
+impl DesiredError {
+    /// The violations that refused the document, each with its pointer (none for an I/O
+    /// failure).
+    pub fn violations(&self) -> &[Violation] {
+        match self {
+            DesiredError::NotForThisHost(violations) => violations,
+            DesiredError::Write(WriteError::Invalid { violations, .. }) => violations,
+            DesiredError::Write(WriteError::Io { .. }) => &[],
+        }
+    }
+}
 
 /// The identity of a file version: any replacement or edit changes one of these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +89,7 @@ fn violation(pointer: &str, keyword: &str, message: String) -> Violation {
 impl DesiredStore {
     /// Opens `path`, creating an empty document for `host_id` when there is none. A file that
     /// is there but refused leaves the host with no instances and the refusal as its message.
-    pub fn open(path: PathBuf, host_id: HostId) -> anyhow::Result<DesiredStore> {
+    pub fn open(path: PathBuf, host_id: HostId) -> Result<DesiredStore, WriteError> {
         let empty = HostDesiredState {
             host_id: host_id.clone(),
             generation: Some(0),
@@ -99,10 +125,11 @@ impl DesiredStore {
     }
 
     /// Records a refusal (a bad `PUT /v1/desired` body, say): the document in force stays.
-    pub fn refuse(&self, source: &str, failure: &ApiFailure) {
-        let why = match failure.body.violations.first() {
+    /// The refusal is told by its first violation, or by `message` when it has none.
+    pub fn refuse(&self, source: &str, violations: &[Violation], message: &str) {
+        let why = match violations.first() {
             Some(v) => {
-                let more = failure.body.violations.len() - 1;
+                let more = violations.len() - 1;
                 let first = fleetwire_types::describe(v);
                 if more > 0 {
                     format!("{first} (and {more} more)")
@@ -110,7 +137,7 @@ impl DesiredStore {
                     first
                 }
             }
-            None => failure.body.message.to_string(),
+            None => message.to_string(),
         };
         let message = format!("{source} refused, still running the previous document: {why}");
         tracing::warn!("{message}");
@@ -119,7 +146,7 @@ impl DesiredStore {
 
     /// Checks what the schema cannot: the document is for this host, its ids are unique, and
     /// each instance names something to run (an image needs network: `workload`).
-    pub fn check(&self, doc: &HostDesiredState) -> Result<(), ApiFailure> {
+    pub fn check(&self, doc: &HostDesiredState) -> Result<(), DesiredError> {
         let mut violations = Vec::new();
         if doc.host_id != self.host_id {
             violations.push(violation(
@@ -170,35 +197,27 @@ impl DesiredStore {
             }
         }
         if violations.is_empty() {
-            return Ok(());
+            Ok(())
+        } else {
+            Err(DesiredError::NotForThisHost(violations))
         }
-        let mut failure = ApiFailure::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            ApiErrorCode::InvalidDocument,
-            format!(
-                "not a desired-state document for this host: {}",
-                fleetwire_types::describe(&violations[0])
-            ),
-        );
-        failure.body.violations = violations;
-        Err(failure)
     }
 
     /// Takes `doc` up: checked, written atomically, put in force, refusal cleared.
     pub async fn replace(
         &self,
         doc: HostDesiredState,
-    ) -> Result<Arc<HostDesiredState>, ApiFailure> {
+    ) -> Result<Arc<HostDesiredState>, DesiredError> {
         let _writing = self.writer.lock().await;
         self.install(doc)
     }
 
     /// Applies `change` to the document in force and takes the result up, its generation
-    /// increased.
-    pub async fn update<R>(
+    /// increased. `change` may refuse with its caller's own error.
+    pub async fn update<R, E: From<DesiredError>>(
         &self,
-        change: impl FnOnce(&mut HostDesiredState) -> Result<R, ApiFailure>,
-    ) -> Result<R, ApiFailure> {
+        change: impl FnOnce(&mut HostDesiredState) -> Result<R, E>,
+    ) -> Result<R, E> {
         let _writing = self.writer.lock().await;
         let mut doc = (*self.current()).clone();
         let result = change(&mut doc)?;
@@ -207,21 +226,9 @@ impl DesiredStore {
         Ok(result)
     }
 
-    fn install(&self, doc: HostDesiredState) -> Result<Arc<HostDesiredState>, ApiFailure> {
+    fn install(&self, doc: HostDesiredState) -> Result<Arc<HostDesiredState>, DesiredError> {
         self.check(&doc)?;
-        write_document(&self.path, &doc).map_err(|e| match e {
-            WriteError::Invalid { ref violations, .. } => {
-                let violations = violations.clone();
-                let mut f = ApiFailure::new(
-                    StatusCode::BAD_REQUEST,
-                    ApiErrorCode::InvalidDocument,
-                    e.to_string(),
-                );
-                f.body.violations = violations;
-                f
-            }
-            WriteError::Io { .. } => ApiFailure::internal(e.to_string()),
-        })?;
+        write_document(&self.path, &doc)?;
         *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = stamp(&self.path);
         let doc = Arc::new(doc);
         set(&self.current, doc.clone());
@@ -244,12 +251,8 @@ impl DesiredStore {
         let bytes = match std::fs::read(&self.path) {
             Ok(b) => b,
             Err(e) => {
-                let failure = ApiFailure::new(
-                    StatusCode::NOT_FOUND,
-                    ApiErrorCode::NotFound,
-                    format!("cannot read {}: {e}", self.path.display()),
-                );
-                self.refuse(source, &failure);
+                let message = format!("cannot read {}: {e}", self.path.display());
+                self.refuse(source, &[], &message);
                 return true;
             }
         };
@@ -266,13 +269,13 @@ impl DesiredStore {
                     set(&self.refusal, None);
                     true
                 }
-                Err(failure) => {
-                    self.refuse(source, &failure);
+                Err(refusal) => {
+                    self.refuse(source, refusal.violations(), &refusal.to_string());
                     true
                 }
             },
             Err(rejection) => {
-                self.refuse(source, &ApiFailure::rejected("HostDesiredState", rejection));
+                self.refuse(source, rejection.violations(), &rejection.to_string());
                 true
             }
         }

@@ -4,20 +4,51 @@
 
 use std::net::IpAddr;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context;
-use fleetwire_types::{
-    BoundedVec, PemCsr, RegisterNodeRequest, RegisterNodeResponse, RuntimeName, RuntimeUrl,
-};
+use fleetwire_types::{BoundedVec, PemCsr, RegisterNodeRequest, RegisterNodeResponse, RuntimeUrl};
 use rcgen::{CertificateParams, DnType, KeyPair, SanType};
 use reqwest::StatusCode;
 
 use super::config::RuntimeTlsExport;
-use super::heartbeat::{agent_version, boot_id_of, hostname_of, HostFacts};
-use super::Agent;
-use crate::reported::atomic_write;
+use super::host_facts::{agent_version, boot_id_of, hostname_of, HostFacts};
+use super::shared::Agent;
+use crate::runtimes::Runtime;
+
+/// What went wrong on the node's side of enrollment: its key, its CSR, or keeping what the
+/// controller issued.
+#[derive(Debug, thiserror::Error)]
+pub enum EnrollError {
+    /// A file of the state directory or of `VM_RUNTIME_TLS_DIR` could not be read or written.
+    #[error("{action} {}: {error}", path.display())]
+    File {
+        action: &'static str,
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{}: not a PEM private key: {error}", path.display())]
+    NotAKey { path: PathBuf, error: rcgen::Error },
+    #[error("generating the node key: {0}")]
+    KeyGeneration(rcgen::Error),
+    #[error("{0}")]
+    Csr(rcgen::Error),
+    #[error("the CSR is not a PemCsr: {0}")]
+    CsrNotPem(String),
+    #[error("VM_RUNTIME_ADVERTISE_ADDRESS: {0}")]
+    AdvertiseAddress(String),
+}
+
+impl EnrollError {
+    fn file(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EnrollError {
+        let path = path.to_path_buf();
+        move |error| EnrollError::File {
+            action,
+            path,
+            error,
+        }
+    }
+}
 
 pub const KEY_FILE: &str = "node.key";
 pub const CERT_FILE: &str = "node.crt";
@@ -25,45 +56,48 @@ pub const CA_FILE: &str = "ca.crt";
 
 /// The node's private key: read from the state directory, or generated and stored there
 /// (mode 0600) on first start. A key file with looser permissions is tightened.
-pub fn node_key(state_dir: &Path) -> anyhow::Result<KeyPair> {
+pub fn node_key(state_dir: &Path) -> Result<KeyPair, EnrollError> {
     let path = state_dir.join(KEY_FILE);
     match std::fs::read_to_string(&path) {
         Ok(pem) => {
-            let meta = std::fs::metadata(&path)?;
+            let meta = std::fs::metadata(&path).map_err(EnrollError::file("reading", &path))?;
             if meta.permissions().mode() & 0o077 != 0 {
                 tracing::warn!(
                     "{}: permissions were {:o}, set to 600",
                     path.display(),
                     meta.permissions().mode() & 0o777
                 );
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                    .map_err(EnrollError::file("setting the mode of", &path))?;
             }
-            KeyPair::from_pem(&pem)
-                .with_context(|| format!("{}: not a PEM private key", path.display()))
+            KeyPair::from_pem(&pem).map_err(|error| EnrollError::NotAKey { path, error })
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let key = KeyPair::generate().context("generating the node key")?;
-            atomic_write(&path, key.serialize_pem().as_bytes(), 0o600)
-                .with_context(|| format!("writing {}", path.display()))?;
+            let key = KeyPair::generate().map_err(EnrollError::KeyGeneration)?;
+            crate::atomic_file::write(&path, key.serialize_pem().as_bytes(), 0o600)
+                .map_err(EnrollError::file("writing", &path))?;
             tracing::info!("generated the node key {}", path.display());
             Ok(key)
         }
-        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        Err(e) => Err(EnrollError::file("reading", &path)(e)),
     }
 }
 
 /// A CSR for `key` naming the node and its WireGuard address. The controller decides what the
 /// certificate really says; this only carries the public key.
-pub fn csr_pem(key: &KeyPair, node_id: &str, wg_ip: IpAddr) -> anyhow::Result<PemCsr> {
-    let mut params = CertificateParams::new(vec![node_id.to_string()])?;
+pub fn csr_pem(key: &KeyPair, node_id: &str, wg_ip: IpAddr) -> Result<PemCsr, EnrollError> {
+    let mut params = CertificateParams::new(vec![node_id.to_string()]).map_err(EnrollError::Csr)?;
     params.subject_alt_names.push(SanType::IpAddress(wg_ip));
     // The common name is bounded to 64 characters (RFC 5280); the DNS SAN carries the id.
     if node_id.chars().count() <= 64 {
         params.distinguished_name.push(DnType::CommonName, node_id);
     }
-    let pem = params.serialize_request(key)?.pem()?;
+    let pem = params
+        .serialize_request(key)
+        .and_then(|csr| csr.pem())
+        .map_err(EnrollError::Csr)?;
     pem.parse()
-        .map_err(|e| anyhow::anyhow!("the CSR is not a PemCsr: {e}"))
+        .map_err(|e| EnrollError::CsrNotPem(format!("{e}")))
 }
 
 /// How a registration ended.
@@ -75,29 +109,36 @@ pub enum Enrolled {
     ByHeartbeat,
 }
 
-#[derive(Debug)]
+/// Why a registration attempt did not enroll the node.
+#[derive(Debug, thiserror::Error)]
 pub enum RegisterError {
     /// No answer, or a 5xx: try again later.
+    #[error("{0}")]
     Unreachable(String),
     /// The controller answered no (422 unknown runtime, 400 ...): logged, retried later.
+    #[error("{0}")]
     Refused(String),
+    /// The request could not be built, or what came back could not be kept.
+    #[error(transparent)]
+    Local(#[from] EnrollError),
 }
 
-pub fn register_request(agent: &Agent, key: &KeyPair) -> anyhow::Result<RegisterNodeRequest> {
+pub fn register_request(agent: &Agent, key: &KeyPair) -> Result<RegisterNodeRequest, EnrollError> {
     let facts = HostFacts::read(&agent.config.state_dir);
     let published = agent.published();
     let runtime = published.as_ref().map(|p| &p.observation.runtime);
     // The address the controller probes for the engine version: reachable from it (on the
     // WireGuard address by default), not the agent's own view of the runtime.
-    let smolvm_address = match agent.driver.name() {
-        "smolvm" => Some(
+    let runtime_name = agent.driver.runtime();
+    let smolvm_address = match runtime_name {
+        Runtime::Smolvm => Some(
             agent
                 .config
                 .runtime_advertise_address
                 .parse::<RuntimeUrl>()
-                .map_err(|e| anyhow::anyhow!("VM_RUNTIME_ADVERTISE_ADDRESS: {e}"))?,
+                .map_err(|e| EnrollError::AdvertiseAddress(e.to_string()))?,
         ),
-        _ => None,
+        Runtime::Process => None,
     };
     Ok(RegisterNodeRequest {
         node_id: agent.config.node_id.clone(),
@@ -105,11 +146,7 @@ pub fn register_request(agent: &Agent, key: &KeyPair) -> anyhow::Result<Register
         wg_ip: agent.config.wg_ip.clone(),
         addresses: BoundedVec::new(Vec::new()).expect("no extra addresses is within bounds"),
         spawn_port: agent.config.spawn_host_port(),
-        runtime: agent
-            .driver
-            .name()
-            .parse::<RuntimeName>()
-            .expect("driver names are runtime names"),
+        runtime: runtime_name.wire_name(),
         smolvm_address,
         boot_id: runtime.and_then(|r| r.boot_id.clone()),
         host_boot_id: Some(boot_id_of(&facts.boot_id)),
@@ -133,8 +170,7 @@ pub async fn register(
     http: &reqwest::Client,
     key: &KeyPair,
 ) -> Result<Enrolled, RegisterError> {
-    let request =
-        register_request(agent, key).map_err(|e| RegisterError::Refused(format!("{e:#}")))?;
+    let request = register_request(agent, key)?;
     let url = format!("{}/v1/nodes/register", agent.config.fleet_endpoint);
     let resp = http
         .post(&url)
@@ -158,8 +194,7 @@ pub async fn register(
                 &agent.config.state_dir,
                 agent.config.runtime_tls.as_ref(),
                 &answer,
-            )
-            .map_err(|e| RegisterError::Refused(format!("{e:#}")))?;
+            )?;
             tracing::info!(status = ?answer.node.status, "registered");
             Ok(Enrolled::Registered)
         }
@@ -179,14 +214,16 @@ fn store_certificate(
     state_dir: &Path,
     runtime_tls: Option<&RuntimeTlsExport>,
     answer: &RegisterNodeResponse,
-) -> anyhow::Result<()> {
-    if let Some(cert) = &answer.cert_pem {
-        atomic_write(&state_dir.join(CERT_FILE), cert.as_bytes(), 0o644)
-            .context("storing node.crt")?;
-        tracing::info!("stored the node certificate");
+) -> Result<(), EnrollError> {
+    for (name, pem) in [(CERT_FILE, &answer.cert_pem), (CA_FILE, &answer.ca_pem)] {
+        if let Some(pem) = pem {
+            let path = state_dir.join(name);
+            crate::atomic_file::write(&path, pem.as_bytes(), 0o644)
+                .map_err(EnrollError::file("storing", &path))?;
+        }
     }
-    if let Some(ca) = &answer.ca_pem {
-        atomic_write(&state_dir.join(CA_FILE), ca.as_bytes(), 0o644).context("storing ca.crt")?;
+    if answer.cert_pem.is_some() {
+        tracing::info!("stored the node certificate");
     }
     if let Some(tls) = runtime_tls {
         export_runtime_tls(state_dir, tls)?;
@@ -206,22 +243,28 @@ pub const RUNTIME_CA_FILE: &str = "ca.pem";
 /// with the runtime's group when one is configured, so smolvm (running as its own user) can
 /// read the key and nobody else can; each file is replaced atomically, never seen half
 /// written. Nothing to do before the first certificate arrives.
-pub fn export_runtime_tls(state_dir: &Path, tls: &RuntimeTlsExport) -> anyhow::Result<()> {
+pub fn export_runtime_tls(state_dir: &Path, tls: &RuntimeTlsExport) -> Result<(), EnrollError> {
     let read = |name: &str| match std::fs::read(state_dir.join(name)) {
         Ok(bytes) => Ok(Some(bytes)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("reading {}", state_dir.join(name).display())),
+        Err(e) => Err(EnrollError::file("reading", &state_dir.join(name))(e)),
     };
     let (Some(cert), Some(key), Some(ca)) = (read(CERT_FILE)?, read(KEY_FILE)?, read(CA_FILE)?)
     else {
         return Ok(());
     };
     let dir = &tls.dir;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(EnrollError::file("creating", dir))?;
     set_owner_and_mode(dir, tls.gid, 0o750)?;
-    write_shared(&dir.join(RUNTIME_KEY_FILE), &key, tls.gid, 0o640)?;
-    write_shared(&dir.join(RUNTIME_CERT_FILE), &cert, tls.gid, 0o644)?;
-    write_shared(&dir.join(RUNTIME_CA_FILE), &ca, tls.gid, 0o644)?;
+    for (name, bytes, mode) in [
+        (RUNTIME_KEY_FILE, &key, 0o640),
+        (RUNTIME_CERT_FILE, &cert, 0o644),
+        (RUNTIME_CA_FILE, &ca, 0o644),
+    ] {
+        let path = dir.join(name);
+        crate::atomic_file::write_for_group(&path, bytes, mode, tls.gid)
+            .map_err(EnrollError::file("writing", &path))?;
+    }
     tracing::info!(dir = %dir.display(), gid = ?tls.gid, "node certificate, key and CA kept for the runtime");
     if let Some(blocked) = untraversable_ancestor(dir, tls.gid) {
         tracing::warn!(
@@ -246,42 +289,16 @@ fn untraversable_ancestor(dir: &Path, gid: Option<u32>) -> Option<std::path::Pat
     })
 }
 
-fn set_owner_and_mode(path: &Path, gid: Option<u32>, mode: u32) -> anyhow::Result<()> {
+fn set_owner_and_mode(path: &Path, gid: Option<u32>, mode: u32) -> Result<(), EnrollError> {
     if let Some(gid) = gid {
-        std::os::unix::fs::chown(path, None, Some(gid))
-            .with_context(|| format!("giving {} to group {gid}", path.display()))?;
+        std::os::unix::fs::chown(path, None, Some(gid)).map_err(|error| EnrollError::File {
+            action: "giving to the runtime's group",
+            path: path.to_path_buf(),
+            error,
+        })?;
     }
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .with_context(|| format!("setting the mode of {}", path.display()))
-}
-
-/// Writes `bytes` to `path` through a temporary file that gets its group and mode before it is
-/// renamed into place, so the file is never readable by more than `mode` allows.
-fn write_shared(path: &Path, bytes: &[u8], gid: Option<u32>, mode: u32) -> anyhow::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = path.parent().expect("a file in a directory");
-    let name = path.file_name().expect("a file name").to_string_lossy();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| -> anyhow::Result<()> {
-        let _ = std::fs::remove_file(&tmp);
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        set_owner_and_mode(&tmp, gid, mode)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        drop(file);
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(dir)?.sync_all()?;
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.with_context(|| format!("writing {}", path.display()))
+        .map_err(EnrollError::file("setting the mode of", path))
 }
 
 /// Capped exponential backoff with jitter: each delay is drawn from the upper half of a window

@@ -12,18 +12,16 @@ use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use fleetwire_types::{
     ApiErrorCode, AppId, Command, CreateVmRequest, DesiredInstance, DesiredInstanceState, Health,
-    HealthStatus, HostDesiredState, InstanceResources, InstanceState, VmId, VmRecord, VmState,
-    VmType,
+    HealthStatus, HostDesiredState, InstanceResources, InstanceState, VmId, VmRecord,
 };
 use tokio::sync::watch;
 
-use super::config::AgentConfig;
-use super::Agent;
-use crate::drivers::InstanceStatus;
+use super::desired::DesiredError;
+use super::shared::Agent;
+use super::vm_records::vm_records;
+use crate::document_file::WriteError;
 use crate::http::{unknown_route, wrong_method, ApiFailure, Valid, MAX_BODY_BYTES};
-
-/// At most this much of an instance's message goes into its VM record (`VmRecord.message`).
-const VM_MESSAGE_CHARS: usize = 2048;
+use crate::runtimes::Runtime;
 
 /// How long `POST /v1/spawn` waits for the machine to come up before answering with what it is.
 const SPAWN_WAIT: Duration = Duration::from_secs(10);
@@ -63,62 +61,26 @@ pub async fn serve(
     }
 }
 
-fn vm_state(state: InstanceState) -> VmState {
-    match state {
-        InstanceState::Running | InstanceState::Unhealthy => VmState::Running,
-        InstanceState::Pending | InstanceState::Starting => VmState::Provisioning,
-        InstanceState::Stopping | InstanceState::Stopped | InstanceState::Idle => VmState::Stopped,
-        InstanceState::Failed => VmState::Error,
-    }
-}
-
-/// The VM records (PPN's shape) of the desired instances, with their live state.
-pub fn vm_records(
-    config: &AgentConfig,
-    desired: &HostDesiredState,
-    instances: &[InstanceStatus],
-) -> Vec<VmRecord> {
-    desired
-        .instances
-        .iter()
-        .map(|d| {
-            let live = instances.iter().find(|i| i.app_id == d.app_id);
-            let state = live.map_or(VmState::Provisioning, |i| vm_state(i.state));
-            VmRecord {
-                vm_id: d
-                    .vm_id
-                    .clone()
-                    .unwrap_or_else(|| d.app_id.as_str().parse().expect("an AppId is a VmId")),
-                vm_type: d.vm_type.clone().unwrap_or_else(|| {
-                    config
-                        .runtime
-                        .name()
-                        .parse::<VmType>()
-                        .expect("a runtime name is a VmType")
-                }),
-                state,
-                ram_alloc_mb: d.resources.memory_mib.get(),
-                vcpu_count: d.resources.vcpu_count.get().min(u32::MAX as u64) as u32,
-                started_at: live
-                    .filter(|i| i.pid.is_some() || state == VmState::Running)
-                    .and_then(|i| i.started_at),
-                tenant_id: d.tenant_id.clone(),
-                host_ports: Vec::new(),
-                node_id: Some(config.node_id.clone()),
-                disk_gb: Some(d.resources.disk_mib / 1024),
-                command: serde_json::to_value(&d.command)
-                    .ok()
-                    .and_then(|v| serde_json::from_value(v).ok()),
-                image: d.image.clone(),
-                message: live.and_then(|i| i.message.as_deref()).and_then(|m| {
-                    let cut: String = m.chars().take(VM_MESSAGE_CHARS).collect();
-                    cut.parse().ok()
-                }),
-                restore_checkpoint: None,
-                created_at: None,
+/// Desired-state intake as the local API answers it: `422` for a document this host refuses,
+/// `400` for one the writer's validator refused, `500` when desired.json cannot be written.
+impl From<DesiredError> for ApiFailure {
+    fn from(refusal: DesiredError) -> ApiFailure {
+        let (status, code) = match &refusal {
+            DesiredError::NotForThisHost(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ApiErrorCode::InvalidDocument,
+            ),
+            DesiredError::Write(WriteError::Invalid { .. }) => {
+                (StatusCode::BAD_REQUEST, ApiErrorCode::InvalidDocument)
             }
-        })
-        .collect()
+            DesiredError::Write(WriteError::Io { .. }) => {
+                return ApiFailure::internal(refusal.to_string())
+            }
+        };
+        let mut failure = ApiFailure::new(status, code, refusal.to_string());
+        failure.body.violations = refusal.violations().to_vec();
+        failure
+    }
 }
 
 fn conflict(message: String) -> ApiFailure {
@@ -153,12 +115,12 @@ async fn spawn(
             fleetwire_types::Rejection::Invalid(vec![v]),
         ));
     }
-    let runtime = agent.config.runtime.name();
+    let runtime = agent.config.runtime;
     let workload = crate::workload::Workload {
         image: req.image.is_some(),
         command: req.command.is_some(),
     };
-    if let Err(why) = crate::workload::runtime_runs(runtime, workload) {
+    if let Err(why) = crate::workload::runtime_runs(runtime.name(), workload) {
         return Err(ApiFailure::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             ApiErrorCode::InvalidDocument,
@@ -172,7 +134,7 @@ async fn spawn(
     // runtime runs commands (process); smolvm boots the image alone.
     let argv: Option<Vec<String>> = match &req.command {
         Some(argv) => Some(argv.0.iter().map(|a| a.to_string()).collect()),
-        None if req.image.is_none() && runtime == crate::runtimes::PROCESS => {
+        None if req.image.is_none() && runtime == Runtime::Process => {
             Some(agent.config.default_command.clone())
         }
         None => None,
@@ -285,14 +247,18 @@ async fn put_desired(
     body: Result<Valid<HostDesiredState>, ApiFailure>,
 ) -> Result<Json<HostDesiredState>, ApiFailure> {
     let outcome = match body {
-        Ok(Valid(doc)) => agent.desired.replace(doc).await,
+        Ok(Valid(doc)) => agent.desired.replace(doc).await.map_err(ApiFailure::from),
         Err(failure) => Err(failure),
     };
     agent.wake.notify_one();
     match outcome {
         Ok(doc) => Ok(Json((*doc).clone())),
         Err(failure) => {
-            agent.desired.refuse("PUT /v1/desired", &failure);
+            agent.desired.refuse(
+                "PUT /v1/desired",
+                &failure.body.violations,
+                &failure.body.message.to_string(),
+            );
             Err(failure)
         }
     }
@@ -322,7 +288,7 @@ async fn metrics(State(agent): State<Arc<Agent>>) -> Result<Response, ApiFailure
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        crate::reported::render_with(&p.report, |registry| {
+        crate::reported::metrics::render_with(&p.report, |registry| {
             crate::unknown_fields::register(registry.sub_registry_with_prefix("fleetwire_agent"))
         }),
     )

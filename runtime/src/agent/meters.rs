@@ -11,8 +11,8 @@ use fleetwire_types::{
     UsageMeters,
 };
 
-use crate::drivers::InstanceStatus;
-use crate::reported::{write_document, WriteError};
+use crate::document_file::{write_document, WriteError};
+use crate::drivers::observation::InstanceStatus;
 
 const MIB: u128 = 1024 * 1024;
 
@@ -166,7 +166,7 @@ impl MeterBook {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::drivers::VolumeStatus;
+    use crate::drivers::observation::VolumeStatus;
     use std::time::Duration;
 
     fn instance(state: InstanceState, cpu_ms: u64) -> InstanceStatus {

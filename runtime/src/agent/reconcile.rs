@@ -11,10 +11,11 @@ use fleetwire_types::{
 };
 use tokio::sync::watch;
 
-use super::heartbeat::HostFacts;
+use super::host_facts::HostFacts;
 use super::meters::MeterBook;
-use super::{Agent, Published};
-use crate::reported::{build, write_document, LiveState};
+use super::shared::{Agent, Published};
+use crate::document_file::write_document;
+use crate::reported::builder::{build, LiveState};
 
 /// How often desired.json is looked at for a hand edit.
 const DESIRED_POLL: Duration = Duration::from_millis(200);

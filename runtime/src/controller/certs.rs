@@ -8,7 +8,6 @@
 //! the serverAuth and the clientAuth usage. The controller also issues itself a client
 //! certificate (kept in memory only) to probe the runtimes' `/health` over mTLS.
 
-use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -216,20 +215,13 @@ fn random_serial() -> (SerialNumber, String) {
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
+    crate::atomic_file::write(path, bytes, 0o644)
+        .with_context(|| format!("writing {}", path.display()))
 }
 
-/// Writes a secret readable by the owner only.
+/// Writes a secret readable by the owner only: the file is 0600 before it holds the key.
 fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options
-        .open(path)
-        .with_context(|| format!("creating {}", path.display()))?;
-    file.write_all(bytes)
-        .and_then(|_| file.sync_all())
+    crate::atomic_file::write(path, bytes, 0o600)
         .with_context(|| format!("writing {}", path.display()))
 }
 
@@ -384,5 +376,28 @@ mod tests {
             .general_names
             .iter()
             .any(|name| matches!(name, GeneralName::DNSName(dns) if *dns == node_id)));
+    }
+
+    #[test]
+    fn the_ca_files_are_written_whole_with_the_key_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let ca = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        let mode = |name: &str| {
+            std::fs::metadata(dir.path().join(name))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode(CA_KEY_FILE), 0o600);
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, [CA_KEY_FILE, CA_CERT_FILE]);
+        let again = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        assert_eq!(again.ca_pem(), ca.ca_pem());
     }
 }

@@ -17,8 +17,10 @@ use fleetwire_types::{
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
+use super::driver::{Driver, DriverError, DriverSettings};
+use super::observation::{InstanceStatus, Observation, RuntimeStatus, VolumeStatus};
 use super::proc_stats::{self, ProcSample};
-use super::{Driver, DriverSettings, InstanceStatus, Observation, RuntimeStatus, VolumeStatus};
+use crate::runtimes::Runtime;
 
 const MIB: u64 = 1024 * 1024;
 /// How often a volume directory is walked for its size: walking is not free.
@@ -134,7 +136,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl ProcessDriver {
-    pub fn new(settings: &DriverSettings) -> anyhow::Result<ProcessDriver> {
+    pub fn new(settings: &DriverSettings) -> Result<ProcessDriver, DriverError> {
         std::fs::create_dir_all(settings.state_dir.join("volumes"))?;
         std::fs::create_dir_all(settings.state_dir.join("logs"))?;
         reap_leftover_groups(&settings.state_dir.join("run"));
@@ -142,9 +144,9 @@ impl ProcessDriver {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        let boot_id: BootId = format!("{}-{nanos}", std::process::id())
-            .parse()
-            .map_err(|e| anyhow::anyhow!("boot id: {e}"))?;
+        let boot_id = format!("{}-{nanos}", std::process::id())
+            .parse::<BootId>()
+            .map_err(|e| DriverError::BootId(e.to_string()))?;
         Ok(ProcessDriver {
             settings: settings.clone(),
             boot_id,
@@ -274,8 +276,8 @@ fn want_of(d: &DesiredInstance) -> Want {
 
 #[async_trait]
 impl Driver for ProcessDriver {
-    fn name(&self) -> &'static str {
-        "process"
+    fn runtime(&self) -> Runtime {
+        Runtime::Process
     }
 
     async fn converge(&self, desired: &[DesiredInstance]) {
@@ -370,7 +372,7 @@ impl Driver for ProcessDriver {
                 cpu_usage,
                 memory_usage_mb: memory_bytes / MIB,
                 disk_usage_gb: disk_bytes / (1024 * MIB),
-                versions: super::agent_only_versions(),
+                versions: super::observation::agent_only_versions(),
             },
         }
     }
@@ -638,11 +640,8 @@ fn spawn_tenant(
     let mut child = cmd.spawn()?;
     let pid = child.id();
     if let Some(started) = proc_stats::start_time(pid) {
-        let _ = crate::reported::atomic_write(
-            group_file,
-            format!("{pid} {started}\n").as_bytes(),
-            0o644,
-        );
+        let _ =
+            crate::atomic_file::write(group_file, format!("{pid} {started}\n").as_bytes(), 0o644);
     }
     let (tx, rx) = oneshot::channel();
     std::thread::Builder::new()

@@ -9,7 +9,7 @@ use fleetwire_types::{
     VolumeId, VolumeState,
 };
 
-use crate::drivers::InstanceStatus;
+use crate::drivers::observation::InstanceStatus;
 
 const MIB: u64 = 1024 * 1024;
 

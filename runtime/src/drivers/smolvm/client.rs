@@ -19,24 +19,19 @@ use fleetwire_types::{
 use reqwest::{Method, StatusCode};
 
 use super::transport::SmolvmTransport;
-use crate::drivers::DriverSettings;
+use crate::drivers::driver::{DriverError, DriverSettings};
 
 /// At most this much of a plain-text error answer is quoted.
 const QUOTE_CHARS: usize = 300;
 
 /// A runtime call that did not give what the API promises.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
 pub struct CallError {
     /// The HTTP status, when the runtime answered at all.
     pub status: Option<StatusCode>,
     /// `METHOD path: what happened`, with smolvm's own message when it gave one.
     pub message: String,
-}
-
-impl std::fmt::Display for CallError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
 }
 
 /// `GET /capacity`: the figures, or 503 (the runtime says it is stalled).
@@ -50,7 +45,7 @@ pub struct SmolvmClient {
 }
 
 impl SmolvmClient {
-    pub fn new(settings: &DriverSettings) -> anyhow::Result<SmolvmClient> {
+    pub fn new(settings: &DriverSettings) -> Result<SmolvmClient, DriverError> {
         Ok(SmolvmClient {
             transport: SmolvmTransport::new(settings)?,
         })

@@ -15,12 +15,15 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use fleetwire_types::{
     AppId, BootId, ComputeUsage, CreateMachineRequest, DeploymentId, DesiredInstance,
-    DesiredInstanceState, InstanceState, MachineName, RestartPolicy, RuntimeMachine, Timestamp,
+    DesiredInstanceState, InstanceState, MachineName, Rejection, RestartPolicy, RuntimeMachine,
+    Timestamp,
 };
 
+use super::driver::{Driver, DriverError, DriverSettings};
+use super::observation::{agent_only_versions, InstanceStatus, Observation, RuntimeStatus};
 use super::process::backoff_ms;
-use super::{Driver, DriverSettings, InstanceStatus, Observation, RuntimeStatus};
-use client::{Capacity, SmolvmClient};
+use crate::runtimes::Runtime;
+use client::{CallError, Capacity, SmolvmClient};
 
 const MIB: u64 = 1024 * 1024;
 /// smolvm's overlay disk (the guest's writable root layer) when fleetwire asks for none: its
@@ -118,18 +121,30 @@ fn state_of(runtime_state: &str) -> InstanceState {
     }
 }
 
+/// Why an instance could not be converged on its machine: shown as the instance's message.
+#[derive(Debug, thiserror::Error)]
+pub enum ConvergeError {
+    #[error("app id {app_id:?} is not a smolvm machine name: {reason}")]
+    NotAMachineName { app_id: String, reason: String },
+    #[error("cannot ask smolvm for this instance: {0}")]
+    NotACreateRequest(Rejection),
+    #[error(transparent)]
+    Call(#[from] CallError),
+}
+
 /// The machine an instance runs in is named after its app id.
-fn machine_name(d: &DesiredInstance) -> Result<MachineName, String> {
-    d.app_id.as_str().parse().map_err(|e| {
-        format!(
-            "app id {:?} is not a smolvm machine name: {e}",
-            d.app_id.as_str()
-        )
-    })
+fn machine_name(d: &DesiredInstance) -> Result<MachineName, ConvergeError> {
+    d.app_id
+        .as_str()
+        .parse()
+        .map_err(|e| ConvergeError::NotAMachineName {
+            app_id: d.app_id.as_str().to_string(),
+            reason: format!("{e}"),
+        })
 }
 
 /// The create request for an instance: sizes rounded the way smolvm counts them.
-fn create_request(d: &DesiredInstance) -> Result<CreateMachineRequest, String> {
+fn create_request(d: &DesiredInstance) -> Result<CreateMachineRequest, ConvergeError> {
     let name = machine_name(d)?;
     let r = &d.resources;
     let body = serde_json::json!({
@@ -146,7 +161,7 @@ fn create_request(d: &DesiredInstance) -> Result<CreateMachineRequest, String> {
     });
     let body = strip_nulls(body);
     fleetwire_types::read_value_strict::<CreateMachineRequest>(&body)
-        .map_err(|r| format!("cannot ask smolvm for this instance: {r}"))
+        .map_err(ConvergeError::NotACreateRequest)
 }
 
 fn strip_nulls(mut v: serde_json::Value) -> serde_json::Value {
@@ -157,7 +172,7 @@ fn strip_nulls(mut v: serde_json::Value) -> serde_json::Value {
 }
 
 impl SmolvmDriver {
-    pub fn new(settings: &DriverSettings) -> anyhow::Result<SmolvmDriver> {
+    pub fn new(settings: &DriverSettings) -> Result<SmolvmDriver, DriverError> {
         Ok(SmolvmDriver {
             client: SmolvmClient::new(settings)?,
             state: Mutex::new(State::default()),
@@ -225,7 +240,7 @@ impl SmolvmDriver {
         &self,
         d: &DesiredInstance,
         found: Option<&RuntimeMachine>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ConvergeError> {
         let name = machine_name(d)?;
         let name = name.as_str();
         let now = Instant::now();
@@ -234,7 +249,7 @@ impl SmolvmDriver {
         // A machine created for an older deployment is replaced: a new deployment boots afresh.
         if let (Some(_), Some(dep)) = (&machine, &created_for) {
             if *dep != d.deployment_id {
-                self.client.delete(name).await.map_err(|e| e.message)?;
+                self.client.delete(name).await?;
                 lock(&self.state).created_for.remove(&d.app_id);
                 machine = None;
             }
@@ -281,12 +296,10 @@ impl SmolvmDriver {
                 }
                 Ok(())
             }
-            DesiredInstanceState::Stopped if running => self
-                .client
-                .stop(name)
-                .await
-                .map(|_| ())
-                .map_err(|e| e.message),
+            DesiredInstanceState::Stopped if running => {
+                self.client.stop(name).await?;
+                Ok(())
+            }
             _ => Ok(()),
         }
     }
@@ -294,8 +307,8 @@ impl SmolvmDriver {
 
 #[async_trait]
 impl Driver for SmolvmDriver {
-    fn name(&self) -> &'static str {
-        "smolvm"
+    fn runtime(&self) -> Runtime {
+        Runtime::Smolvm
     }
 
     async fn converge(&self, desired: &[DesiredInstance]) {
@@ -322,7 +335,7 @@ impl Driver for SmolvmDriver {
                 .await
             {
                 tracing::warn!(app = d.app_id.as_str(), error = %err, "runtime call failed");
-                errors.insert(d.app_id.clone(), err);
+                errors.insert(d.app_id.clone(), err.to_string());
             }
         }
         // The agent owns its node's runtime: machines no document asks for are removed.
@@ -480,7 +493,7 @@ impl Driver for SmolvmDriver {
                 capacity,
                 stalled,
                 problem,
-                versions: super::agent_only_versions(),
+                versions: agent_only_versions(),
             },
         }
     }

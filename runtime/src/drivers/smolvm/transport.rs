@@ -6,13 +6,13 @@
 //! server certificate from the fleet CA; the node base is smolvm's plain loopback door, so
 //! capacity is read before the node has a certificate and while TLS is misconfigured.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use reqwest::{Client, Method, RequestBuilder};
 
-use crate::drivers::{ClientTlsFiles, DriverSettings};
+use crate::drivers::driver::{ClientTlsFiles, DriverError, DriverSettings};
 
 /// Longest time one call to the runtime may take. Creating a machine only writes its record
 /// and sparse disks.
@@ -53,17 +53,39 @@ fn builder() -> reqwest::ClientBuilder {
         .no_proxy()
 }
 
+/// Why the fleet-mode (mTLS) client cannot be built from the node's files yet.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetTlsError {
+    #[error(
+        "fleet mode: no {what} at {} yet (it comes with the registration at a controller that has a node CA)",
+        path.display()
+    )]
+    Missing { what: &'static str, path: PathBuf },
+    #[error("fleet mode: reading {}: {error}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("fleet mode: the node certificate and key: {0}")]
+    Identity(reqwest::Error),
+    #[error("fleet mode: {}: {error}", path.display())]
+    Ca {
+        path: PathBuf,
+        error: reqwest::Error,
+    },
+    #[error("fleet mode: building the TLS client: {0}")]
+    Client(reqwest::Error),
+}
+
 /// A client that presents `files.cert` and trusts only `files.ca`.
-fn mtls_client(files: &ClientTlsFiles) -> Result<Client, String> {
-    let read = |p: &Path, what: &str| {
-        std::fs::read(p).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                format!(
-                    "fleet mode: no {what} at {} yet (it comes with the registration at a controller that has a node CA)",
-                    p.display()
-                )
+fn mtls_client(files: &ClientTlsFiles) -> Result<Client, FleetTlsError> {
+    let read = |path: &Path, what: &'static str| {
+        std::fs::read(path).map_err(|error| {
+            let path = path.to_path_buf();
+            if error.kind() == std::io::ErrorKind::NotFound {
+                FleetTlsError::Missing { what, path }
             } else {
-                format!("fleet mode: reading {}: {e}", p.display())
+                FleetTlsError::Unreadable { path, error }
             }
         })
     };
@@ -71,20 +93,21 @@ fn mtls_client(files: &ClientTlsFiles) -> Result<Client, String> {
     identity.push(b'\n');
     identity.extend_from_slice(&read(&files.key, "node key")?);
     let ca = read(&files.ca, "fleet CA")?;
-    let identity = reqwest::Identity::from_pem(&identity)
-        .map_err(|e| format!("fleet mode: the node certificate and key: {e}"))?;
-    let ca = reqwest::Certificate::from_pem(&ca)
-        .map_err(|e| format!("fleet mode: {}: {e}", files.ca.display()))?;
+    let identity = reqwest::Identity::from_pem(&identity).map_err(FleetTlsError::Identity)?;
+    let ca = reqwest::Certificate::from_pem(&ca).map_err(|error| FleetTlsError::Ca {
+        path: files.ca.clone(),
+        error,
+    })?;
     builder()
         .identity(identity)
         // Only the fleet CA: smolvm's certificate is the node certificate it issued.
         .tls_certs_only([ca])
         .build()
-        .map_err(|e| format!("fleet mode: building the TLS client: {e}"))
+        .map_err(FleetTlsError::Client)
 }
 
 impl SmolvmTransport {
-    pub fn new(settings: &DriverSettings) -> anyhow::Result<SmolvmTransport> {
+    pub fn new(settings: &DriverSettings) -> Result<SmolvmTransport, DriverError> {
         Ok(SmolvmTransport {
             api_base: settings.runtime_address.trim_end_matches('/').to_string(),
             node_base: settings
@@ -116,7 +139,7 @@ impl SmolvmTransport {
 
     /// A request for `path` on the right base with the right client. Fails only in fleet mode
     /// when the node's certificate, key or CA cannot be read yet, saying which.
-    pub fn request(&self, method: Method, path: &str) -> Result<RequestBuilder, String> {
+    pub fn request(&self, method: Method, path: &str) -> Result<RequestBuilder, FleetTlsError> {
         let url = self.url(path);
         let client = match &self.tls {
             Some(tls) if Self::is_api(path) => tls.client()?,
@@ -127,7 +150,7 @@ impl SmolvmTransport {
 }
 
 impl TlsClient {
-    fn client(&self) -> Result<Client, String> {
+    fn client(&self) -> Result<Client, FleetTlsError> {
         let now = stamp(&self.files);
         let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((at, client)) = built.as_ref() {
@@ -185,7 +208,10 @@ mod tests {
             Some(files.clone()),
         ))
         .unwrap();
-        let err = t.request(Method::GET, "/api/v1/machines").unwrap_err();
+        let err = t
+            .request(Method::GET, "/api/v1/machines")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("no node certificate"), "{err}");
         assert!(err.contains("node.crt"), "{err}");
         assert!(t.request(Method::GET, "/capacity").is_ok());
@@ -222,7 +248,10 @@ mod tests {
             .unwrap()
             .set_modified(later)
             .unwrap();
-        let err = t.request(Method::GET, "/api/v1/machines").unwrap_err();
+        let err = t
+            .request(Method::GET, "/api/v1/machines")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("node certificate and key"), "{err}");
     }
 }

@@ -1,10 +1,8 @@
-//! Writing a state file so that a crash at any moment leaves either the previous or the next
-//! complete document: temp file in the same directory, fsync, rename, fsync the directory.
-//! Every document is checked by the generated validator first; a failing one is not written.
+//! A wire document kept as a state file (desired.json, meters.json, reported.json): checked by
+//! the generated validator first (a failing one is not written), then replaced atomically
+//! through [`crate::atomic_file`], so a crash at any moment leaves the previous or the next
+//! complete document.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use fleetwire_types::{summarize, Violation, WireDocument};
@@ -40,45 +38,11 @@ pub fn write_document<T: WireDocument>(path: &Path, doc: &T) -> Result<Vec<u8>, 
     }
     let mut bytes = serde_json::to_vec_pretty(&value).expect("a JSON value serializes");
     bytes.push(b'\n');
-    atomic_write(path, &bytes, 0o644).map_err(|source| WriteError::Io {
+    crate::atomic_file::write(path, &bytes, 0o644).map_err(|source| WriteError::Io {
         path: path.to_path_buf(),
         source,
     })?;
     Ok(bytes)
-}
-
-/// Replaces `path` with `bytes` atomically and durably, the new file having `mode`.
-pub fn atomic_write(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"))?;
-    // The pid keeps two processes (an old and a new agent) from sharing a temp file.
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(mode)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        drop(file);
-        std::fs::rename(&tmp, path)?;
-        File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }
 
 #[cfg(test)]

@@ -1,0 +1,69 @@
+//! `fleetwire agent`'s flags: each mirrors an environment variable of the contract
+//! (docs/agent.md, "Environment contract") and falls back to it. `config` checks them.
+
+use clap::Args;
+
+/// Flags mirror the environment variables; each flag falls back to its variable.
+#[derive(Args, Debug, Default, Clone)]
+pub struct AgentArgs {
+    /// The fleet controller's URL, e.g. http://10.0.0.1:9203 (required).
+    #[arg(long, env = "VM_FLEET_ENDPOINT", value_name = "URL")]
+    pub fleet_endpoint: Option<String>,
+    /// This node's fleet-unique id (required).
+    #[arg(long, env = "VM_NODE_ID", value_name = "ID")]
+    pub node_id: Option<String>,
+    /// This node's WireGuard IPv4 address (required).
+    #[arg(long, env = "VM_WG_IP", value_name = "IPV4")]
+    pub wg_ip: Option<String>,
+    /// Seconds between heartbeats [default: 10].
+    #[arg(long, env = "VM_HEARTBEAT_INTERVAL_S", value_name = "SECONDS")]
+    pub heartbeat_interval_s: Option<String>,
+    /// Port of the local API [default: 9204].
+    #[arg(long, env = "VM_SPAWN_PORT", value_name = "PORT")]
+    pub spawn_port: Option<String>,
+    /// Last-resort node for placement: true or 1 [default: false].
+    #[arg(long, env = "VM_RESERVED", value_name = "BOOL")]
+    pub reserved: Option<String>,
+    /// Where desired.json, reported.json, meters.json, the node key and volumes live
+    /// [default: $STATE_DIRECTORY, else ./.fleetwire/agent-<node id>].
+    #[arg(long, env = "VM_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<String>,
+    /// Runtime driver: process or smolvm [default: process].
+    #[arg(long, env = "VM_RUNTIME", value_name = "NAME")]
+    pub runtime: Option<String>,
+    /// The runtime API's URL (smolvm) [default: http://127.0.0.1:8080].
+    #[arg(long, env = "VM_RUNTIME_ADDRESS", value_name = "URL")]
+    pub runtime_address: Option<String>,
+    /// The runtime's plain loopback door, for /health and /capacity (smolvm fleet mode)
+    /// [default: http://127.0.0.1:<port of VM_RUNTIME_ADDRESS + 1> in fleet mode, else
+    /// VM_RUNTIME_ADDRESS].
+    #[arg(long, env = "VM_RUNTIME_LOCAL_ADDRESS", value_name = "URL")]
+    pub runtime_local_address: Option<String>,
+    /// The runtime's URL as the controller reaches it, reported at registration and probed
+    /// for the engine version [default: VM_RUNTIME_ADDRESS's scheme and port on VM_WG_IP].
+    #[arg(long, env = "VM_RUNTIME_ADVERTISE_ADDRESS", value_name = "URL")]
+    pub runtime_advertise_address: Option<String>,
+    /// Where the agent keeps the node certificate, its key and the fleet CA for smolvm's
+    /// SMOLVM_SERVE_TLS_* (fleet mode) [default: <state dir>/runtime-tls].
+    #[arg(long, env = "VM_RUNTIME_TLS_DIR", value_name = "DIR")]
+    pub runtime_tls_dir: Option<String>,
+    /// Numeric group id given read access to the key in VM_RUNTIME_TLS_DIR (the runtime's
+    /// group) [default: the agent's own group].
+    #[arg(long, env = "VM_RUNTIME_TLS_GID", value_name = "GID")]
+    pub runtime_tls_gid: Option<String>,
+    /// Address the local API listens on [default: 0.0.0.0].
+    #[arg(long, env = "VM_LISTEN_ADDRESS", value_name = "IP")]
+    pub listen_address: Option<String>,
+    /// Longest time between two reconcile passes, in ms [default: 1000].
+    #[arg(long, env = "VM_RECONCILE_INTERVAL_MS", value_name = "MS")]
+    pub reconcile_interval_ms: Option<String>,
+    /// Grace between SIGTERM and SIGKILL when stopping a tenant, in ms [default: 10000].
+    #[arg(long, env = "VM_STOP_TIMEOUT_MS", value_name = "MS")]
+    pub stop_timeout_ms: Option<String>,
+    /// Command the process driver runs for a spawn that names none [default: sleep infinity].
+    #[arg(long, env = "VM_DEFAULT_COMMAND", value_name = "ARGV")]
+    pub default_command: Option<String>,
+    /// Check the settings, print them one per line, and exit (0 when they are good).
+    #[arg(long)]
+    pub check: bool,
+}

@@ -1,0 +1,106 @@
+//! The host's own facts, read fresh each time: memory and load from /proc, the cores, the disk
+//! holding the state directory (statvfs), /dev/kvm, the kernel's boot id, the host name, and
+//! the agent's version. Registration, heartbeats and reported.json's capacity all read them.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use fleetwire_types::{AgentVersion, BootId, Hostname};
+
+/// What the host is, read fresh each time (a few small files and one statvfs).
+#[derive(Debug, Clone)]
+pub struct HostFacts {
+    pub hostname: String,
+    pub ram_total_mb: u64,
+    pub ram_available_mb: u64,
+    pub cpu_cores: u32,
+    /// One-minute load average.
+    pub load1: f64,
+    pub disk_total_bytes: u64,
+    pub disk_free_bytes: u64,
+    pub kvm_available: bool,
+    pub boot_id: String,
+}
+
+impl HostFacts {
+    pub fn read(state_dir: &Path) -> HostFacts {
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let kib = |key: &str| -> u64 {
+            meminfo
+                .lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+                .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+                .unwrap_or(0)
+        };
+        let load1 = std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0.0);
+        // SAFETY: sysconf only reads a configuration value.
+        let cores = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u32;
+        let (disk_total_bytes, disk_free_bytes) = statvfs(state_dir).unwrap_or((0, 0));
+        HostFacts {
+            hostname: hostname(),
+            ram_total_mb: kib("MemTotal") / 1024,
+            ram_available_mb: kib("MemAvailable") / 1024,
+            cpu_cores: cores,
+            load1,
+            disk_total_bytes,
+            disk_free_bytes,
+            kvm_available: Path::new("/dev/kvm").exists(),
+            boot_id: std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Whole-host CPU load in percent: the one-minute load average over the cores.
+    pub fn cpu_load_pct(&self) -> f32 {
+        (self.load1 / self.cpu_cores.max(1) as f64 * 100.0) as f32
+    }
+}
+
+/// Total and free (for unprivileged users) bytes of the filesystem holding `path`.
+fn statvfs(path: &Path) -> Option<(u64, u64)> {
+    let c = CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: a zeroed statvfs is a valid out-parameter; `c` is a NUL-terminated path.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let frsize = st.f_frsize as u64;
+    Some((st.f_blocks as u64 * frsize, st.f_bavail as u64 * frsize))
+}
+
+/// The host's name from /etc/hostname, as PPN agents read it (the kernel's when absent).
+fn hostname() -> String {
+    let from_file = std::fs::read_to_string("/etc/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    if !from_file.is_empty() {
+        return from_file;
+    }
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// The name as the schema allows it (at most 255 characters).
+pub fn hostname_of(facts: &HostFacts) -> Hostname {
+    let cut: String = facts.hostname.chars().take(255).collect();
+    cut.parse()
+        .unwrap_or_else(|_| "".parse().expect("empty hostname"))
+}
+
+/// A boot id as the schema allows it (at most 128 characters).
+pub fn boot_id_of(raw: &str) -> BootId {
+    let cut: String = raw.chars().take(128).collect();
+    cut.parse().expect("128 characters make a BootId")
+}
+
+pub fn agent_version() -> AgentVersion {
+    env!("CARGO_PKG_VERSION")
+        .parse()
+        .expect("the crate version")
+}

@@ -1,0 +1,139 @@
+//! Running the agent: check the settings, open the state directory and desired.json, start
+//! the driver and the tasks (reconcile, desired.json watch, controller link, local API), and on
+//! shutdown drain the machines and write the last reported.json.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::args::AgentArgs;
+use super::config::AgentConfig;
+use super::desired::DesiredStore;
+use super::shared::Agent;
+use super::{enroll, heartbeat, local_api, reconcile};
+use crate::drivers::driver::{ClientTlsFiles, DriverSettings};
+
+/// Entry point of `fleetwire agent`. Exit codes: 0 stopped cleanly, 1 failed, 2 bad settings.
+pub fn run(args: &AgentArgs) -> ExitCode {
+    let config = match AgentConfig::from_args(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("fleetwire agent: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.check {
+        print!("{}", config.describe());
+        return ExitCode::SUCCESS;
+    }
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("fleetwire agent: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(serve_until(config, crate::shutdown::signal())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fleetwire agent: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Runs the agent until `shutdown` completes, then drains its machines and returns. For
+/// embedding (e.g. `fleetwire up`); `fleetwire agent` stops on SIGTERM or SIGINT.
+pub async fn serve_until(
+    config: AgentConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    std::fs::create_dir_all(&config.state_dir).with_context(|| {
+        format!(
+            "cannot create the state directory {}",
+            config.state_dir.display()
+        )
+    })?;
+    crate::atomic_file::remove_stale_temp_files(&config.state_dir);
+    if let Some(tls) = &config.runtime_tls {
+        // After a restart: smolvm finds what the last registration issued, in the place and
+        // with the group this start is configured with.
+        enroll::export_runtime_tls(&config.state_dir, tls)?;
+    }
+    let desired = DesiredStore::open(
+        config.state_dir.join("desired.json"),
+        config.host_id.clone(),
+    )
+    .context("desired.json")?;
+    let driver = crate::drivers::registry::driver_for(
+        config.runtime,
+        &DriverSettings {
+            state_dir: config.state_dir.clone(),
+            stop_timeout: config.stop_timeout,
+            runtime_address: config.runtime_address.clone(),
+            runtime_local_address: config.runtime_local_address.clone(),
+            runtime_client_tls: config.runtime_tls.as_ref().map(|_| ClientTlsFiles {
+                cert: config.state_dir.join(enroll::CERT_FILE),
+                key: config.state_dir.join(enroll::KEY_FILE),
+                ca: config.state_dir.join(enroll::CA_FILE),
+            }),
+        },
+    )?;
+    let listener = tokio::net::TcpListener::bind((config.listen_address, config.spawn_port))
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {}:{} (VM_SPAWN_PORT)",
+                config.listen_address, config.spawn_port
+            )
+        })?;
+    let agent = Arc::new(Agent::new(config, desired, driver));
+    tracing::info!(
+        node_id = agent.config.node_id.as_str(),
+        runtime = agent.driver.runtime().name(),
+        state_dir = %agent.config.state_dir.display(),
+        local_api = %listener.local_addr()?,
+        "agent starting"
+    );
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let reconcile = tokio::spawn(reconcile::run(agent.clone(), stop_rx.clone()));
+    let watcher = tokio::spawn(reconcile::watch_desired(agent.clone(), stop_rx.clone()));
+    let link = tokio::spawn(heartbeat::run(agent.clone(), stop_rx.clone()));
+    let api = tokio::spawn(local_api::serve(agent.clone(), listener, stop_rx.clone()));
+
+    shutdown.await;
+    tracing::info!("stopping: draining the machines");
+    agent.update_link(|l| l.draining = true);
+    let _ = stop_tx.send(true);
+    let mut pass_state = match reconcile.await {
+        Ok(state) => state,
+        Err(_) => reconcile::PassState::load(&agent),
+    };
+    let _ = watcher.await;
+    let _ = link.await;
+    agent.driver.shutdown().await;
+    // The last word: what the machines came to.
+    reconcile::pass(&agent, &mut pass_state).await;
+    // Graceful shutdown waits for idle keep-alive connections too: bounded.
+    let mut api = api;
+    if tokio::time::timeout(std::time::Duration::from_secs(2), &mut api)
+        .await
+        .is_err()
+    {
+        api.abort();
+    }
+    tracing::info!("stopped");
+    Ok(())
+}

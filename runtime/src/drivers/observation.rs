@@ -1,0 +1,83 @@
+//! What a driver observes: each instance's live state, the runtime's own status, and the two
+//! together as one [`Observation`] per reconcile pass. The agent's meters, VM records and
+//! reported.json are built from it.
+
+use std::path::PathBuf;
+
+use fleetwire_types::{
+    AppId, BootId, ComputeUsage, DeploymentId, HostVersions, InstanceResources, InstanceState,
+    ReportedRestart, RuntimeCapacity, Timestamp,
+};
+
+/// One instance as a driver sees it right now.
+#[derive(Debug, Clone)]
+pub struct InstanceStatus {
+    pub app_id: AppId,
+    pub deployment_id: DeploymentId,
+    pub state: InstanceState,
+    /// What the instance was given (for `allocatable` and the disk meters).
+    pub resources: InstanceResources,
+    /// Restarts since the instance was last booted from scratch.
+    pub restart_count: u64,
+    pub last_restart: Option<ReportedRestart>,
+    pub last_exit_code: Option<i64>,
+    pub started_at: Option<Timestamp>,
+    pub compute: Option<ComputeUsage>,
+    /// CPU time the driver has seen the instance use since this agent process started, in ms,
+    /// all runs added up. Only grows while the agent runs; the meters turn it into deltas.
+    pub cpu_ms: u64,
+    pub message: Option<String>,
+    pub volume: Option<VolumeStatus>,
+    /// Disk the instance really takes when it has no volume of its own (smolvm's
+    /// `diskUsedMb`), in bytes, for the `disk_used_mib_seconds` meter.
+    pub disk_used_bytes: Option<u64>,
+    pub pid: Option<u32>,
+}
+
+/// A volume the driver keeps for an instance.
+#[derive(Debug, Clone)]
+pub struct VolumeStatus {
+    pub path: PathBuf,
+    pub size_bytes: u64,
+    /// Bytes in use and when they were measured, once measured.
+    pub used: Option<(u64, Timestamp)>,
+}
+
+/// What the runtime itself says, for the heartbeat and `versions`.
+#[derive(Debug, Clone)]
+pub struct RuntimeStatus {
+    /// Changes exactly when the runtime restarts.
+    pub boot_id: Option<BootId>,
+    /// The runtime's last `/capacity` answer (smolvm), when it gave one.
+    pub capacity: Option<RuntimeCapacity>,
+    /// `/capacity` answered 503: the node self-cordons until it answers again.
+    pub stalled: bool,
+    /// Why the runtime could not be read, when it could not.
+    pub problem: Option<String>,
+    /// Real CPU load of the machines, in fractional CPUs.
+    pub cpu_usage: f64,
+    /// Real resident memory of the machines, in MB.
+    pub memory_usage_mb: u64,
+    /// Real disk taken by the machines' storage, in GB.
+    pub disk_usage_gb: u64,
+    pub versions: HostVersions,
+}
+
+/// One look at everything the driver runs.
+#[derive(Debug, Clone)]
+pub struct Observation {
+    pub instances: Vec<InstanceStatus>,
+    pub runtime: RuntimeStatus,
+}
+
+/// The versions a driver without a guest image, zerofs or firecracker reports: the agent's own,
+/// and "none" for the rest (`HostVersions` has no optional fields).
+pub fn agent_only_versions() -> HostVersions {
+    const NOT_USED: &str = "none";
+    HostVersions {
+        agent: env!("CARGO_PKG_VERSION").to_string(),
+        guest_image: NOT_USED.to_string(),
+        zerofs: NOT_USED.to_string(),
+        firecracker: NOT_USED.to_string(),
+    }
+}
