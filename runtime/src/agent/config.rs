@@ -53,25 +53,14 @@ pub struct RuntimeTlsExport {
     pub gid: Option<u32>,
 }
 
-/// A setting that stops the agent: which variable, and what was expected.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A setting that stops the agent: which variable, and what was expected. Shown as
+/// `VM_NODE_ID is required: ...` or `VM_NODE_ID="bad id" is not ...`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{variable}{}{problem}", if problem.starts_with("is required") { " " } else { "=" })]
 pub struct ConfigError {
     pub variable: &'static str,
     pub problem: String,
 }
-
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // `VM_NODE_ID is required: ...` or `VM_NODE_ID="bad id" is not ...`.
-        if self.problem.starts_with("is required") {
-            write!(f, "{} {}", self.variable, self.problem)
-        } else {
-            write!(f, "{}={}", self.variable, self.problem)
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 fn err(variable: &'static str, problem: impl Into<String>) -> ConfigError {
     ConfigError {
@@ -410,6 +399,22 @@ mod tests {
             wg_ip: Some("10.0.0.1".into()),
             ..AgentArgs::default()
         }
+    }
+
+    #[test]
+    fn a_refusal_is_one_line_naming_its_variable() {
+        let mut a = args();
+        a.node_id = None;
+        assert_eq!(
+            AgentConfig::from_args(&a).unwrap_err().to_string(),
+            "VM_NODE_ID is required: the node's fleet-unique id, e.g. a host name: a letter or digit, then up to 252 letters, digits, '.', '_' or '-'"
+        );
+        a.node_id = Some("n1".into());
+        a.runtime = Some("Docker".into());
+        assert_eq!(
+            AgentConfig::from_args(&a).unwrap_err().to_string(),
+            "VM_RUNTIME=\"docker\" is not a runtime this agent drives: use process or smolvm"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod observation;
 pub mod proc_stats;
 pub mod process;
 pub mod registry;
+pub mod restart_backoff;
 pub mod smolvm;
 
 pub use driver::{ClientTlsFiles, Driver, DriverError, DriverSettings};

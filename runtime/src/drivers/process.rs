@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 use super::driver::{Driver, DriverError, DriverSettings};
 use super::observation::{InstanceStatus, Observation, RuntimeStatus, VolumeStatus};
 use super::proc_stats::{self, ProcSample};
+use super::restart_backoff::backoff_ms;
 use crate::runtimes::Runtime;
 
 const MIB: u64 = 1024 * 1024;
@@ -572,13 +573,6 @@ fn record_end(sv: &Supervisor, ended: Option<&Ended>) {
     });
 }
 
-/// The delay before restart number `attempt` (1-based) of a run.
-pub fn backoff_ms(policy: &RestartPolicy, attempt: u64) -> u64 {
-    let exponent = attempt.saturating_sub(1).min(64) as i32;
-    let delay = policy.initial_backoff_ms as f64 * policy.backoff_factor.powi(exponent);
-    delay.min(policy.max_backoff_ms as f64).max(0.0) as u64
-}
-
 /// The exit code a shell would show: the code, or 128 plus the signal number.
 fn exit_code(exit: &TenantExit) -> i64 {
     match exit {
@@ -729,23 +723,5 @@ fn signal_group(pid: u32, signal: libc::c_int) {
     // SAFETY: kill(2) with a negative pid signals the process group the tenant leads.
     unsafe {
         libc::kill(-(pid as libc::pid_t), signal);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_grows_and_is_capped() {
-        let p = RestartPolicy {
-            backoff_factor: fleetwire_types::F64Min1::new(2.0).unwrap(),
-            initial_backoff_ms: 100,
-            max_backoff_ms: 500,
-            max_restarts: 10,
-            reset_after_ms: 1000,
-        };
-        let delays: Vec<u64> = (1..=5).map(|a| backoff_ms(&p, a)).collect();
-        assert_eq!(delays, vec![100, 200, 400, 500, 500]);
     }
 }

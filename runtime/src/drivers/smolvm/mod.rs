@@ -21,7 +21,7 @@ use fleetwire_types::{
 
 use super::driver::{Driver, DriverError, DriverSettings};
 use super::observation::{agent_only_versions, InstanceStatus, Observation, RuntimeStatus};
-use super::process::backoff_ms;
+use super::restart_backoff::backoff_ms;
 use crate::runtimes::Runtime;
 use client::{CallError, Capacity, SmolvmClient};
 
