@@ -1,5 +1,6 @@
 //! The agent's environment contract (docs/agent.md, "Environment contract": PPN's `VM_*`
-//! variables plus fleetwire's own), checked once at start: a missing or malformed setting stops the agent with one line naming it.
+//! variables plus fleetwire's own), checked once at start: a missing or malformed setting
+//! stops the agent with one line naming it.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;

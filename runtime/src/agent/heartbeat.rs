@@ -1,6 +1,6 @@
 //! The controller link: register (see `enroll`), then one `NodeHeartbeat` per interval, built
-//! from the host's facts (`host_facts`) and the last pass. A heartbeat answered 404 means the controller forgot the node:
-//! it registers again.
+//! from the host's facts (`host_facts`) and the last pass. A heartbeat answered 404 means the
+//! controller forgot the node: it registers again.
 
 use std::sync::Arc;
 use std::time::Duration;
