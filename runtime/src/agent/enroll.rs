@@ -1,11 +1,11 @@
 //! Enrollment: the node's key (generated once, kept in the state directory with mode 0600,
 //! never sent anywhere), a CSR for it, `POST /v1/nodes/register`, and the certificate that
-//! comes back. While the controller is down the caller retries with [`Backoff`].
+//! comes back (handed on to the runtime in fleet mode, `runtime_tls`). While the controller is
+//! down the caller retries with `backoff::Backoff`.
 
 use std::net::IpAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use fleetwire_types::{BoundedVec, PemCsr, RegisterNodeRequest, RegisterNodeResponse, RuntimeUrl};
 use rcgen::{CertificateParams, DnType, KeyPair, SanType};
@@ -13,7 +13,9 @@ use reqwest::StatusCode;
 
 use super::config::RuntimeTlsExport;
 use super::host_facts::{agent_version, boot_id_of, hostname_of, HostFacts};
+use super::runtime_tls::{export_runtime_tls, RuntimeTlsError};
 use super::shared::Agent;
+use crate::drivers::driver::ClientTlsFiles;
 use crate::runtimes::Runtime;
 
 /// What went wrong on the node's side of enrollment: its key, its CSR, or keeping what the
@@ -37,6 +39,8 @@ pub enum EnrollError {
     CsrNotPem(String),
     #[error("VM_RUNTIME_ADVERTISE_ADDRESS: {0}")]
     AdvertiseAddress(String),
+    #[error(transparent)]
+    RuntimeTls(#[from] RuntimeTlsError),
 }
 
 impl EnrollError {
@@ -53,6 +57,16 @@ impl EnrollError {
 pub const KEY_FILE: &str = "node.key";
 pub const CERT_FILE: &str = "node.crt";
 pub const CA_FILE: &str = "ca.crt";
+
+/// The node's identity in the state directory: the certificate the controller issued, its key
+/// and the CA that signed it. The smolvm driver presents them in fleet mode.
+pub fn identity_files(state_dir: &Path) -> ClientTlsFiles {
+    ClientTlsFiles {
+        cert: state_dir.join(CERT_FILE),
+        key: state_dir.join(KEY_FILE),
+        ca: state_dir.join(CA_FILE),
+    }
+}
 
 /// The node's private key: read from the state directory, or generated and stored there
 /// (mode 0600) on first start. A key file with looser permissions is tightened.
@@ -226,191 +240,15 @@ fn store_certificate(
         tracing::info!("stored the node certificate");
     }
     if let Some(tls) = runtime_tls {
-        export_runtime_tls(state_dir, tls)?;
+        export_runtime_tls(&identity_files(state_dir), tls)?;
     }
     Ok(())
-}
-
-/// The file smolvm's `SMOLVM_SERVE_TLS_CERT` names in [`RuntimeTlsExport::dir`].
-pub const RUNTIME_CERT_FILE: &str = "cert.pem";
-/// The file `SMOLVM_SERVE_TLS_KEY` names (mode 0640, group [`RuntimeTlsExport::gid`]).
-pub const RUNTIME_KEY_FILE: &str = "key.pem";
-/// The file `SMOLVM_SERVE_TLS_CLIENT_CA` names: the fleet CA.
-pub const RUNTIME_CA_FILE: &str = "ca.pem";
-
-/// Fleet mode: copies the node certificate, its key and the fleet CA from the state directory
-/// to where smolvm reads them (docs/agent.md). The directory is 0750 and the key 0640, both
-/// with the runtime's group when one is configured, so smolvm (running as its own user) can
-/// read the key and nobody else can; each file is replaced atomically, never seen half
-/// written. Nothing to do before the first certificate arrives.
-pub fn export_runtime_tls(state_dir: &Path, tls: &RuntimeTlsExport) -> Result<(), EnrollError> {
-    let read = |name: &str| match std::fs::read(state_dir.join(name)) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(EnrollError::file("reading", &state_dir.join(name))(e)),
-    };
-    let (Some(cert), Some(key), Some(ca)) = (read(CERT_FILE)?, read(KEY_FILE)?, read(CA_FILE)?)
-    else {
-        return Ok(());
-    };
-    let dir = &tls.dir;
-    std::fs::create_dir_all(dir).map_err(EnrollError::file("creating", dir))?;
-    set_owner_and_mode(dir, tls.gid, 0o750)?;
-    for (name, bytes, mode) in [
-        (RUNTIME_KEY_FILE, &key, 0o640),
-        (RUNTIME_CERT_FILE, &cert, 0o644),
-        (RUNTIME_CA_FILE, &ca, 0o644),
-    ] {
-        let path = dir.join(name);
-        crate::atomic_file::write_for_group(&path, bytes, mode, tls.gid)
-            .map_err(EnrollError::file("writing", &path))?;
-    }
-    tracing::info!(dir = %dir.display(), gid = ?tls.gid, "node certificate, key and CA kept for the runtime");
-    if let Some(blocked) = untraversable_ancestor(dir, tls.gid) {
-        tracing::warn!(
-            dir = %dir.display(),
-            blocked = %blocked.display(),
-            "the runtime's group cannot reach VM_RUNTIME_TLS_DIR through this directory: smolvm will not read its certificate (place VM_RUNTIME_TLS_DIR elsewhere, docs/agent.md)"
-        );
-    }
-    Ok(())
-}
-
-/// The first directory above `dir` that neither everyone nor group `gid` may traverse, if
-/// any: a 0700 state directory (the packaged unit's) keeps smolvm away from the files.
-fn untraversable_ancestor(dir: &Path, gid: Option<u32>) -> Option<std::path::PathBuf> {
-    use std::os::unix::fs::MetadataExt;
-    let dir = std::fs::canonicalize(dir).ok()?;
-    dir.ancestors().skip(1).find_map(|ancestor| {
-        let meta = std::fs::metadata(ancestor).ok()?;
-        let others = meta.mode() & 0o001 != 0;
-        let group = gid.is_some_and(|g| g == meta.gid()) && meta.mode() & 0o010 != 0;
-        (!others && !group).then(|| ancestor.to_path_buf())
-    })
-}
-
-fn set_owner_and_mode(path: &Path, gid: Option<u32>, mode: u32) -> Result<(), EnrollError> {
-    if let Some(gid) = gid {
-        std::os::unix::fs::chown(path, None, Some(gid)).map_err(|error| EnrollError::File {
-            action: "giving to the runtime's group",
-            path: path.to_path_buf(),
-            error,
-        })?;
-    }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .map_err(EnrollError::file("setting the mode of", path))
-}
-
-/// Capped exponential backoff with jitter: each delay is drawn from the upper half of a window
-/// that doubles up to `cap`, so many nodes coming back at once do not retry in step.
-pub struct Backoff {
-    initial: Duration,
-    cap: Duration,
-    window: Duration,
-}
-
-impl Backoff {
-    pub fn new(initial: Duration, cap: Duration) -> Backoff {
-        Backoff {
-            initial,
-            cap,
-            window: initial,
-        }
-    }
-
-    pub fn reset(&mut self) {
-        self.window = self.initial;
-    }
-
-    pub fn next_delay(&mut self) -> Duration {
-        let window = self.window.as_millis() as u64;
-        let delay = rand::random_range(window / 2..=window.max(1));
-        self.window = (self.window * 2).min(self.cap);
-        Duration::from_millis(delay)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use rcgen::PublicKeyData;
-
-    #[test]
-    fn backoff_doubles_up_to_the_cap_with_jitter() {
-        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(800));
-        let delays: Vec<u64> = (0..6).map(|_| b.next_delay().as_millis() as u64).collect();
-        for (d, window) in delays.iter().zip([100, 200, 400, 800, 800, 800]) {
-            assert!(
-                (window / 2..=window).contains(d),
-                "{d} not in the upper half of {window}"
-            );
-        }
-        b.reset();
-        assert!(b.next_delay() <= Duration::from_millis(100));
-    }
-
-    #[test]
-    fn the_runtime_gets_the_certificate_key_and_ca_with_the_key_0640_for_its_group() {
-        let dir = tempfile::tempdir().unwrap();
-        let state = dir.path().join("state");
-        std::fs::create_dir_all(&state).unwrap();
-        let tls = RuntimeTlsExport {
-            dir: dir.path().join("runtime-tls"),
-            // The test's own group: chown to it needs no privilege.
-            // SAFETY: getegid(2) has no preconditions and cannot fail.
-            gid: Some(unsafe { libc::getegid() }),
-        };
-        // Before the first certificate there is nothing to hand over.
-        node_key(&state).unwrap();
-        export_runtime_tls(&state, &tls).unwrap();
-        assert!(!tls.dir.exists());
-
-        std::fs::write(state.join(CERT_FILE), "CERT").unwrap();
-        std::fs::write(state.join(CA_FILE), "CA").unwrap();
-        export_runtime_tls(&state, &tls).unwrap();
-        let mode = |name: &str| {
-            std::fs::metadata(tls.dir.join(name))
-                .unwrap()
-                .permissions()
-                .mode()
-                & 0o777
-        };
-        assert_eq!(mode(RUNTIME_KEY_FILE), 0o640);
-        assert_eq!(mode(RUNTIME_CERT_FILE), 0o644);
-        assert_eq!(mode(RUNTIME_CA_FILE), 0o644);
-        assert_eq!(
-            std::fs::metadata(&tls.dir).unwrap().permissions().mode() & 0o777,
-            0o750
-        );
-        assert_eq!(
-            std::fs::read(tls.dir.join(RUNTIME_KEY_FILE)).unwrap(),
-            std::fs::read(state.join(KEY_FILE)).unwrap()
-        );
-        assert_eq!(
-            std::fs::read_to_string(tls.dir.join(RUNTIME_CERT_FILE)).unwrap(),
-            "CERT"
-        );
-        // A 0700 directory on the way (the packaged unit's state directory) is found.
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-        assert_eq!(
-            untraversable_ancestor(&tls.dir, Some(u32::MAX)).as_deref(),
-            Some(std::fs::canonicalize(dir.path()).unwrap().as_path())
-        );
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert_eq!(untraversable_ancestor(&tls.dir, Some(u32::MAX)), None);
-        // A renewal replaces the files in place; no temporary file is left behind.
-        std::fs::write(state.join(CERT_FILE), "CERT2").unwrap();
-        export_runtime_tls(&state, &tls).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(tls.dir.join(RUNTIME_CERT_FILE)).unwrap(),
-            "CERT2"
-        );
-        let names: Vec<_> = std::fs::read_dir(&tls.dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
-            .collect();
-        assert_eq!(names.len(), 3, "{names:?}");
-    }
 
     #[test]
     fn the_key_is_kept_with_mode_600_and_the_csr_carries_it() {

@@ -9,7 +9,8 @@ use fleetwire_types::{F32Min0, F64Min0, NodeHeartbeat, Timestamp};
 use reqwest::StatusCode;
 use tokio::sync::watch;
 
-use super::enroll::{self, Backoff, Enrolled};
+use super::backoff::Backoff;
+use super::enroll::{self, Enrolled};
 use super::host_facts::{agent_version, boot_id_of, hostname_of, HostFacts};
 use super::shared::Agent;
 use super::vm_records::vm_records;

@@ -3,6 +3,7 @@
 //! driver, converges them on desired.json, and writes reported.json after every pass.
 
 pub mod args;
+pub mod backoff;
 pub mod config;
 pub mod desired;
 pub mod enroll;
@@ -11,6 +12,7 @@ pub mod host_facts;
 pub mod local_api;
 pub mod meters;
 pub mod reconcile;
+pub mod runtime_tls;
 pub mod serve;
 pub mod shared;
 pub mod vm_records;

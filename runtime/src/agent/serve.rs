@@ -10,9 +10,10 @@ use tokio::sync::watch;
 use super::args::AgentArgs;
 use super::config::AgentConfig;
 use super::desired::DesiredStore;
+use super::runtime_tls::export_runtime_tls;
 use super::shared::Agent;
 use super::{enroll, heartbeat, local_api, reconcile};
-use crate::drivers::driver::{ClientTlsFiles, DriverSettings};
+use crate::drivers::driver::DriverSettings;
 
 /// Entry point of `fleetwire agent`. Exit codes: 0 stopped cleanly, 1 failed, 2 bad settings.
 pub fn run(args: &AgentArgs) -> ExitCode {
@@ -69,7 +70,7 @@ pub async fn serve_until(
     if let Some(tls) = &config.runtime_tls {
         // After a restart: smolvm finds what the last registration issued, in the place and
         // with the group this start is configured with.
-        enroll::export_runtime_tls(&config.state_dir, tls)?;
+        export_runtime_tls(&enroll::identity_files(&config.state_dir), tls)?;
     }
     let desired = DesiredStore::open(
         config.state_dir.join("desired.json"),
@@ -83,11 +84,10 @@ pub async fn serve_until(
             stop_timeout: config.stop_timeout,
             runtime_address: config.runtime_address.clone(),
             runtime_local_address: config.runtime_local_address.clone(),
-            runtime_client_tls: config.runtime_tls.as_ref().map(|_| ClientTlsFiles {
-                cert: config.state_dir.join(enroll::CERT_FILE),
-                key: config.state_dir.join(enroll::KEY_FILE),
-                ca: config.state_dir.join(enroll::CA_FILE),
-            }),
+            runtime_client_tls: config
+                .runtime_tls
+                .as_ref()
+                .map(|_| enroll::identity_files(&config.state_dir)),
         },
     )?;
     let listener = tokio::net::TcpListener::bind((config.listen_address, config.spawn_port))
