@@ -7,6 +7,7 @@ pub mod cli_values;
 pub mod controller;
 pub mod document_file;
 pub mod drivers;
+pub mod file_error;
 pub mod http;
 pub mod ids;
 pub mod loadgen;

@@ -13,9 +13,10 @@ use reqwest::StatusCode;
 
 use super::config::RuntimeTlsExport;
 use super::host_facts::{agent_version, boot_id_of, hostname_of, HostFacts};
-use super::runtime_tls::{export_runtime_tls, RuntimeTlsError};
+use super::runtime_tls::export_runtime_tls;
 use super::shared::Agent;
 use crate::drivers::driver::ClientTlsFiles;
+use crate::file_error::FileError;
 use crate::runtimes::Runtime;
 
 /// What went wrong on the node's side of enrollment: its key, its CSR, or keeping what the
@@ -23,12 +24,8 @@ use crate::runtimes::Runtime;
 #[derive(Debug, thiserror::Error)]
 pub enum EnrollError {
     /// A file of the state directory or of `VM_RUNTIME_TLS_DIR` could not be read or written.
-    #[error("{action} {}: {error}", path.display())]
-    File {
-        action: &'static str,
-        path: PathBuf,
-        error: std::io::Error,
-    },
+    #[error(transparent)]
+    File(#[from] FileError),
     #[error("{}: not a PEM private key: {error}", path.display())]
     NotAKey { path: PathBuf, error: rcgen::Error },
     #[error("generating the node key: {0}")]
@@ -39,19 +36,6 @@ pub enum EnrollError {
     CsrNotPem(String),
     #[error("VM_RUNTIME_ADVERTISE_ADDRESS: {0}")]
     AdvertiseAddress(String),
-    #[error(transparent)]
-    RuntimeTls(#[from] RuntimeTlsError),
-}
-
-impl EnrollError {
-    fn file(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EnrollError {
-        let path = path.to_path_buf();
-        move |error| EnrollError::File {
-            action,
-            path,
-            error,
-        }
-    }
 }
 
 pub const KEY_FILE: &str = "node.key";
@@ -74,7 +58,7 @@ pub fn node_key(state_dir: &Path) -> Result<KeyPair, EnrollError> {
     let path = state_dir.join(KEY_FILE);
     match std::fs::read_to_string(&path) {
         Ok(pem) => {
-            let meta = std::fs::metadata(&path).map_err(EnrollError::file("reading", &path))?;
+            let meta = std::fs::metadata(&path).map_err(FileError::doing("reading", &path))?;
             if meta.permissions().mode() & 0o077 != 0 {
                 tracing::warn!(
                     "{}: permissions were {:o}, set to 600",
@@ -82,18 +66,18 @@ pub fn node_key(state_dir: &Path) -> Result<KeyPair, EnrollError> {
                     meta.permissions().mode() & 0o777
                 );
                 std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-                    .map_err(EnrollError::file("setting the mode of", &path))?;
+                    .map_err(FileError::doing("setting the mode of", &path))?;
             }
             KeyPair::from_pem(&pem).map_err(|error| EnrollError::NotAKey { path, error })
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let key = KeyPair::generate().map_err(EnrollError::KeyGeneration)?;
             crate::atomic_file::write(&path, key.serialize_pem().as_bytes(), 0o600)
-                .map_err(EnrollError::file("writing", &path))?;
+                .map_err(FileError::doing("writing", &path))?;
             tracing::info!("generated the node key {}", path.display());
             Ok(key)
         }
-        Err(e) => Err(EnrollError::file("reading", &path)(e)),
+        Err(e) => Err(FileError::doing("reading", &path)(e).into()),
     }
 }
 
@@ -233,7 +217,7 @@ fn store_certificate(
         if let Some(pem) = pem {
             let path = state_dir.join(name);
             crate::atomic_file::write(&path, pem.as_bytes(), 0o644)
-                .map_err(EnrollError::file("storing", &path))?;
+                .map_err(FileError::doing("storing", &path))?;
         }
     }
     if answer.cert_pem.is_some() {

@@ -3,30 +3,11 @@
 //! the runtime's group and nobody else. Done at every registration and start.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::config::RuntimeTlsExport;
 use crate::drivers::driver::ClientTlsFiles;
-
-/// A file of the hand-over that could not be read or written.
-#[derive(Debug, thiserror::Error)]
-#[error("{action} {}: {error}", path.display())]
-pub struct RuntimeTlsError {
-    action: &'static str,
-    path: PathBuf,
-    error: std::io::Error,
-}
-
-impl RuntimeTlsError {
-    fn file(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> RuntimeTlsError {
-        let path = path.to_path_buf();
-        move |error| RuntimeTlsError {
-            action,
-            path,
-            error,
-        }
-    }
-}
+use crate::file_error::FileError;
 
 /// The file smolvm's `SMOLVM_SERVE_TLS_CERT` names in [`RuntimeTlsExport::dir`].
 pub const RUNTIME_CERT_FILE: &str = "cert.pem";
@@ -43,11 +24,11 @@ pub const RUNTIME_CA_FILE: &str = "ca.pem";
 pub fn export_runtime_tls(
     identity: &ClientTlsFiles,
     tls: &RuntimeTlsExport,
-) -> Result<(), RuntimeTlsError> {
+) -> Result<(), FileError> {
     let read = |path: &Path| match std::fs::read(path) {
         Ok(bytes) => Ok(Some(bytes)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(RuntimeTlsError::file("reading", path)(e)),
+        Err(e) => Err(FileError::doing("reading", path)(e)),
     };
     let (Some(cert), Some(key), Some(ca)) = (
         read(&identity.cert)?,
@@ -57,7 +38,7 @@ pub fn export_runtime_tls(
         return Ok(());
     };
     let dir = &tls.dir;
-    std::fs::create_dir_all(dir).map_err(RuntimeTlsError::file("creating", dir))?;
+    std::fs::create_dir_all(dir).map_err(FileError::doing("creating", dir))?;
     set_owner_and_mode(dir, tls.gid, 0o750)?;
     for (name, bytes, mode) in [
         (RUNTIME_KEY_FILE, &key, 0o640),
@@ -66,7 +47,7 @@ pub fn export_runtime_tls(
     ] {
         let path = dir.join(name);
         crate::atomic_file::write_for_group(&path, bytes, mode, tls.gid)
-            .map_err(RuntimeTlsError::file("writing", &path))?;
+            .map_err(FileError::doing("writing", &path))?;
     }
     tracing::info!(dir = %dir.display(), gid = ?tls.gid, "node certificate, key and CA kept for the runtime");
     if let Some(blocked) = untraversable_ancestor(dir, tls.gid) {
@@ -92,16 +73,16 @@ fn untraversable_ancestor(dir: &Path, gid: Option<u32>) -> Option<std::path::Pat
     })
 }
 
-fn set_owner_and_mode(path: &Path, gid: Option<u32>, mode: u32) -> Result<(), RuntimeTlsError> {
+fn set_owner_and_mode(path: &Path, gid: Option<u32>, mode: u32) -> Result<(), FileError> {
     if let Some(gid) = gid {
-        std::os::unix::fs::chown(path, None, Some(gid)).map_err(|error| RuntimeTlsError {
+        std::os::unix::fs::chown(path, None, Some(gid)).map_err(|error| FileError {
             action: "giving to the runtime's group",
             path: path.to_path_buf(),
             error,
         })?;
     }
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .map_err(RuntimeTlsError::file("setting the mode of", path))
+        .map_err(FileError::doing("setting the mode of", path))
 }
 
 #[cfg(test)]
