@@ -281,3 +281,49 @@ impl DesiredStore {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(json: serde_json::Value) -> HostDesiredState {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_document_for_another_host_is_refused_with_its_pointers_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            DesiredStore::open(dir.path().join("desired.json"), "n1".parse().unwrap()).unwrap();
+        let before = std::fs::read(store.path()).unwrap();
+        let refusal = store
+            .replace(doc(serde_json::json!({"hostId": "n2", "instances": []})))
+            .await
+            .unwrap_err();
+        assert!(matches!(refusal, DesiredError::NotForThisHost(_)));
+        assert!(
+            refusal
+                .to_string()
+                .starts_with("not a desired-state document for this host: "),
+            "{refusal}"
+        );
+        let pointers: Vec<_> = refusal
+            .violations()
+            .iter()
+            .map(|v| v.instance_path.as_str())
+            .collect();
+        assert_eq!(pointers, ["/hostId"]);
+        assert_eq!(std::fs::read(store.path()).unwrap(), before);
+
+        store.refuse("PUT /v1/desired", refusal.violations(), "");
+        assert!(store
+            .refusal()
+            .unwrap()
+            .starts_with("PUT /v1/desired refused, still running the previous document: "));
+        store
+            .replace(doc(serde_json::json!({"hostId": "n1", "instances": []})))
+            .await
+            .unwrap();
+        assert_eq!(store.refusal(), None);
+    }
+}
