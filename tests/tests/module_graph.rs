@@ -360,7 +360,12 @@ fn cycles(root: &Path) -> Vec<String> {
     found
 }
 
+/// This workspace, or the checkout named by `MODULE_GRAPH_WORKSPACE` (to check another
+/// worktree with the same build).
 fn workspace_root() -> PathBuf {
+    if let Some(other) = std::env::var_os("MODULE_GRAPH_WORKSPACE") {
+        return PathBuf::from(other);
+    }
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("tests/ sits in the workspace")
