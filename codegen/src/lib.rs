@@ -13,8 +13,10 @@ pub mod bounded;
 pub mod bundle;
 pub mod exactness;
 pub mod model;
+pub mod nullability;
 pub mod openapi;
 pub mod peer_check;
+pub mod replacements;
 pub mod rust;
 pub mod site;
 
