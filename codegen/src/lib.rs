@@ -45,7 +45,10 @@ pub struct Outputs {
     pub model: model::Model,
     /// `types.rs`: every definition as a Rust type.
     pub types_rs: String,
-    /// `documents.rs`: the root-document table and `WireDocument` impls.
+    /// `facts.rs`: the root-document table and the other schema facts the hand-written code
+    /// reads (the `Timestamp` pattern, the schema files, the strict deserializer's tables).
+    pub facts_rs: String,
+    /// `documents.rs`: the root documents' `WireDocument` impls and by-name readers.
     pub documents_rs: String,
     /// `bundle.schema.json`: all definitions in one file, local references only.
     pub bundle_json: String,
@@ -61,7 +64,8 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
     // One type space for both the Rust output and the Rust names the site anchors.
     let space = rust::type_space(&bundle)?;
     let types_rs = rust::types(&space)?;
-    let documents_rs = rust::documents(&bundle, &rust::closed_structs(&space)?)?;
+    let facts_rs = rust::facts(&bundle, &rust::closed_structs(&space)?)?;
+    let documents_rs = rust::documents(&bundle);
     let bundle_json = pretty(&bundle.to_value())?;
     let openapi_json = openapi::document(&bundle)?
         .map(|doc| pretty(&doc))
@@ -89,6 +93,7 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
         #[cfg(feature = "site")]
         model,
         types_rs,
+        facts_rs,
         documents_rs,
         bundle_json,
         openapi_json,
@@ -123,6 +128,7 @@ pub fn build_script_outputs(also_watched: &[&str]) -> (Outputs, PathBuf) {
 /// Writes the files `fleetwire-types` includes into its `OUT_DIR`.
 pub fn write_out_dir(outputs: &Outputs, out_dir: &Path) -> Result<()> {
     write_if_changed(&out_dir.join("types.rs"), &outputs.types_rs)?;
+    write_if_changed(&out_dir.join("facts.rs"), &outputs.facts_rs)?;
     write_if_changed(&out_dir.join("documents.rs"), &outputs.documents_rs)?;
     write_if_changed(&out_dir.join("bundle.schema.json"), &outputs.bundle_json)?;
     Ok(())

@@ -37,7 +37,7 @@ pub fn type_space(bundle: &Bundle) -> Result<RustTypes> {
         let schema: schemars::schema::SchemaObject =
             serde_json::from_value(schema.clone()).context("a bounded schema typify reads")?;
         // Range types parse from and print as text; `BoundedVec` claims no string form.
-        let impls = if rust_type.starts_with("crate::BoundedVec") {
+        let impls = if rust_type.starts_with(bounded::BOUNDED_VEC) {
             vec![]
         } else {
             vec![TypeSpaceImpl::Display, TypeSpaceImpl::FromStr]
@@ -158,19 +158,16 @@ pub fn generated_type_names(types: &RustTypes) -> Vec<String> {
     names
 }
 
-/// The root-document table: each root type implements `WireDocument`, whose validator is
-/// compiled once from the embedded bundle, and `read_named` dispatches by name.
-pub fn documents(bundle: &Bundle, closed: &[String]) -> Result<String> {
+/// The schema facts the hand-written code of `fleetwire-types` reads: the root-document table,
+/// the `Timestamp` pattern, the schema files, and what the strict deserializer knows of each
+/// generated struct and enum. It refers to no generated type, so the hand-written modules can
+/// read it while the generated types use them.
+pub fn facts(bundle: &Bundle, closed: &[String]) -> Result<String> {
     let mut out = String::from(HEADER);
     out.push_str(
         "\n/// Every root document, in schema order.\npub const DOCUMENTS: &[DocumentInfo] = &[\n",
     );
-    let mut impls = String::new();
-    let mut arms = String::new();
-    let mut strict_arms = String::new();
-    let mut plain_arms = String::new();
-    let mut written_arms = String::new();
-    for (index, root) in bundle.roots.iter().enumerate() {
+    for root in &bundle.roots {
         let exact = exactness::analyse(bundle, &root.name);
         let why = match &exact {
             Ok(()) => "every constraint is enforced by the generated type".to_string(),
@@ -182,6 +179,34 @@ pub fn documents(bundle: &Bundle, closed: &[String]) -> Result<String> {
             file = root.file,
             exact = exact.is_ok(),
         ));
+    }
+    out.push_str("];\n\n");
+    let timestamp_pattern = bundle
+        .defs
+        .get("Timestamp")
+        .and_then(|d| d.get("pattern"))
+        .and_then(Value::as_str);
+    out.push_str(&format!(
+        "/// The `pattern` of the `Timestamp` definition, enforced by [`crate::Timestamp`].\npub const TIMESTAMP_PATTERN: &str = {:?};\n\n",
+        timestamp_pattern.context("schemas/ must define `Timestamp` with a `pattern`")?
+    ));
+    out.push_str(&schema_files(bundle));
+    out.push_str(&struct_rules_table(bundle, closed)?);
+    out.push_str(&string_enums(bundle));
+    Ok(out)
+}
+
+/// The root documents' code: each root type implements `WireDocument`, whose validator is
+/// compiled once from the embedded bundle, and `read_named` (and its kin) dispatch by name.
+pub fn documents(bundle: &Bundle) -> String {
+    let mut out = String::from(HEADER);
+    out.push('\n');
+    let mut impls = String::new();
+    let mut arms = String::new();
+    let mut strict_arms = String::new();
+    let mut plain_arms = String::new();
+    let mut written_arms = String::new();
+    for (index, root) in bundle.roots.iter().enumerate() {
         impls.push_str(&format!(
             "impl WireDocument for types::{name} {{\n    const INFO: &'static DocumentInfo = &DOCUMENTS[{index}];\n    fn validator() -> &'static jsonschema::Validator {{\n        static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();\n        VALIDATOR.get_or_init(|| compile_validator({name:?}))\n    }}\n}}\n\n",
             name = root.name,
@@ -199,23 +224,10 @@ pub fn documents(bundle: &Bundle, closed: &[String]) -> Result<String> {
             name = root.name
         ));
         plain_arms.push_str(&format!(
-            "        {name:?} => crate::strict::from_slice::<types::{name}>(bytes).and_then(|v| serde_json::to_value(&v)),\n",
+            "        {name:?} => strict::from_slice::<types::{name}>(bytes).and_then(|v| serde_json::to_value(&v)),\n",
             name = root.name
         ));
     }
-    out.push_str("];\n\n");
-    let timestamp_pattern = bundle
-        .defs
-        .get("Timestamp")
-        .and_then(|d| d.get("pattern"))
-        .and_then(Value::as_str);
-    out.push_str(&format!(
-        "/// The `pattern` of the `Timestamp` definition, enforced by [`crate::Timestamp`].\npub const TIMESTAMP_PATTERN: &str = {:?};\n\n",
-        timestamp_pattern.context("schemas/ must define `Timestamp` with a `pattern`")?
-    ));
-    out.push_str(&schema_files(bundle));
-    out.push_str(&struct_rules_table(bundle, closed)?);
-    out.push_str(&string_enums(bundle));
     out.push_str(&impls);
     out.push_str(
         "/// Reads `bytes` as the root document called `name` through the same validated reader the\n/// programs use ([`crate::read`]: unknown fields set aside and reported), discarding the typed\n/// value. `None` when no root document has that name.\npub fn read_named(name: &str, bytes: &[u8]) -> Option<Result<Accepted<()>, Rejection>> {\n    Some(match name {\n",
@@ -237,7 +249,7 @@ pub fn documents(bundle: &Bundle, closed: &[String]) -> Result<String> {
     );
     out.push_str(&written_arms);
     out.push_str("        _ => return None,\n    })\n}\n");
-    Ok(out)
+    out
 }
 
 /// What the strict deserializer (`fleetwire_types::strict`) knows of each generated struct:
@@ -247,7 +259,7 @@ pub fn documents(bundle: &Bundle, closed: &[String]) -> Result<String> {
 /// - whether its schema is closed, so that a key it skips is counted as an unknown field.
 fn struct_rules_table(bundle: &Bundle, closed: &[String]) -> Result<String> {
     let mut out = String::from(
-        "/// What the strict deserializer knows of each generated struct: its optional properties that may\n/// not be `null` (by JSON name), and whether its schema is closed.\npub(crate) fn struct_rules(struct_name: &str) -> crate::strict::StructRules {\n    match struct_name {\n",
+        "/// What the strict deserializer knows of one generated struct (the table [`struct_rules`]).\n#[derive(Debug, Clone, Copy)]\npub(crate) struct StructRules {\n    /// Optional properties that may not be `null` (by JSON name).\n    pub non_null: &'static [&'static str],\n    /// The schema is closed (`additionalProperties: false`): a key it does not define is an\n    /// unknown field, counted when skipped.\n    pub closed: bool,\n}\n\n/// What the strict deserializer knows of each generated struct: its optional properties that may\n/// not be `null` (by JSON name), and whether its schema is closed.\npub(crate) fn struct_rules(struct_name: &str) -> StructRules {\n    match struct_name {\n",
     );
     let mut names: std::collections::BTreeSet<&str> = closed.iter().map(String::as_str).collect();
     names.extend(bundle.defs.keys().map(String::as_str));
@@ -260,13 +272,11 @@ fn struct_rules_table(bundle: &Bundle, closed: &[String]) -> Result<String> {
         let is_closed = closed.iter().any(|c| c == name);
         if !props.is_empty() || is_closed {
             out.push_str(&format!(
-                "        {name:?} => crate::strict::StructRules {{ non_null: &{props:?}, closed: {is_closed} }},\n"
+                "        {name:?} => StructRules {{ non_null: &{props:?}, closed: {is_closed} }},\n"
             ));
         }
     }
-    out.push_str(
-        "        _ => crate::strict::StructRules { non_null: &[], closed: false },\n    }\n}\n\n",
-    );
+    out.push_str("        _ => StructRules { non_null: &[], closed: false },\n    }\n}\n\n");
     Ok(out)
 }
 
