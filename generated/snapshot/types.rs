@@ -4036,3 +4036,33 @@ impl<'de> ::serde::Deserialize<'de> for F64Min1 {
             .map_err(|e| <D::Error as ::serde::de::Error>::custom(e.to_string()))
     }
 }
+crate::hand_written::string_lengths::length_bounds!(AgentVersion, min = 1, max = 64);
+crate::hand_written::string_lengths::length_bounds!(
+    ApiErrorMessage, max = 4096, fn truncated
+);
+crate::hand_written::string_lengths::length_bounds!(ArgvItem, min = 1, max = 4096);
+crate::hand_written::string_lengths::length_bounds!(BootId, max = 128, fn truncated);
+crate::hand_written::string_lengths::length_bounds!(CommandItem, min = 1);
+crate::hand_written::string_lengths::length_bounds!(Hostname, max = 255, fn truncated);
+crate::hand_written::string_lengths::length_bounds!(ImageReference, max = 512);
+crate::hand_written::string_lengths::length_bounds!(MachineName, max = 128);
+crate::hand_written::string_lengths::length_bounds!(ObjectKey, min = 1, max = 1024);
+crate::hand_written::string_lengths::length_bounds!(PemCertificate, max = 16384);
+crate::hand_written::string_lengths::length_bounds!(PemCsr, max = 16384);
+crate::hand_written::string_lengths::length_bounds!(
+    RejectedVmReason, max = 1024, fn truncated
+);
+crate::hand_written::string_lengths::length_bounds!(
+    RuntimeEnvVarName, min = 1, max = 1024
+);
+crate::hand_written::string_lengths::length_bounds!(RuntimeUrl, max = 2048);
+crate::hand_written::string_lengths::length_bounds!(ShownId, max = 128);
+crate::hand_written::string_lengths::length_bounds!(
+    StateMessage, max = 512, fn truncated
+);
+crate::hand_written::string_lengths::length_bounds!(TenantId, min = 1, max = 128);
+crate::hand_written::string_lengths::length_bounds!(VmId, min = 1, max = 128);
+crate::hand_written::string_lengths::length_bounds!(
+    VmRecordMessage, max = 2048, fn truncated
+);
+crate::hand_written::string_lengths::length_bounds!(VmType, min = 1, max = 64);
