@@ -7,6 +7,7 @@ pub mod drivers;
 pub mod http;
 pub mod ids;
 pub mod loadgen;
+pub mod reference_site;
 pub mod reported;
 pub mod runtimes;
 pub mod shutdown;

@@ -97,17 +97,14 @@ fn hostname() -> String {
         .unwrap_or_default()
 }
 
-/// The name as the schema allows it (at most 255 characters).
+/// The name as the schema allows it (at most `Hostname::MAX_LENGTH` characters).
 pub fn hostname_of(facts: &HostFacts) -> Hostname {
-    let cut: String = facts.hostname.chars().take(255).collect();
-    cut.parse()
-        .unwrap_or_else(|_| "".parse().expect("empty hostname"))
+    Hostname::truncated(&facts.hostname)
 }
 
-/// A boot id as the schema allows it (at most 128 characters).
+/// A boot id as the schema allows it (at most `BootId::MAX_LENGTH` characters).
 pub fn boot_id_of(raw: &str) -> BootId {
-    let cut: String = raw.chars().take(128).collect();
-    cut.parse().expect("128 characters make a BootId")
+    BootId::truncated(raw)
 }
 
 pub fn agent_version() -> AgentVersion {
@@ -163,6 +160,9 @@ enum Beat {
     Unreachable(String),
 }
 
+/// How much of a refusing answer's body a `Beat::Refused` quotes for the log (not a schema limit).
+const REFUSAL_QUOTE_CHARS: usize = 300;
+
 async fn send_heartbeat(agent: &Agent, http: &reqwest::Client) -> Beat {
     let heartbeat = build_heartbeat(agent);
     let body = serde_json::to_value(&heartbeat).expect("a generated value serializes");
@@ -184,7 +184,7 @@ async fn send_heartbeat(agent: &Agent, http: &reqwest::Client) -> Beat {
             let text = resp.text().await.unwrap_or_default();
             Beat::Refused(format!(
                 "POST {url}: {status}: {}",
-                text.chars().take(300).collect::<String>()
+                text.chars().take(REFUSAL_QUOTE_CHARS).collect::<String>()
             ))
         }
         Err(e) => Beat::Unreachable(format!("POST {url}: {e}")),

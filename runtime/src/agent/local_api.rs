@@ -12,8 +12,7 @@ use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use fleetwire_types::{
     ApiErrorCode, AppId, Command, CreateVmRequest, DesiredInstance, DesiredInstanceState, Health,
-    HealthStatus, HostDesiredState, InstanceResources, InstanceState, VmId, VmRecord, VmState,
-    VmType,
+    HealthStatus, HostDesiredState, InstanceResources, InstanceState, VmRecord, VmState, VmType,
 };
 use tokio::sync::watch;
 
@@ -21,9 +20,6 @@ use super::config::AgentConfig;
 use super::Agent;
 use crate::drivers::InstanceStatus;
 use crate::http::{unknown_route, wrong_method, ApiFailure, Valid, MAX_BODY_BYTES};
-
-/// At most this much of an instance's message goes into its VM record (`VmRecord.message`).
-const VM_MESSAGE_CHARS: usize = 2048;
 
 /// How long `POST /v1/spawn` waits for the machine to come up before answering with what it is.
 const SPAWN_WAIT: Duration = Duration::from_secs(10);
@@ -110,10 +106,9 @@ pub fn vm_records(
                     .ok()
                     .and_then(|v| serde_json::from_value(v).ok()),
                 image: d.image.clone(),
-                message: live.and_then(|i| i.message.as_deref()).and_then(|m| {
-                    let cut: String = m.chars().take(VM_MESSAGE_CHARS).collect();
-                    cut.parse().ok()
-                }),
+                message: live
+                    .and_then(|i| i.message.as_deref())
+                    .map(fleetwire_types::VmRecordMessage::truncated),
                 restore_checkpoint: None,
                 created_at: None,
             }
@@ -123,11 +118,6 @@ pub fn vm_records(
 
 fn conflict(message: String) -> ApiFailure {
     ApiFailure::new(StatusCode::CONFLICT, ApiErrorCode::Conflict, message)
-}
-
-fn new_vm_id() -> VmId {
-    let n: u64 = rand::random();
-    format!("vm-{n:016x}").parse().expect("a generated VmId")
 }
 
 /// `POST /v1/spawn`: PPN's create request (plus an optional `command`) becomes an instance of
@@ -165,7 +155,7 @@ async fn spawn(
             format!("this node cannot run {workload}: {why}"),
         ));
     }
-    let vm_id = req.vm_id.clone().unwrap_or_else(new_vm_id);
+    let vm_id = req.vm_id.clone().unwrap_or_else(crate::ids::new_vm_id);
     // A VM id is wider than desired.json's identifiers: mapped (crate::ids), kept as vmId.
     let app_id: AppId = crate::ids::app_id(&vm_id);
     // A request with neither image nor command runs the node's default command, where the

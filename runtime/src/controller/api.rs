@@ -280,10 +280,7 @@ pub async fn get_readyz(State(controller): Shared) -> (StatusCode, Json<Health>)
         Ok(Err(error)) => Some(error.to_string()),
         Err(_) => Some("the store did not answer within 2 s".to_string()),
     };
-    let message = |text: &str| {
-        let clipped: String = text.chars().take(500).collect();
-        StateMessage::try_from(clipped.as_str()).ok()
-    };
+    let message = |text: &str| Some(StateMessage::truncated(text));
     match problem {
         None => (
             StatusCode::OK,

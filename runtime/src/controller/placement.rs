@@ -302,12 +302,6 @@ fn admit(controller: &Controller, request: &CreateVmRequest) -> Result<Hold, Pla
     }))
 }
 
-/// A fresh VM id: `vm-` and 16 random hex digits.
-fn new_vm_id() -> VmId {
-    let bits: u64 = rand::random();
-    format!("vm-{bits:016x}").parse().expect("a valid VmId")
-}
-
 /// `POST /v1/vms`.
 pub async fn create_vm(
     controller: &Arc<Controller>,
@@ -321,7 +315,7 @@ pub async fn create_vm(
     ) {
         return Err(PlacementError::InvalidRequest(v));
     }
-    let vm_id = request.vm_id.clone().unwrap_or_else(new_vm_id);
+    let vm_id = request.vm_id.clone().unwrap_or_else(crate::ids::new_vm_id);
     request.vm_id = Some(vm_id.clone());
     if !controller.table.hold_vm_id(&vm_id) {
         return Err(PlacementError::VmIdTaken(vm_id));
