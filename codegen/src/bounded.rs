@@ -144,8 +144,8 @@ pub struct Prepared {
 
 /// Where `fleetwire-types` keeps the generated types and the hand-written `BoundedVec`: the
 /// generated code names them by their defining module, not by the crate root's re-exports.
-pub const TYPES: &str = "crate::generated::types";
-pub const BOUNDED_VEC: &str = "crate::hand_written::bounded::BoundedVec";
+pub const TYPES: &str = "crate::types";
+pub const BOUNDED_VEC: &str = "crate::bounded::BoundedVec";
 
 pub fn prepare(defs: &Map<String, Value>) -> Result<Prepared> {
     let mut out = Prepared {

@@ -9,7 +9,7 @@
 /// enforces the schema's own pattern (emitted as `TIMESTAMP_PATTERN`) and strict RFC 3339, so the
 /// type accepts exactly what the schema does.
 pub const REPLACEMENTS: &[(&str, &str)] =
-    &[("Timestamp", "crate::hand_written::timestamp::Timestamp")];
+    &[("Timestamp", "crate::timestamp::Timestamp")];
 
 /// Whether `definition` is replaced by a hand-written type.
 pub fn is_replaced(definition: &str) -> bool {

@@ -94,7 +94,7 @@ fn length_check(stmt: &syn::Stmt) -> Option<(syn::BinOp, usize)> {
 
 /// The macro of `fleetwire-types` that writes the constants and the constructor, by its
 /// defining module.
-pub const LENGTH_BOUNDS: &str = "crate::hand_written::string_lengths::length_bounds";
+pub const LENGTH_BOUNDS: &str = "crate::string_lengths::length_bounds";
 
 /// One invocation of [`LENGTH_BOUNDS`] per bounded string newtype: its constants (and, when its
 /// length is all it checks, `truncated`).

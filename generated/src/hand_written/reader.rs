@@ -5,9 +5,9 @@ use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{JsonType, ValidationError};
 use serde_json::Value;
 
-use crate::generated::types::{JsonPointer, Violation};
-use crate::hand_written::document::WireDocument;
-use crate::hand_written::strict;
+use crate::types::{JsonPointer, Violation};
+use crate::document::WireDocument;
+use crate::strict;
 
 /// Why a document was refused.
 #[derive(Debug, Clone, PartialEq)]

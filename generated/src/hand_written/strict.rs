@@ -24,7 +24,7 @@ use serde::de::{
     self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor,
 };
 
-use crate::generated::facts::{self, StructRules};
+use crate::facts::{self, StructRules};
 
 /// Deserializes a `T` from `bytes` as strictly as its schema: structs from objects only, and a
 /// key that a closed object's schema does not define is an error (see [`from_slice_lenient`]

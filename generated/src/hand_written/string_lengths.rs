@@ -22,7 +22,7 @@ macro_rules! length_bounds {
                 /// `text` cut to its first [`Self::MAX_LENGTH`] characters (never inside one):
                 /// the length is all the schema checks.
                 pub fn $truncated(text: &str) -> Self {
-                    let cut = $crate::hand_written::string_lengths::cut(text, Self::MAX_LENGTH);
+                    let cut = $crate::string_lengths::cut(text, Self::MAX_LENGTH);
                     Self(cut.to_string())
                 }
             )?
