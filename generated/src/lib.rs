@@ -33,7 +33,8 @@
 //!   ([`read_named`]). `generated/snapshot/` holds a copy of the types for reading.
 //! - `hand_written` (`src/hand_written/`): the validated [`read`]er and the [`strict`]
 //!   deserializer, the embedded schemas' validators ([`compile_validator`]), and the types the
-//!   generated code builds on ([`Timestamp`], [`BoundedVec`], [`WireDocument`]).
+//!   generated code builds on ([`Timestamp`], [`BoundedVec`], [`WireDocument`], the
+//!   `length_bounds!` macro behind `StateMessage::MAX_LENGTH` and `StateMessage::truncated`).
 //!
 //! The hand-written modules read only the schema facts, which name no generated type (the
 //! reader also uses the generated `Violation`), so the two halves import each other one way
