@@ -523,11 +523,7 @@ fn object_rows(
     depth: usize,
     rows: &mut Vec<Row>,
 ) {
-    let required: BTreeSet<&str> = object
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let required = crate::nullability::required(object);
     let Some(properties) = object.get("properties").and_then(Value::as_object) else {
         return;
     };

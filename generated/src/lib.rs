@@ -31,9 +31,10 @@
 //!   documents, [`TIMESTAMP_PATTERN`], [`SCHEMA_FILES`], [`BUNDLE_SCHEMA`], the strict
 //!   deserializer's tables) and the root documents' [`WireDocument`] impls and by-name readers
 //!   ([`read_named`]). `generated/snapshot/` holds a copy of the types for reading.
-//! - `src/hand_written/`: the validated [`read`]er and the [`strict`] deserializer, the
-//!   embedded schemas' validators ([`compile_validator`]), and the types the generated code
-//!   builds on ([`Timestamp`], [`BoundedVec`], [`WireDocument`], the string length bounds).
+//! - `src/hand_written/`: the validated [`read`]er and the [`strict`]
+//!   deserializer, the embedded schemas' validators ([`compile_validator`]), and the types the
+//!   generated code builds on ([`Timestamp`], [`BoundedVec`], [`WireDocument`], the
+//!   `length_bounds!` macro behind `StateMessage::MAX_LENGTH` and `StateMessage::truncated`).
 //!
 //! The modules are declared flat, here, because the halves interleave in layers: the schema
 //! facts build on `DocumentInfo`; `Timestamp` and the strict deserializer read the facts; the
