@@ -142,6 +142,11 @@ pub struct Prepared {
     pub anchors: Vec<(String, String)>,
 }
 
+/// Where `fleetwire-types` keeps the generated types and the hand-written `BoundedVec`: the
+/// generated code names them by their defining module, not by the crate root's re-exports.
+pub const TYPES: &str = "crate::types";
+pub const BOUNDED_VEC: &str = "crate::bounded::BoundedVec";
+
 pub fn prepare(defs: &Map<String, Value>) -> Result<Prepared> {
     let mut out = Prepared {
         defs: defs.clone(),
@@ -177,7 +182,7 @@ fn visit(
     if let Some(range) = number_range(obj) {
         let name = range.type_name();
         out.conversions
-            .push((Value::Object(obj.clone()), format!("crate::types::{name}")));
+            .push((Value::Object(obj.clone()), format!("{TYPES}::{name}")));
         out.anchors.push((name.clone(), anchor.to_string()));
         out.ranges.insert(name, range);
         return Ok(());
@@ -209,7 +214,7 @@ fn visit(
             .unwrap_or_else(|| "{ usize::MAX }".into());
         out.conversions.push((
             Value::Object(obj.clone()),
-            format!("crate::BoundedVec<crate::types::{item_type}, {min}, {max}>"),
+            format!("{BOUNDED_VEC}<{TYPES}::{item_type}, {min}, {max}>"),
         ));
         return Ok(());
     }

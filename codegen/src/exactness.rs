@@ -15,7 +15,8 @@ use serde_json::{Map, Value};
 
 use crate::bounded::ANNOTATIONS;
 use crate::bundle::{ref_name, Bundle};
-use crate::rust::REPLACEMENTS;
+use crate::nullability::non_nullable_optional;
+use crate::replacements::is_replaced;
 
 /// `Ok` when every constraint reachable from `root` is enforced by the generated types;
 /// otherwise the first reason it is not, with the definition it was found in.
@@ -28,8 +29,8 @@ fn check_def(bundle: &Bundle, name: &str, seen: &mut BTreeSet<String>) -> Result
     if !seen.insert(name.to_string()) {
         return Ok(());
     }
-    if REPLACEMENTS.iter().any(|(replaced, _)| *replaced == name) {
-        // A hand-written type that enforces its definition in full (see `rust::REPLACEMENTS`).
+    if is_replaced(name) {
+        // A hand-written type that enforces its definition in full (see `replacements`).
         return Ok(());
     }
     let schema = bundle
@@ -42,9 +43,9 @@ fn check_def(bundle: &Bundle, name: &str, seen: &mut BTreeSet<String>) -> Result
 }
 
 /// An object with optional properties that may not be `null` must be a definition: the strict
-/// deserializer finds those properties by the struct's name (see `rust::non_nullable_optional`).
+/// deserializer finds those properties by the struct's name (see `nullability`).
 fn check_object_node(schema: &Value, named: bool) -> Result<(), String> {
-    if !named && !crate::rust::non_nullable_optional(schema).is_empty() {
+    if !named && !non_nullable_optional(schema).is_empty() {
         return Err(
             "an inline object with optional non-nullable properties is checked by the schema only"
                 .into(),

@@ -2,21 +2,29 @@
 //!
 //! - [`rust`]: the types (typify) and the root-document table the validators hang off;
 //! - [`openapi`]: the bundled OpenAPI documents (3.0.3, and 3.1.0 with the schemas as they are);
-//! - [`model`] and [`site`]: the documentation model and the reference site rendered from it;
+//! - `model` and `site` (feature `site`): the documentation model and the reference site
+//!   rendered from it with askama;
 //! - the bundle itself, embedded in `fleetwire-types` for the validators.
 //!
-//! `fleetwire-types`' build script calls [`generate`] into `OUT_DIR` on every schema change;
-//! [`checked_in`] lists the copies kept in the repository for readers and external tools,
-//! which `fleetwire-codegen check` (and a test) compare against a fresh generation.
+//! Two build scripts call it on every schema change: `fleetwire-types`' calls [`generate`] and
+//! [`write_out_dir`] (without the `site` feature, so a consumer of the types compiles no
+//! HTML), and the runtime's calls `write_site_out_dir` to compile the reference site into the
+//! controller. [`checked_in`] lists the copies kept in the repository for readers and external
+//! tools, which `fleetwire-codegen check` (and a test) compare against a fresh generation.
 
 pub mod bounded;
 pub mod bundle;
 pub mod exactness;
+#[cfg(feature = "site")]
 pub mod model;
+pub mod nullability;
 pub mod openapi;
 pub mod peer_check;
+pub mod replacements;
 pub mod rust;
+#[cfg(feature = "site")]
 pub mod site;
+pub mod string_lengths;
 
 use std::path::{Path, PathBuf};
 
@@ -34,10 +42,14 @@ pub const OPENAPI_31_FILE: &str = "fleet-api.3.1.json";
 pub struct Outputs {
     pub bundle: Bundle,
     /// The documentation model the reference site is rendered from.
+    #[cfg(feature = "site")]
     pub model: model::Model,
     /// `types.rs`: every definition as a Rust type.
     pub types_rs: String,
-    /// `documents.rs`: the root-document table and `WireDocument` impls.
+    /// `facts.rs`: the root-document table and the other schema facts the hand-written code
+    /// reads (the `Timestamp` pattern, the schema files, the strict deserializer's tables).
+    pub facts_rs: String,
+    /// `documents.rs`: the root documents' `WireDocument` impls and by-name readers.
     pub documents_rs: String,
     /// `bundle.schema.json`: all definitions in one file, local references only.
     pub bundle_json: String,
@@ -53,8 +65,8 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
     // One type space for both the Rust output and the Rust names the site anchors.
     let space = rust::type_space(&bundle)?;
     let types_rs = rust::types(&space)?;
-    let model = model::Model::build(&bundle, &space, &schemas_dir.join(model::EXAMPLES_DIR))?;
-    let documents_rs = rust::documents(&bundle, &rust::closed_structs(&space)?)?;
+    let facts_rs = rust::facts(&bundle, &rust::closed_structs(&space)?)?;
+    let documents_rs = rust::documents(&bundle);
     let bundle_json = pretty(&bundle.to_value())?;
     let openapi_json = openapi::document(&bundle)?
         .map(|doc| pretty(&doc))
@@ -62,20 +74,27 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
     let openapi_31_json = openapi::document_31(&bundle)?
         .map(|doc| pretty(&doc))
         .transpose()?;
-    let mut model = model;
-    // The site offers both documents beside the API page (docs/reference-site.md).
-    for (name, text) in [
-        (OPENAPI_30_FILE, &openapi_json),
-        (OPENAPI_31_FILE, &openapi_31_json),
-    ] {
-        if let Some(text) = text {
-            model.openapi_files.push((name.to_string(), text.clone()));
+    #[cfg(feature = "site")]
+    let model = {
+        let mut model =
+            model::Model::build(&bundle, &space, &schemas_dir.join(model::EXAMPLES_DIR))?;
+        // The site offers both documents beside the API page (docs/reference-site.md).
+        for (name, text) in [
+            (OPENAPI_30_FILE, &openapi_json),
+            (OPENAPI_31_FILE, &openapi_31_json),
+        ] {
+            if let Some(text) = text {
+                model.openapi_files.push((name.to_string(), text.clone()));
+            }
         }
-    }
+        model
+    };
     Ok(Outputs {
         bundle,
+        #[cfg(feature = "site")]
         model,
         types_rs,
+        facts_rs,
         documents_rs,
         bundle_json,
         openapi_json,
@@ -83,11 +102,43 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
     })
 }
 
+/// The first half of a build script of a crate beside `schemas/` in the workspace (its
+/// `CARGO_MANIFEST_DIR`'s sibling): tells cargo to run the script again when `schemas/` or any
+/// of `also_watched` (paths relative to the workspace) changes, generates every output, and
+/// returns them with the script's `OUT_DIR`. Fails the build, with the reason, when the schemas
+/// do not generate.
+pub fn build_script_outputs(also_watched: &[&str]) -> (Outputs, PathBuf) {
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let workspace = manifest.join("..");
+    let schemas = workspace.join("schemas");
+    // A folder is scanned as a whole (the schema files and their examples); each file is named
+    // too, so a changed schema is named in cargo's reason to rebuild.
+    let files = std::fs::read_dir(&schemas).expect("schemas/ is readable");
+    let files = files.map(|entry| entry.expect("a schemas/ entry").path());
+    let watched = also_watched.iter().map(|path| workspace.join(path));
+    for path in std::iter::once(schemas.clone()).chain(files).chain(watched) {
+        println!("cargo:rerun-if-changed={}", path.display());
+    }
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    match generate(&schemas) {
+        Ok(outputs) => (outputs, out),
+        Err(err) => panic!("generating from {}: {err:#}", schemas.display()),
+    }
+}
+
 /// Writes the files `fleetwire-types` includes into its `OUT_DIR`.
 pub fn write_out_dir(outputs: &Outputs, out_dir: &Path) -> Result<()> {
     write_if_changed(&out_dir.join("types.rs"), &outputs.types_rs)?;
+    write_if_changed(&out_dir.join("facts.rs"), &outputs.facts_rs)?;
     write_if_changed(&out_dir.join("documents.rs"), &outputs.documents_rs)?;
     write_if_changed(&out_dir.join("bundle.schema.json"), &outputs.bundle_json)?;
+    Ok(())
+}
+
+/// Writes the reference site into `out_dir/site` and the table that compiles it into the
+/// runtime (`site_files.rs`, `include_bytes!` of each file) into `out_dir`.
+#[cfg(feature = "site")]
+pub fn write_site_out_dir(outputs: &Outputs, out_dir: &Path) -> Result<()> {
     let site_dir = out_dir.join("site");
     let pages = site::write(&outputs.model, &site_dir)?;
     write_if_changed(

@@ -24,6 +24,7 @@ use serde_json::Value;
 use crate::bundle::Bundle;
 pub use api::{ApiDoc, ApiGroup, Body, Content, Operation, Parameter, Response};
 pub use examples::Example;
+pub use rust_names::RustType;
 use words::{Phrase, Token};
 
 /// The folder under `schemas/` whose `<Document>/valid/*.json` fixtures are shown as examples.
@@ -57,13 +58,6 @@ pub struct Model {
     /// The bundled OpenAPI documents (3.0.3, 3.1.0), by file name, as published under
     /// `openapi/` beside the API page; filled in by `generate`, which builds them.
     pub openapi_files: Vec<(String, String)>,
-}
-
-/// A generated Rust type and the anchor (section or field) that documents it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RustType {
-    pub name: String,
-    pub anchor: String,
 }
 
 /// A root document's page: the document first, then every type it reaches, in the order a
@@ -213,7 +207,27 @@ impl Model {
         };
         link_back(&mut types, api.as_ref());
         add_path_aliases(&mut types);
-        let rust_types = rust_names::assign(rust, bundle, &mut types);
+        // Every anchor a field or variant has, to match typify's property names against.
+        let known: Vec<String> = types
+            .iter()
+            .flat_map(|t| {
+                t.variants
+                    .iter()
+                    .map(|v| v.anchor.clone())
+                    .chain(t.all_rows().map(|r| r.anchor.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let mut rust_types = rust_names::assign(rust, bundle, &known);
+        // A type named after a definition is documented by its section; any other gets its name
+        // recorded on the section or row that documents it (so it is an anchor too).
+        for t in rust_types
+            .iter()
+            .filter(|t| !bundle.defs.contains_key(&t.name))
+        {
+            record(&mut types, &t.anchor, &t.name);
+        }
+        rust_types.sort_by(|a, b| a.name.cmp(&b.name));
         for t in &mut types {
             t.rust_path = rust_names::rust_path(space, &t.name);
         }
@@ -340,6 +354,36 @@ impl TypeDoc {
         self.rows
             .iter_mut()
             .chain(self.variants.iter_mut().flat_map(|v| v.rows.iter_mut()))
+    }
+}
+
+/// Puts `rust_name` on the section, variant or row whose anchor is `anchor`.
+fn record(types: &mut [TypeDoc], anchor: &str, rust_name: &str) {
+    for t in types.iter_mut() {
+        if t.name == anchor {
+            t.aliases.push(rust_name.to_string());
+            return;
+        }
+        for v in &mut t.variants {
+            if v.anchor == anchor {
+                v.aliases.push(rust_name.to_string());
+                return;
+            }
+        }
+        for row in t
+            .rows
+            .iter_mut()
+            .chain(t.variants.iter_mut().flat_map(|v| v.rows.iter_mut()))
+        {
+            if row.anchor == anchor {
+                if row.rust_type.is_none() {
+                    row.rust_type = Some(rust_name.to_string());
+                } else {
+                    row.aliases.push(rust_name.to_string());
+                }
+                return;
+            }
+        }
     }
 }
 
@@ -479,11 +523,7 @@ fn object_rows(
     depth: usize,
     rows: &mut Vec<Row>,
 ) {
-    let required: BTreeSet<&str> = object
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let required = crate::nullability::required(object);
     let Some(properties) = object.get("properties").and_then(Value::as_object) else {
         return;
     };

@@ -177,6 +177,7 @@ fn the_3_1_document_has_the_same_paths_and_the_2020_12_schemas_as_they_are() {
 }
 
 #[test]
+#[cfg(feature = "site")]
 fn the_reference_site_offers_both_documents_beside_the_api_page() {
     let outputs = generated();
     let files = fleetwire_codegen::site::render(&outputs.model).unwrap();

@@ -298,20 +298,22 @@ pub struct AppMeters {
 ///A command line as an argument vector: 1 to 256 non-empty strings of at most 4096 characters each, the first being the program.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(transparent)]
-pub struct Argv(pub crate::BoundedVec<crate::types::ArgvItem, 1, 256>);
+pub struct Argv(pub crate::bounded::BoundedVec<crate::types::ArgvItem, 1, 256>);
 impl ::std::ops::Deref for Argv {
-    type Target = crate::BoundedVec<crate::types::ArgvItem, 1, 256>;
-    fn deref(&self) -> &crate::BoundedVec<crate::types::ArgvItem, 1, 256> {
+    type Target = crate::bounded::BoundedVec<crate::types::ArgvItem, 1, 256>;
+    fn deref(&self) -> &crate::bounded::BoundedVec<crate::types::ArgvItem, 1, 256> {
         &self.0
     }
 }
-impl ::std::convert::From<Argv> for crate::BoundedVec<crate::types::ArgvItem, 1, 256> {
+impl ::std::convert::From<Argv>
+for crate::bounded::BoundedVec<crate::types::ArgvItem, 1, 256> {
     fn from(value: Argv) -> Self {
         value.0
     }
 }
-impl ::std::convert::From<crate::BoundedVec<crate::types::ArgvItem, 1, 256>> for Argv {
-    fn from(value: crate::BoundedVec<crate::types::ArgvItem, 1, 256>) -> Self {
+impl ::std::convert::From<crate::bounded::BoundedVec<crate::types::ArgvItem, 1, 256>>
+for Argv {
+    fn from(value: crate::bounded::BoundedVec<crate::types::ArgvItem, 1, 256>) -> Self {
         Self(value)
     }
 }
@@ -614,24 +616,32 @@ impl ::std::convert::TryFrom<::std::string::String> for CheckpointState {
 ///A program and its arguments, executed directly without a shell: the first item is the program, the rest its arguments. At least one item, and no item may be empty.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(transparent)]
-pub struct Command(pub crate::BoundedVec<crate::types::CommandItem, 1, { usize::MAX }>);
+pub struct Command(
+    pub crate::bounded::BoundedVec<crate::types::CommandItem, 1, { usize::MAX }>,
+);
 impl ::std::ops::Deref for Command {
-    type Target = crate::BoundedVec<crate::types::CommandItem, 1, { usize::MAX }>;
-    fn deref(&self) -> &crate::BoundedVec<crate::types::CommandItem, 1, { usize::MAX }> {
+    type Target = crate::bounded::BoundedVec<
+        crate::types::CommandItem,
+        1,
+        { usize::MAX },
+    >;
+    fn deref(
+        &self,
+    ) -> &crate::bounded::BoundedVec<crate::types::CommandItem, 1, { usize::MAX }> {
         &self.0
     }
 }
 impl ::std::convert::From<Command>
-for crate::BoundedVec<crate::types::CommandItem, 1, { usize::MAX }> {
+for crate::bounded::BoundedVec<crate::types::CommandItem, 1, { usize::MAX }> {
     fn from(value: Command) -> Self {
         value.0
     }
 }
 impl ::std::convert::From<
-    crate::BoundedVec<crate::types::CommandItem, 1, { usize::MAX }>,
+    crate::bounded::BoundedVec<crate::types::CommandItem, 1, { usize::MAX }>,
 > for Command {
     fn from(
-        value: crate::BoundedVec<crate::types::CommandItem, 1, { usize::MAX }>,
+        value: crate::bounded::BoundedVec<crate::types::CommandItem, 1, { usize::MAX }>,
     ) -> Self {
         Self(value)
     }
@@ -698,7 +708,7 @@ pub struct ComputeUsage {
     pub cpu_share: ::std::option::Option<f64>,
     ///When the measurement was taken.
     #[serde(rename = "measuredAt")]
-    pub measured_at: crate::Timestamp,
+    pub measured_at: crate::timestamp::Timestamp,
     ///Memory available to the guest, in bytes.
     #[serde(rename = "memoryTotalBytes")]
     pub memory_total_bytes: u64,
@@ -717,7 +727,7 @@ pub struct CreateMachineRequest {
     ///Environment variables for the machine's workload.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub env: ::std::option::Option<
-        crate::BoundedVec<crate::types::RuntimeEnvVar, 0, 1024>,
+        crate::bounded::BoundedVec<crate::types::RuntimeEnvVar, 0, 1024>,
     >,
     ///The OCI image the machine boots, pulled from its registry at start. Absent for a machine without an image (then cmd is absent too).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -1080,7 +1090,7 @@ impl ::std::convert::TryFrom<::std::string::String> for ExportState {
 pub struct FilesystemUsage {
     ///When the measurement was taken.
     #[serde(rename = "measuredAt")]
-    pub measured_at: crate::Timestamp,
+    pub measured_at: crate::timestamp::Timestamp,
     ///Capacity of the filesystem, in bytes.
     #[serde(rename = "totalBytes")]
     pub total_bytes: u64,
@@ -1095,7 +1105,7 @@ pub struct FleetStatus {
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub counts: ::std::option::Option<NodeCounts>,
     ///When the controller assembled this answer, by its own clock.
-    pub last_updated: crate::Timestamp,
+    pub last_updated: crate::timestamp::Timestamp,
     ///Every live node (any status but unreachable), ordered by node_id. Unreachable nodes are kept by the controller and listed by GET /v1/nodes?status=unreachable.
     pub nodes: ::std::vec::Vec<NodeRecord>,
 }
@@ -1259,7 +1269,7 @@ pub struct HostMeterLedger {
     pub host_id: HostId,
     ///When the agent saved this copy.
     #[serde(rename = "savedAt")]
-    pub saved_at: crate::Timestamp,
+    pub saved_at: crate::timestamp::Timestamp,
 }
 ///A TCP/UDP port number on the host, from 1 to 65535.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
@@ -1335,7 +1345,7 @@ pub struct HostReportedState {
     pub message: ::std::option::Option<StateMessage>,
     ///When the host wrote this copy of the document.
     #[serde(rename = "reportedAt")]
-    pub reported_at: crate::Timestamp,
+    pub reported_at: crate::timestamp::Timestamp,
     ///The lifecycle phase the host is in.
     pub state: HostState,
     ///Versions of the software components running on this host.
@@ -1860,7 +1870,7 @@ pub struct NodeHeartbeat {
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub spawn_port: ::std::option::Option<HostPort>,
     ///When the agent built this heartbeat, by the node's own clock. Informational only: staleness is judged on when the controller received the heartbeat, so a node with a wrong clock is not misjudged.
-    pub timestamp_utc: crate::Timestamp,
+    pub timestamp_utc: crate::timestamp::Timestamp,
     ///Every VM the agent knows of on this node, in any state. Replaces the controller's list for this node wholesale: a VM missing here is taken to be gone from the node.
     pub vms: ::std::vec::Vec<VmRecord>,
     ///The node's WireGuard address (VM_WG_IP). Replaces the address the controller uses to reach the agent.
@@ -1947,7 +1957,7 @@ pub struct NodeRecord {
     pub boot_id: ::std::option::Option<BootId>,
     ///End of validity of the node certificate with cert_serial. Absent when none was issued.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub cert_not_after: ::std::option::Option<crate::Timestamp>,
+    pub cert_not_after: ::std::option::Option<crate::timestamp::Timestamp>,
     ///Serial number of the mTLS server certificate the controller last issued to this node. Absent when none was issued.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub cert_serial: ::std::option::Option<CertSerial>,
@@ -1956,13 +1966,13 @@ pub struct NodeRecord {
     pub cordon_reason: ::std::option::Option<StateMessage>,
     ///When the node was put under the data-plane cordon, either by an operator (POST /v1/nodes/{node_id}/cordon) or by the agent itself when its runtime stalled. A cordoned node keeps its status and its running VMs but gets no new VMs. null or absent when not cordoned.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub cordoned_at: ::std::option::Option<crate::Timestamp>,
+    pub cordoned_at: ::std::option::Option<crate::timestamp::Timestamp>,
     ///Real CPU load of the node's VM processes in fractional CPUs, from the last heartbeat that reported it.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub cpu_usage: ::std::option::Option<crate::types::F64Min0>,
     ///When the controller soft-cordoned the node for disk pressure, because the free disk its heartbeats report fell below the cordon threshold. Separate from the data-plane cordon: the node stays "ready", is never reaped and keeps its running VMs, but gets no new ones. Cleared once free disk climbs back past the higher un-cordon threshold, so the state does not flap. null or absent when not disk-cordoned.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub disk_cordoned_at: ::std::option::Option<crate::Timestamp>,
+    pub disk_cordoned_at: ::std::option::Option<crate::timestamp::Timestamp>,
     ///Real disk space in GB taken by the node's VM storage and overlay files, from the last heartbeat that reported it. Covers the VMs only, unlike available_disk_gb, which is about the whole filesystem.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub disk_usage_gb: ::std::option::Option<u64>,
@@ -1980,7 +1990,7 @@ pub struct NodeRecord {
     ///Whether /dev/kvm exists on the host.
     pub kvm_available: bool,
     ///When the controller RECEIVED the node's latest heartbeat (or its registration, before any heartbeat), by the controller's clock, never the node's. A node silent for more than 30 s by this time turns "unreachable".
-    pub last_heartbeat: crate::Timestamp,
+    pub last_heartbeat: crate::timestamp::Timestamp,
     ///Real resident memory of the node's VM processes in MB, from the last heartbeat that reported it.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub memory_usage_mb: ::std::option::Option<u64>,
@@ -1990,11 +2000,11 @@ pub struct NodeRecord {
     pub ram_available_mb: u64,
     ///When the controller first enrolled the node, by registration or, for a PPN agent, by its first heartbeat.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub registered_at: ::std::option::Option<crate::Timestamp>,
+    pub registered_at: ::std::option::Option<crate::timestamp::Timestamp>,
     ///Entries of the node's last heartbeat's vms that the controller set aside because they are not valid VmRecords (e.g. a vm_id over its length limit), at most the first 64. The rest of that heartbeat was applied: one bad entry never discards the node. Replaced by every heartbeat; absent when nothing was set aside. The controller's /metrics counts them in fleetwire_controller_heartbeat_vm_entries_rejected_total.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub rejected_vms: ::std::option::Option<
-        crate::BoundedVec<crate::types::RejectedVm, 0, 64>,
+        crate::bounded::BoundedVec<crate::types::RejectedVm, 0, 64>,
     >,
     ///Whether the node is last resort for placement. false when omitted.
     #[serde(default)]
@@ -2340,7 +2350,7 @@ impl ::std::convert::TryFrom<::std::string::String> for PortProtocol {
 pub struct RegisterNodeRequest {
     ///Further IPv4 addresses the node answers on besides wg_ip. When the controller signs a node certificate, wg_ip and these addresses are the only IP subject alternative names it puts in, whatever the CSR asks for. Empty when omitted.
     #[serde(default = "defaults::register_node_request_addresses")]
-    pub addresses: crate::BoundedVec<crate::types::Ipv4Address, 0, 32>,
+    pub addresses: crate::bounded::BoundedVec<crate::types::Ipv4Address, 0, 32>,
     ///Version of the agent software that registered. Omitted by agents that do not report it.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub agent_version: ::std::option::Option<AgentVersion>,
@@ -2470,7 +2480,7 @@ pub struct ReportedCheckpoint {
     pub message: ::std::option::Option<StateMessage>,
     ///When the checkpoint became ready; absent or null until it has.
     #[serde(rename = "readyAt", skip_serializing_if = "::std::option::Option::is_none")]
-    pub ready_at: ::std::option::Option<crate::Timestamp>,
+    pub ready_at: ::std::option::Option<crate::timestamp::Timestamp>,
     ///Opaque reference to the checkpoint's stored data, at most 512 characters; absent or null until there is one.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub reference: ::std::option::Option<StateMessage>,
@@ -2497,7 +2507,7 @@ pub struct ReportedExport {
     pub message: ::std::option::Option<StateMessage>,
     ///When the export became ready; absent or null until it has.
     #[serde(rename = "readyAt", skip_serializing_if = "::std::option::Option::is_none")]
-    pub ready_at: ::std::option::Option<crate::Timestamp>,
+    pub ready_at: ::std::option::Option<crate::timestamp::Timestamp>,
     ///Size of the exported data, in bytes; absent or null until known.
     #[serde(
         rename = "sizeBytes",
@@ -2521,7 +2531,7 @@ pub struct ReportedInstance {
         rename = "convergedAt",
         skip_serializing_if = "::std::option::Option::is_none"
     )]
-    pub converged_at: ::std::option::Option<crate::Timestamp>,
+    pub converged_at: ::std::option::Option<crate::timestamp::Timestamp>,
     ///The deployment of the app that this instance carries.
     #[serde(rename = "deploymentId")]
     pub deployment_id: DeploymentId,
@@ -2545,7 +2555,7 @@ pub struct ReportedInstance {
         rename = "lastHealthyAt",
         skip_serializing_if = "::std::option::Option::is_none"
     )]
-    pub last_healthy_at: ::std::option::Option<crate::Timestamp>,
+    pub last_healthy_at: ::std::option::Option<crate::timestamp::Timestamp>,
     ///The most recent of the restarts counted in restartCount. Missing until the first one happens.
     #[serde(
         rename = "lastRestart",
@@ -2573,7 +2583,7 @@ pub struct ReportedInstance {
         rename = "startedAt",
         skip_serializing_if = "::std::option::Option::is_none"
     )]
-    pub started_at: ::std::option::Option<crate::Timestamp>,
+    pub started_at: ::std::option::Option<crate::timestamp::Timestamp>,
     ///The instance's lifecycle phase.
     pub state: InstanceState,
 }
@@ -2581,7 +2591,7 @@ pub struct ReportedInstance {
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct ReportedRestart {
     ///When the guest reported the restart.
-    pub at: crate::Timestamp,
+    pub at: crate::timestamp::Timestamp,
     ///Position of this restart in the current run of restarts: 1 for the first since the tenant last stayed up long enough to have its budget restored, rising at most to budget. 32-bit, as nibrunner's own types have it, so no value is written that nibrunner cannot read.
     pub attempt: u32,
     ///Delay before the tenant was started again, in milliseconds.
@@ -3390,7 +3400,7 @@ pub struct VmRecord {
     pub command: ::std::option::Option<Argv>,
     ///When the controller accepted the VM's create request. Absent on PPN records.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub created_at: ::std::option::Option<crate::Timestamp>,
+    pub created_at: ::std::option::Option<crate::timestamp::Timestamp>,
     ///Nominal (thin-provisioned) local-disk footprint in GB reserved for this VM on its node's disk ledger at placement, and released when it is deleted. Real consumption is usually lower. Absent on records from agents that do not report it.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub disk_gb: ::std::option::Option<u64>,
@@ -3413,7 +3423,7 @@ pub struct VmRecord {
     pub restore_checkpoint: ::std::option::Option<CheckpointRef>,
     ///When the VM last started running. null or absent while it has not started.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub started_at: ::std::option::Option<crate::Timestamp>,
+    pub started_at: ::std::option::Option<crate::timestamp::Timestamp>,
     ///The VM's state as its node last saw it.
     pub state: VmState,
     ///The tenant the VM belongs to, copied by the controller from the create request into the record it keeps. null or absent when the VM has no tenant.
@@ -3743,13 +3753,13 @@ pub mod defaults {
     pub(super) fn node_record_spawn_port() -> super::HostPort {
         super::HostPort(::std::num::NonZeroU16::new(9204).unwrap())
     }
-    pub(super) fn register_node_request_addresses() -> crate::BoundedVec<
+    pub(super) fn register_node_request_addresses() -> crate::bounded::BoundedVec<
         crate::types::Ipv4Address,
         0,
         32,
     > {
         ::serde_json::from_str::<
-            crate::BoundedVec<crate::types::Ipv4Address, 0, 32>,
+            crate::bounded::BoundedVec<crate::types::Ipv4Address, 0, 32>,
         >("[]")
             .unwrap()
     }
@@ -3963,3 +3973,23 @@ impl<'de> ::serde::Deserialize<'de> for F64Min1 {
             .map_err(|e| <D::Error as ::serde::de::Error>::custom(e.to_string()))
     }
 }
+crate::string_lengths::length_bounds!(AgentVersion, min = 1, max = 64);
+crate::string_lengths::length_bounds!(ApiErrorMessage, max = 4096, fn truncated);
+crate::string_lengths::length_bounds!(ArgvItem, min = 1, max = 4096);
+crate::string_lengths::length_bounds!(BootId, max = 128, fn truncated);
+crate::string_lengths::length_bounds!(CommandItem, min = 1);
+crate::string_lengths::length_bounds!(Hostname, max = 255, fn truncated);
+crate::string_lengths::length_bounds!(ImageReference, max = 512);
+crate::string_lengths::length_bounds!(MachineName, max = 128);
+crate::string_lengths::length_bounds!(ObjectKey, min = 1, max = 1024);
+crate::string_lengths::length_bounds!(PemCertificate, max = 16384);
+crate::string_lengths::length_bounds!(PemCsr, max = 16384);
+crate::string_lengths::length_bounds!(RejectedVmReason, max = 1024, fn truncated);
+crate::string_lengths::length_bounds!(RuntimeEnvVarName, min = 1, max = 1024);
+crate::string_lengths::length_bounds!(RuntimeUrl, max = 2048);
+crate::string_lengths::length_bounds!(ShownId, max = 128);
+crate::string_lengths::length_bounds!(StateMessage, max = 512, fn truncated);
+crate::string_lengths::length_bounds!(TenantId, min = 1, max = 128);
+crate::string_lengths::length_bounds!(VmId, min = 1, max = 128);
+crate::string_lengths::length_bounds!(VmRecordMessage, max = 2048, fn truncated);
+crate::string_lengths::length_bounds!(VmType, min = 1, max = 64);

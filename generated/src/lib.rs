@@ -21,103 +21,59 @@
 //! let refused = read_strict::<Health>(body).unwrap_err();
 //! assert_eq!(refused.violations()[0].keyword, "additionalProperties");
 //! ```
+//!
+//! # Layout: generated and hand-written
+//!
+//! The two halves sit in two folders, and every public item is re-exported here, at the root:
+//!
+//! - `src/generated/`: fleetwire-codegen's output from `schemas/`, included from `OUT_DIR` by
+//!   `build.rs` and never edited by hand: the types ([`types`]), the schema facts (root
+//!   documents, [`TIMESTAMP_PATTERN`], [`SCHEMA_FILES`], [`BUNDLE_SCHEMA`], the strict
+//!   deserializer's tables) and the root documents' [`WireDocument`] impls and by-name readers
+//!   ([`read_named`]). `generated/snapshot/` holds a copy of the types for reading.
+//! - `src/hand_written/`: the validated [`read`]er and the [`strict`]
+//!   deserializer, the embedded schemas' validators ([`compile_validator`]), and the types the
+//!   generated code builds on ([`Timestamp`], [`BoundedVec`], [`WireDocument`], the
+//!   `length_bounds!` macro behind `StateMessage::MAX_LENGTH` and `StateMessage::truncated`).
+//!
+//! The modules are declared flat, here, because the halves interleave in layers: the schema
+//! facts build on `DocumentInfo`; `Timestamp` and the strict deserializer read the facts; the
+//! types build on `Timestamp` and `BoundedVec`; the reader uses the generated `Violation`; the
+//! root documents tie the reader to the types. Each module imports one way (the module-graph
+//! check, docs/architecture.md). docs/architecture.md describes the crate among the others.
 
+// The generated half.
+#[path = "generated/documents.rs"]
+mod documents;
+#[path = "generated/facts.rs"]
+mod facts;
+#[path = "generated/types.rs"]
+pub mod types;
+
+// The hand-written half.
+#[path = "hand_written/bounded.rs"]
 mod bounded;
+#[path = "hand_written/document.rs"]
+mod document;
+#[path = "hand_written/reader.rs"]
 mod reader;
+#[path = "hand_written/schema.rs"]
+mod schema;
+#[path = "hand_written/strict.rs"]
 pub mod strict;
+#[path = "hand_written/string_lengths.rs"]
+mod string_lengths;
+#[path = "hand_written/timestamp.rs"]
 mod timestamp;
 
 pub use bounded::{BoundedVec, LengthError};
+pub use document::{DocumentInfo, WireDocument};
+pub use documents::{read_named, read_named_strict, reserialize_named, written_named};
+pub use facts::{BUNDLE_SCHEMA, DOCUMENTS, SCHEMA_FILES, TIMESTAMP_PATTERN};
 pub use reader::{
     describe, read, read_strict, read_value, read_value_strict, summarize, unknown_fields,
     validate_value, Accepted, Rejection,
 };
+pub use schema::{compile_validator, document, schema_for};
 pub use timestamp::{Timestamp, TimestampError};
-
-/// The generated types, one per schema definition.
-#[allow(clippy::all, dead_code, missing_docs, rustdoc::all)]
-pub mod types {
-    include!(concat!(env!("OUT_DIR"), "/types.rs"));
-}
 pub use types::*;
-
-/// What the schemas say about one root document.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DocumentInfo {
-    /// The definition name and schema title, e.g. `NodeHeartbeat`.
-    pub name: &'static str,
-    /// The schema file that defines it.
-    pub file: &'static str,
-    /// Whether the generated type enforces every constraint of the schema on its own (decided by
-    /// the code generator); when it does not, [`read`] runs the validator on the parsed value too.
-    pub exact: bool,
-    /// Why, in words.
-    pub exactness: &'static str,
-}
-
-/// A root document: a whole body or file, with a validator of its own.
-pub trait WireDocument: serde::de::DeserializeOwned + serde::Serialize {
-    const INFO: &'static DocumentInfo;
-    /// The validator compiled from the embedded schema, built on first use.
-    fn validator() -> &'static jsonschema::Validator;
-}
-
-mod documents {
-    use super::{
-        compile_validator, read, read_strict, types, Accepted, DocumentInfo, Rejection,
-        WireDocument,
-    };
-    include!(concat!(env!("OUT_DIR"), "/documents.rs"));
-}
-pub use documents::{
-    read_named, read_named_strict, reserialize_named, written_named, DOCUMENTS, SCHEMA_FILES,
-    TIMESTAMP_PATTERN,
-};
-
-/// All definitions of all schema files in one document (local `$ref`s only).
-pub const BUNDLE_SCHEMA: &str = include_str!(concat!(env!("OUT_DIR"), "/bundle.schema.json"));
-
-/// The root document called `name`, if there is one.
-pub fn document(name: &str) -> Option<&'static DocumentInfo> {
-    DOCUMENTS.iter().find(|d| d.name == name)
-}
-
-/// The stand-alone schema of one definition: the bundle plus a `$ref` to it.
-pub fn schema_for(name: &str) -> serde_json::Value {
-    let bundle: serde_json::Value =
-        serde_json::from_str(BUNDLE_SCHEMA).expect("the embedded bundle is JSON");
-    serde_json::json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$ref": format!("#/$defs/{name}"),
-        "$defs": bundle["$defs"],
-    })
-}
-
-/// The validator for any definition, draft 2020-12 with formats checked.
-pub fn compile_validator(name: &str) -> jsonschema::Validator {
-    jsonschema::draft202012::options()
-        .should_validate_formats(true)
-        .build(&schema_for(name))
-        .unwrap_or_else(|err| panic!("the embedded schema of `{name}` does not compile: {err}"))
-}
-
-/// The reference site, compiled in: the controller serves it under `/docs`.
-pub mod site {
-    /// One file of the site.
-    #[derive(Debug, Clone, Copy)]
-    pub struct SiteFile {
-        /// Path relative to the site root, `/`-separated, e.g. `index.html`.
-        pub path: &'static str,
-        pub content_type: &'static str,
-        pub bytes: &'static [u8],
-    }
-
-    include!(concat!(env!("OUT_DIR"), "/site_files.rs"));
-
-    /// The file at `path` (relative to the site root; empty means `index.html`).
-    pub fn get(path: &str) -> Option<&'static SiteFile> {
-        let path = path.trim_start_matches('/');
-        let path = if path.is_empty() { "index.html" } else { path };
-        FILES.iter().find(|f| f.path == path)
-    }
-}

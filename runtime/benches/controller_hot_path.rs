@@ -5,8 +5,10 @@
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use fleetwire::controller::{nodes, state::NodeState, Controller, ControllerArgs, Settings};
+use fleetwire::controller::state::{NodeState, WhenStored};
+use fleetwire::controller::{nodes, Controller, ControllerArgs, Settings};
 use fleetwire::store::sqlite::SqliteStore;
+use fleetwire::store::writer::Change;
 use fleetwire_types::{NodeHeartbeat, Timestamp};
 
 fn body(index: usize) -> Vec<u8> {
@@ -36,7 +38,7 @@ fn hot_path(c: &mut Criterion) {
     });
     c.bench_function("node row for the store", |b| {
         b.iter(|| {
-            let _ = state.changed();
+            let _ = state.mark_changed(WhenStored::WriteBehind(Change::Row));
             state.stored()
         })
     });
@@ -71,7 +73,7 @@ fn hot_path(c: &mut Criterion) {
     c.bench_function("GET /v1/fleet body, 10k nodes, all records changed", |b| {
         b.iter(|| {
             controller.table.for_each(|_, node| {
-                let _ = node.changed();
+                let _ = node.mark_changed(WhenStored::WriteBehind(Change::Row));
             });
             controller.fleet_document().into_bytes()
         })

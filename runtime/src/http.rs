@@ -74,12 +74,8 @@ impl IntoResponse for ApiFailure {
 }
 
 /// Truncates to the schema's `maxLength` for messages, on a character boundary.
-fn error_message(mut text: String) -> ApiErrorMessage {
-    const MAX_CHARS: usize = 4096;
-    if let Some((cut, _)) = text.char_indices().nth(MAX_CHARS) {
-        text.truncate(cut);
-    }
-    ApiErrorMessage::try_from(text).expect("a message within maxLength is a valid ApiErrorMessage")
+fn error_message(text: String) -> ApiErrorMessage {
+    ApiErrorMessage::truncated(&text)
 }
 
 /// A request body read through `fleetwire_types::read`: `415` unless it is `application/json`,

@@ -24,6 +24,21 @@ const HASH_HEX: usize = 12;
 /// Longest readable prefix before the `-` and the hash suffix.
 pub const PREFIX_CHARS: usize = MAX_LOCAL_CHARS - 1 - HASH_HEX;
 
+/// What a VM id fleetwire makes up starts with; 16 random hex digits follow.
+const NEW_VM_ID_PREFIX: &str = "vm-";
+const NEW_VM_ID_CHARS: usize = NEW_VM_ID_PREFIX.len() + 16;
+// A made-up id fits the schema's `VmId` bounds (its pattern only refuses control characters).
+const _: () = assert!(NEW_VM_ID_CHARS >= VmId::MIN_LENGTH && NEW_VM_ID_CHARS <= VmId::MAX_LENGTH);
+
+/// A fresh VM id, for a create or spawn request that names none (the controller's and the
+/// agent's local API alike): `vm-` and 16 random hex digits.
+pub fn new_vm_id() -> VmId {
+    let bits: u64 = rand::random();
+    format!("{NEW_VM_ID_PREFIX}{bits:016x}")
+        .parse()
+        .expect("`vm-` and 16 hex digits make a VmId")
+}
+
 /// Whether `id` is valid as it is in every narrow namespace: nibrunner's identifier syntax
 /// (a letter or digit, then up to 62 letters, digits, `_` or `-`) and a smolvm machine name
 /// (no `--`, not ending in `-`).

@@ -11,6 +11,7 @@ pub mod file_error;
 pub mod http;
 pub mod ids;
 pub mod loadgen;
+pub mod reference_site;
 pub mod reported;
 pub mod runtimes;
 pub mod shutdown;

@@ -102,7 +102,8 @@ async fn a_ppn_agent_enrolls_by_heartbeat_goes_unreachable_and_comes_back() {
     assert_eq!(ids(&unreachable), vec!["ppn-node-1"]);
     let (_, all) = get_json(&client, &controller.url("/v1/nodes?status=all")).await;
     assert_eq!(ids(&all), vec!["ppn-node-1"]);
-    // The fleet view drops it as seed 003's does, yet still counts it.
+    // The fleet view drops it as PPN's controller does (docs/controller.md "Heartbeats and node
+    // status"), yet still counts it.
     let (_, fleet) = get_json(&client, &controller.url("/v1/fleet")).await;
     assert_eq!(fleet["counts"]["unreachable"], 1);
     assert_eq!(fleet["nodes"].as_array().map(Vec::len), Some(0));

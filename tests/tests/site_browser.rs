@@ -1,6 +1,6 @@
 //! The reference site in a real browser: headless Chromium (Debian's `chromium` and
 //! `chromium-driver`), driven over WebDriver, reading the site exactly as it is compiled into
-//! `fleetwire-types` and served over HTTP under `/docs/` (as the controller serves it).
+//! `fleetwire` and served over HTTP under `/docs/` (as the controller serves it).
 //!
 //! It opens the index and a document page, follows a deep link to a field, runs a search (over
 //! HTTP and from the folder opened as `file://`), saves screenshots (light, dark, phone) under
@@ -133,7 +133,7 @@ async fn browser(
 /// Serves the compiled-in site under `/docs/` on a free port of 127.0.0.1.
 async fn serve_site() -> SocketAddr {
     async fn file(path: &str) -> Response {
-        match fleetwire_types::site::get(path) {
+        match fleetwire::reference_site::get(path) {
             Some(f) => ([(header::CONTENT_TYPE, f.content_type)], f.bytes).into_response(),
             None => StatusCode::NOT_FOUND.into_response(),
         }
@@ -387,7 +387,7 @@ async fn browse_with_javascript(client: &Client, base: &str) {
 
 /// The published folder opened straight from disk: links and search work from `file://`.
 async fn browse_from_disk(client: &Client, folder: &std::path::Path) {
-    for file in fleetwire_types::site::FILES {
+    for file in fleetwire::reference_site::FILES {
         let path = folder.join(file.path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, file.bytes).unwrap();

@@ -9,16 +9,23 @@ use std::collections::{BTreeMap, VecDeque};
 
 use typify::{Type, TypeDetails, TypeEnumVariant, TypeId, TypeSpace};
 
-use super::{RustType, TypeDoc};
 use crate::bundle::Bundle;
-use crate::rust::{RustTypes, REPLACEMENTS};
+use crate::replacements::is_replaced;
+use crate::rust::RustTypes;
+
+/// A generated Rust type and the anchor (section or field) that documents it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RustType {
+    pub name: String,
+    pub anchor: String,
+}
 
 /// The crate the generated types are used from.
 const CRATE: &str = "fleetwire_types";
 
 /// The path a reader uses for a definition's Rust type, if it has one.
 pub fn rust_path(space: &TypeSpace, def: &str) -> Option<String> {
-    if REPLACEMENTS.iter().any(|(name, _)| *name == def) {
+    if is_replaced(def) {
         return Some(format!("{CRATE}::{def}"));
     }
     named_types(space)
@@ -86,9 +93,10 @@ fn normalise(name: &str) -> String {
         .collect()
 }
 
-/// Finds, for every generated type, the anchor documenting it, records the name on that
-/// section or row (so it is an anchor too), and returns the whole list sorted by name.
-pub fn assign(rust: &RustTypes, bundle: &Bundle, types: &mut [TypeDoc]) -> Vec<RustType> {
+/// Finds, for every generated type, the anchor documenting it, among `known` (every anchor a
+/// field or variant of the site has). The list comes in the order the anchors were settled:
+/// the types typify names, by name, then the range types.
+pub fn assign(rust: &RustTypes, bundle: &Bundle, known: &[String]) -> Vec<RustType> {
     let space = &rust.space;
     let named = named_types(space);
     let mut anchors: BTreeMap<String, String> = BTreeMap::new();
@@ -106,17 +114,6 @@ pub fn assign(rust: &RustTypes, bundle: &Bundle, types: &mut [TypeDoc]) -> Vec<R
             queue.push_back((name.clone(), anchor.clone()));
         }
     }
-    // Every anchor a field or variant has, to match typify's property names against.
-    let known: Vec<String> = types
-        .iter()
-        .flat_map(|t| {
-            t.variants
-                .iter()
-                .map(|v| v.anchor.clone())
-                .chain(t.all_rows().map(|r| r.anchor.clone()))
-                .collect::<Vec<_>>()
-        })
-        .collect();
     let child_anchor = |parent: &str, rust_name: &str| -> Option<String> {
         let prefix = format!("{parent}.");
         known
@@ -195,10 +192,6 @@ pub fn assign(rust: &RustTypes, bundle: &Bundle, types: &mut [TypeDoc]) -> Vec<R
                 name: name.clone(),
                 anchor: anchor.clone(),
             });
-            if bundle.defs.contains_key(name) {
-                continue;
-            }
-            record(types, anchor, name);
         }
     }
     // The range types (`F64Min0`) sit on the first field that has them.
@@ -208,39 +201,7 @@ pub fn assign(rust: &RustTypes, bundle: &Bundle, types: &mut [TypeDoc]) -> Vec<R
                 name: name.clone(),
                 anchor: anchor.clone(),
             });
-            record(types, anchor, name);
         }
     }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
     out
-}
-
-/// Puts `rust_name` on the section, variant or row whose anchor is `anchor`.
-fn record(types: &mut [TypeDoc], anchor: &str, rust_name: &str) {
-    for t in types.iter_mut() {
-        if t.name == anchor {
-            t.aliases.push(rust_name.to_string());
-            return;
-        }
-        for v in &mut t.variants {
-            if v.anchor == anchor {
-                v.aliases.push(rust_name.to_string());
-                return;
-            }
-        }
-        for row in t
-            .rows
-            .iter_mut()
-            .chain(t.variants.iter_mut().flat_map(|v| v.rows.iter_mut()))
-        {
-            if row.anchor == anchor {
-                if row.rust_type.is_none() {
-                    row.rust_type = Some(rust_name.to_string());
-                } else {
-                    row.aliases.push(rust_name.to_string());
-                }
-                return;
-            }
-        }
-    }
 }

@@ -162,6 +162,10 @@ pub fn register_request(agent: &Agent, key: &KeyPair) -> Result<RegisterNodeRequ
     })
 }
 
+/// How much of a refusing answer's body a `RegisterError::Refused` quotes for the log (not a
+/// schema limit).
+const REFUSAL_QUOTE_CHARS: usize = 500;
+
 /// One registration attempt.
 pub async fn register(
     agent: &Agent,
@@ -202,7 +206,7 @@ pub async fn register(
             "POST {url}: {s}: {}",
             String::from_utf8_lossy(&body)
                 .chars()
-                .take(500)
+                .take(REFUSAL_QUOTE_CHARS)
                 .collect::<String>()
         ))),
     }

@@ -65,6 +65,9 @@ enum Beat {
     Unreachable(String),
 }
 
+/// How much of a refusing answer's body a `Beat::Refused` quotes for the log (not a schema limit).
+const REFUSAL_QUOTE_CHARS: usize = 300;
+
 async fn send_heartbeat(agent: &Agent, http: &reqwest::Client) -> Beat {
     let heartbeat = build_heartbeat(agent);
     let body = serde_json::to_value(&heartbeat).expect("a generated value serializes");
@@ -86,7 +89,7 @@ async fn send_heartbeat(agent: &Agent, http: &reqwest::Client) -> Beat {
             let text = resp.text().await.unwrap_or_default();
             Beat::Refused(format!(
                 "POST {url}: {status}: {}",
-                text.chars().take(300).collect::<String>()
+                text.chars().take(REFUSAL_QUOTE_CHARS).collect::<String>()
             ))
         }
         Err(e) => Beat::Unreachable(format!("POST {url}: {e}")),

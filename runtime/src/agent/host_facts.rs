@@ -86,17 +86,14 @@ fn hostname() -> String {
         .unwrap_or_default()
 }
 
-/// The name as the schema allows it (at most 255 characters).
+/// The name as the schema allows it (at most `Hostname::MAX_LENGTH` characters).
 pub fn hostname_of(facts: &HostFacts) -> Hostname {
-    let cut: String = facts.hostname.chars().take(255).collect();
-    cut.parse()
-        .unwrap_or_else(|_| "".parse().expect("empty hostname"))
+    Hostname::truncated(&facts.hostname)
 }
 
-/// A boot id as the schema allows it (at most 128 characters).
+/// A boot id as the schema allows it (at most `BootId::MAX_LENGTH` characters).
 pub fn boot_id_of(raw: &str) -> BootId {
-    let cut: String = raw.chars().take(128).collect();
-    cut.parse().expect("128 characters make a BootId")
+    BootId::truncated(raw)
 }
 
 pub fn agent_version() -> AgentVersion {

@@ -12,7 +12,7 @@ use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use fleetwire_types::{
     ApiErrorCode, AppId, Command, CreateVmRequest, DesiredInstance, DesiredInstanceState, Health,
-    HealthStatus, HostDesiredState, InstanceResources, InstanceState, VmId, VmRecord,
+    HealthStatus, HostDesiredState, InstanceResources, InstanceState, VmRecord,
 };
 use tokio::sync::watch;
 
@@ -87,11 +87,6 @@ fn conflict(message: String) -> ApiFailure {
     ApiFailure::new(StatusCode::CONFLICT, ApiErrorCode::Conflict, message)
 }
 
-fn new_vm_id() -> VmId {
-    let n: u64 = rand::random();
-    format!("vm-{n:016x}").parse().expect("a generated VmId")
-}
-
 /// `POST /v1/spawn`: PPN's create request (plus an optional `command`) becomes an instance of
 /// desired.json; the answer is the VM's record once it runs (or after [`SPAWN_WAIT`]).
 async fn spawn(
@@ -127,7 +122,7 @@ async fn spawn(
             format!("this node cannot run {workload}: {why}"),
         ));
     }
-    let vm_id = req.vm_id.clone().unwrap_or_else(new_vm_id);
+    let vm_id = req.vm_id.clone().unwrap_or_else(crate::ids::new_vm_id);
     // A VM id is wider than desired.json's identifiers: mapped (crate::ids), kept as vmId.
     let app_id: AppId = crate::ids::app_id(&vm_id);
     // A request with neither image nor command runs the node's default command, where the

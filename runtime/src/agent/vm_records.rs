@@ -7,9 +7,6 @@ use fleetwire_types::{HostDesiredState, InstanceState, VmRecord, VmState, VmType
 use super::config::AgentConfig;
 use crate::drivers::observation::InstanceStatus;
 
-/// At most this much of an instance's message goes into its VM record (`VmRecord.message`).
-const VM_MESSAGE_CHARS: usize = 2048;
-
 fn vm_state(state: InstanceState) -> VmState {
     match state {
         InstanceState::Running | InstanceState::Unhealthy => VmState::Running,
@@ -57,10 +54,9 @@ pub fn vm_records(
                     .ok()
                     .and_then(|v| serde_json::from_value(v).ok()),
                 image: d.image.clone(),
-                message: live.and_then(|i| i.message.as_deref()).and_then(|m| {
-                    let cut: String = m.chars().take(VM_MESSAGE_CHARS).collect();
-                    cut.parse().ok()
-                }),
+                message: live
+                    .and_then(|i| i.message.as_deref())
+                    .map(fleetwire_types::VmRecordMessage::truncated),
                 restore_checkpoint: None,
                 created_at: None,
             }

@@ -10,6 +10,47 @@ use fleetwire_types::{CreateVmRequest, RuntimeHealth, VmRecord, WireDocument};
 
 use super::certs::NodeCa;
 
+/// Why a call to a node's agent or runtime failed; the message names the call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AgentCallError {
+    /// No answer: the connection failed or timed out.
+    #[error("{method} {url} failed: {cause}")]
+    Unanswered {
+        method: &'static str,
+        url: String,
+        cause: String,
+    },
+    /// The answer's body could not be read.
+    #[error("reading the answer of {method} {url} failed: {cause}")]
+    Unreadable {
+        method: &'static str,
+        url: String,
+        cause: String,
+    },
+    /// An answer other than success, quoted.
+    #[error("{method} {url} answered {status}: {quoted}")]
+    Refused {
+        method: &'static str,
+        url: String,
+        status: reqwest::StatusCode,
+        quoted: String,
+    },
+    /// A successful answer that is not the document the call answers.
+    #[error("{method} {url} answered an invalid {document}: {rejection}")]
+    Invalid {
+        method: &'static str,
+        url: String,
+        document: &'static str,
+        rejection: String,
+    },
+    /// An `https://` runtime address, and no node CA to present a client certificate from.
+    #[error(
+        "GET {url}: the runtime is in fleet mode (mTLS) and this controller has no node CA \
+         (--ca-dir) to authenticate with"
+    )]
+    NoClientCertificate { url: String },
+}
+
 /// Where a node's agent listens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AgentEndpoint {
@@ -81,7 +122,7 @@ impl AgentClient {
         &self,
         agent: AgentEndpoint,
         request: &CreateVmRequest,
-    ) -> Result<VmRecord, String> {
+    ) -> Result<VmRecord, AgentCallError> {
         let url = format!("http://{agent}/v1/spawn");
         read_answer(
             "POST",
@@ -93,34 +134,43 @@ impl AgentClient {
 
     /// `DELETE /v1/vms/{vm_id}` on the agent. An agent that no longer knows the VM (404) has
     /// nothing left to delete, which is success.
-    pub async fn delete(&self, agent: AgentEndpoint, vm_id: &str) -> Result<(), String> {
+    pub async fn delete(&self, agent: AgentEndpoint, vm_id: &str) -> Result<(), AgentCallError> {
         // VM ids may hold spaces, '/', '%', ... (schemas/node.schema.json's VmId): one segment.
         let url = format!("http://{agent}/v1/vms/{}", crate::ids::path_segment(vm_id));
-        let response = self
-            .http
-            .delete(&url)
-            .send()
-            .await
-            .map_err(|e| format!("DELETE {url} failed: {e}"))?;
+        let response =
+            self.http
+                .delete(&url)
+                .send()
+                .await
+                .map_err(|e| AgentCallError::Unanswered {
+                    method: "DELETE",
+                    url: url.clone(),
+                    cause: e.to_string(),
+                })?;
         let status = response.status();
         if status.is_success() || status == reqwest::StatusCode::NOT_FOUND {
             return Ok(());
         }
         let body = response.bytes().await.unwrap_or_default();
-        Err(format!("DELETE {url} answered {status}: {}", quote(&body)))
+        Err(AgentCallError::Refused {
+            method: "DELETE",
+            url,
+            status,
+            quoted: quote(&body),
+        })
     }
 
     /// `GET {address}/health` on the node's runtime; over mTLS for an `https://` address
     /// (smolvm's fleet mode serves nothing to a client without a certificate).
-    pub async fn runtime_health(&self, address: &str) -> Result<RuntimeHealth, String> {
+    pub async fn runtime_health(&self, address: &str) -> Result<RuntimeHealth, AgentCallError> {
         let url = format!("{}/health", address.trim_end_matches('/'));
         let client = if url
             .get(..8)
             .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
         {
-            self.runtime_mtls.as_ref().ok_or_else(|| {
-                format!("GET {url}: the runtime is in fleet mode (mTLS) and this controller has no node CA (--ca-dir) to authenticate with")
-            })?
+            self.runtime_mtls
+                .as_ref()
+                .ok_or_else(|| AgentCallError::NoClientCertificate { url: url.clone() })?
         } else {
             &self.http
         };
@@ -131,29 +181,39 @@ impl AgentClient {
 /// A successful answer read as a `T` through the validated reader; anything else is an error
 /// that names the call.
 async fn read_answer<T: WireDocument>(
-    method: &str,
+    method: &'static str,
     url: &str,
     sent: reqwest::Result<reqwest::Response>,
-) -> Result<T, String> {
-    let response =
-        sent.map_err(|e| format!("{method} {url} failed: {}", crate::tls::with_causes(&e)))?;
+) -> Result<T, AgentCallError> {
+    let response = sent.map_err(|e| AgentCallError::Unanswered {
+        method,
+        url: url.to_string(),
+        cause: crate::tls::with_causes(&e),
+    })?;
     let status = response.status();
     let body = response
         .bytes()
         .await
-        .map_err(|e| format!("reading the answer of {method} {url} failed: {e}"))?;
+        .map_err(|e| AgentCallError::Unreadable {
+            method,
+            url: url.to_string(),
+            cause: e.to_string(),
+        })?;
     if !status.is_success() {
-        return Err(format!(
-            "{method} {url} answered {status}: {}",
-            quote(&body)
-        ));
+        return Err(AgentCallError::Refused {
+            method,
+            url: url.to_string(),
+            status,
+            quoted: quote(&body),
+        });
     }
-    let accepted = fleetwire_types::read::<T>(&body).map_err(|rejection| {
-        format!(
-            "{method} {url} answered an invalid {}: {rejection}",
-            T::INFO.name
-        )
-    })?;
+    let accepted =
+        fleetwire_types::read::<T>(&body).map_err(|rejection| AgentCallError::Invalid {
+            method,
+            url: url.to_string(),
+            document: T::INFO.name,
+            rejection: rejection.to_string(),
+        })?;
     crate::unknown_fields::note(&accepted, &format!("{method} {url}"));
     Ok(accepted.value)
 }

@@ -44,8 +44,18 @@ pub struct IssuedCert {
 }
 
 /// Why a CSR was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CsrRejected(pub String);
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CsrRejected {
+    /// Not a PEM certificate signing request rcgen can read.
+    #[error("not a usable certificate signing request: {0}")]
+    Unusable(String),
+    /// The node id cannot be the certificate's DNS name.
+    #[error("node id as a DNS name: {0}")]
+    NodeIdNotDns(String),
+    /// The CA could not sign it.
+    #[error("cannot sign the request: {0}")]
+    Signing(String),
+}
 
 impl NodeCa {
     /// Opens the CA in `dir`, creating the directory, key and self-signed certificate on first
@@ -116,7 +126,7 @@ impl NodeCa {
         addresses: &[Ipv4Addr],
     ) -> Result<IssuedCert, CsrRejected> {
         let csr = CertificateSigningRequestParams::from_pem(csr_pem)
-            .map_err(|e| CsrRejected(format!("not a usable certificate signing request: {e}")))?;
+            .map_err(|e| CsrRejected::Unusable(e.to_string()))?;
         // Everything but the public key is ours to decide.
         let mut params = CertificateParams::default();
         let mut name = DistinguishedName::new();
@@ -128,7 +138,7 @@ impl NodeCa {
         params.distinguished_name = name;
         let mut sans =
             vec![SanType::DnsName(node_id.to_string().try_into().map_err(
-                |e| CsrRejected(format!("node id as a DNS name: {e}")),
+                |e: rcgen::Error| CsrRejected::NodeIdNotDns(e.to_string()),
             )?)];
         let mut ips = vec![wg_ip];
         for ip in addresses {
@@ -159,7 +169,7 @@ impl NodeCa {
         };
         let cert = signing
             .signed_by(&self.issuer)
-            .map_err(|e| CsrRejected(format!("cannot sign the request: {e}")))?;
+            .map_err(|e| CsrRejected::Signing(e.to_string()))?;
         let not_after =
             chrono::DateTime::from_timestamp(signing.params.not_after.unix_timestamp(), 0)
                 .expect("a representable time");

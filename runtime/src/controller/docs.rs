@@ -23,7 +23,7 @@ pub fn routes<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router<S> 
 }
 
 fn file(path: String) -> Response {
-    match fleetwire_types::site::get(&path) {
+    match crate::reference_site::get(&path) {
         Some(file) => (
             [
                 (header::CONTENT_TYPE, file.content_type),

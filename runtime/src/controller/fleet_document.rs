@@ -15,7 +15,8 @@ use axum::body::Bytes;
 use fleetwire_types::{FleetStatus, HostState, NodeCounts, Timestamp};
 use hyper::body::{Body, Frame};
 
-use super::state::{self, NodeSlot};
+use super::node_counts::{count, zero_counts};
+use super::state::NodeSlot;
 
 /// A chunk is sent once it holds this many bytes.
 const CHUNK: usize = 256 * 1024;
@@ -34,7 +35,7 @@ impl FleetDocument {
     pub fn new(slots: Vec<NodeSlot>) -> FleetDocument {
         FleetDocument {
             slots: slots.into_iter(),
-            counts: state::zero_counts(),
+            counts: zero_counts(),
             listed: 0,
             started: false,
             done: false,
@@ -67,7 +68,7 @@ impl FleetDocument {
                 break;
             };
             let mut node = slot.lock();
-            state::count(&mut self.counts, node.record.status);
+            count(&mut self.counts, node.record.status);
             // An unreachable node is counted but not listed, as PPN's listing drops it.
             if node.record.status == HostState::Unreachable {
                 continue;

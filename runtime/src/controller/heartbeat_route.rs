@@ -7,8 +7,8 @@
 //! with the same pieces the router would use: the JSON content-type check (`415`), the body
 //! limit (`413`), the validated reader (`400` with pointers; unknown fields answered as
 //! `Warning` headers; bad entries of `vms` alone are set aside by [`heartbeat_entries`]
-//! instead), [`api::take_heartbeat`], the
-//! request timeout, and the request metrics. Every other request goes to the router.
+//! instead), [`take_heartbeat_with`], the request timeout, and the request metrics. Every
+//! other request goes to the router.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -23,11 +23,11 @@ use axum::Router;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tower::ServiceExt;
 
-use super::{api, heartbeat_entries, routes, Controller};
-use crate::http::{require_json, too_large, unreadable_body, MAX_BODY_BYTES};
-
-/// The route's path, as the API document and the route table write it.
-pub const PATH: &str = "/v1/nodes/heartbeat";
+use super::heartbeat::take_heartbeat_with;
+use super::heartbeat_entries;
+use super::routes::{self, HEARTBEAT_PATH};
+use super::shared::Controller;
+use crate::http::{require_json, too_large, unreadable_body, ApiFailure, MAX_BODY_BYTES};
 
 /// The controller's HTTP service: the heartbeat route, then the router.
 #[derive(Clone)]
@@ -56,7 +56,7 @@ impl tower::Service<Request> for HeartbeatFirst {
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        if request.method() == Method::POST && request.uri().path() == PATH {
+        if request.method() == Method::POST && request.uri().path() == HEARTBEAT_PATH {
             let controller = self.controller.clone();
             Box::pin(async move { Ok(serve(controller, request).await) })
         } else {
@@ -66,7 +66,13 @@ impl tower::Service<Request> for HeartbeatFirst {
 }
 
 async fn serve(controller: Arc<Controller>, request: Request) -> Response {
-    routes::answer_in_time(&controller, "POST", PATH, take(&controller, request)).await
+    routes::answer_in_time(
+        &controller,
+        "POST",
+        HEARTBEAT_PATH,
+        take(&controller, request),
+    )
+    .await
 }
 
 async fn take(controller: &Controller, request: Request) -> Response {
@@ -86,14 +92,14 @@ async fn take(controller: &Controller, request: Request) -> Response {
             // Unknown fields (already counted and logged) are answered as `Warning` headers; a
             // heartbeat without any pays nothing for it.
             let unknown = heartbeat.unknown_fields;
-            match api::take_heartbeat_with(controller, heartbeat.value, rejected).await {
+            match take_heartbeat_with(controller, heartbeat.value, rejected).await {
                 Ok(()) if unknown.is_empty() => StatusCode::OK.into_response(),
                 Ok(()) => {
                     let mut response = StatusCode::OK.into_response();
                     crate::unknown_fields::add_warnings(response.headers_mut(), &unknown);
                     response
                 }
-                Err(failure) => failure.into_response(),
+                Err(error) => ApiFailure::from(error).into_response(),
             }
         }
         Err(failure) => failure.into_response(),

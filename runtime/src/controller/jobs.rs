@@ -9,8 +9,11 @@ use fleetwire_types::{HostState, SemVer, Timestamp};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::JoinHandle;
 
-use super::{ledger, nodes, Controller};
+use super::shared::Controller;
+use super::state::{DirtyNode, WhenStored};
+use super::{ledger, nodes};
 use crate::reported::builder::state_message;
+use crate::store::writer::Change;
 
 /// Most probes in flight at once.
 const PROBE_CONCURRENCY: usize = 32;
@@ -67,9 +70,10 @@ pub async fn sweep(controller: &Controller) {
             forget.push(node.record.node_id.to_string());
         }
     });
-    for node_id in &forget {
-        controller.table.remove(node_id);
-    }
+    let forgotten: Vec<_> = forget
+        .iter()
+        .filter_map(|node_id| controller.forget_node(node_id.clone()))
+        .collect();
     controller
         .metrics
         .set_node_counts(&controller.table.node_counts());
@@ -83,7 +87,7 @@ pub async fn sweep(controller: &Controller) {
                 "node forgotten: unreachable for longer than --forget-after"
             );
         }
-        if let Err(error) = controller.writer.commit(forget).await {
+        if let Err(error) = controller.stored_together(forgotten).await {
             tracing::error!(%error, "could not delete forgotten nodes from the store");
         }
     }
@@ -102,9 +106,11 @@ async fn self_heal_loop(controller: Arc<Controller>) {
 /// Recomputes every node's disk ledger from its VM records and corrects drift.
 pub async fn self_heal(controller: &Controller) {
     let mut healed = Vec::new();
+    let mut changes = Vec::new();
     controller.table.for_each(|node_id, node| {
         if let Some((was, now)) = ledger::heal(node) {
-            node.changed_for_commit();
+            let id = DirtyNode::Id(node_id.to_string());
+            changes.push(controller.node_changed(id, node, WhenStored::BeforeAnswer));
             healed.push((node_id.to_string(), was, now));
         }
     });
@@ -119,8 +125,7 @@ pub async fn self_heal(controller: &Controller) {
             "disk ledger drifted from the VM records; corrected"
         );
     }
-    let ids = healed.into_iter().map(|(id, _, _)| id).collect();
-    if let Err(error) = controller.writer.commit(ids).await {
+    if let Err(error) = controller.stored_together(changes).await {
         tracing::error!(%error, "could not store the corrected disk ledgers");
     }
 }
@@ -173,7 +178,7 @@ pub async fn probe(controller: &Controller, node_id: &str, address: &str) {
     let Some(slot) = controller.table.get(node_id) else {
         return;
     };
-    let changed = {
+    let (changed, change) = {
         let mut node = slot.lock();
         if node
             .record
@@ -184,33 +189,39 @@ pub async fn probe(controller: &Controller, node_id: &str, address: &str) {
             // Re-registered with another address while the probe ran: its own probe follows.
             return;
         }
-        match outcome {
+        // Whether the record changed, and what to log.
+        let (record_changed, changed) = match outcome {
             Ok(health) => {
                 let version: SemVer = health.version;
                 let problem = node.record.engine_version_problem.take();
                 if node.record.engine_version.as_ref() == Some(&version) {
-                    if problem.is_some() {
-                        controller.touch(node_id, &mut node);
-                    }
-                    None
+                    (problem.is_some(), None)
                 } else {
                     let previous = node.record.engine_version.replace(version.clone());
-                    controller.touch(node_id, &mut node);
-                    Some(Ok((previous, version)))
+                    (true, Some(Ok((previous, version))))
                 }
             }
             Err(error) => {
-                let problem = state_message(&error);
+                let problem = state_message(&error.to_string());
                 if node.record.engine_version_problem.as_ref() == Some(&problem) {
-                    None
+                    (false, None)
                 } else {
                     node.record.engine_version_problem = Some(problem);
-                    controller.touch(node_id, &mut node);
-                    Some(Err(error))
+                    (true, Some(Err(error)))
                 }
             }
-        }
+        };
+        let change = record_changed.then(|| {
+            let id = DirtyNode::Id(node_id.to_string());
+            controller.node_changed(id, &mut node, WhenStored::WriteBehind(Change::Row))
+        });
+        (changed, change)
     };
+    if let Some(change) = change {
+        // Written behind; only a failed flush while the queue is full could report anything,
+        // and the store writer logs that itself.
+        let _ = change.stored().await;
+    }
     match changed {
         Some(Ok((previous, version))) => {
             tracing::info!(node_id, engine_version = %version.as_str(), previous = ?previous.map(|v| v.to_string()), "runtime engine version recorded");
@@ -226,22 +237,11 @@ pub async fn probe(controller: &Controller, node_id: &str, address: &str) {
 mod tests {
     use std::time::Duration;
 
-    use fleetwire_types::NodeHeartbeat;
-
     use super::*;
-    use crate::controller::api::take_heartbeat;
-    use crate::controller::Settings;
+    use crate::controller::heartbeat::take_heartbeat;
+    use crate::controller::settings::Settings;
+    use crate::controller::test_support::{heartbeat, stored};
     use crate::store::sqlite::SqliteStore;
-
-    fn heartbeat(node_id: &str) -> NodeHeartbeat {
-        let body = serde_json::json!({
-            "node_id": node_id, "wg_ip": "10.0.0.1", "hostname": "h1",
-            "ram_total_mb": 8192, "ram_used_mb": 1000, "cpu_cores": 4,
-            "cpu_load_pct": 3.5, "kvm_available": true, "vms": [], "boot_id": "host-a",
-            "timestamp_utc": "2001-01-01T00:00:00Z"
-        });
-        fleetwire_types::read_strict(&serde_json::to_vec(&body).unwrap()).unwrap()
-    }
 
     fn status(controller: &Controller, node_id: &str) -> Option<String> {
         let json = controller.node_json(node_id)?;
@@ -260,12 +260,14 @@ mod tests {
         let started = Controller::start(settings, store, None).unwrap();
         let controller = started.controller;
         for id in ["quiet", "chatty", "unenrolled"] {
-            take_heartbeat(&controller, heartbeat(id)).await.unwrap();
+            take_heartbeat(&controller, heartbeat(id, 1000))
+                .await
+                .unwrap();
         }
         // An unenrolled node gives its board word back: it is neither counted nor visited.
         controller.table.remove("unenrolled");
         tokio::time::sleep(Duration::from_millis(150)).await;
-        take_heartbeat(&controller, heartbeat("chatty"))
+        take_heartbeat(&controller, heartbeat("chatty", 1000))
             .await
             .unwrap();
         sweep(&controller).await;
@@ -282,7 +284,7 @@ mod tests {
         );
 
         // The node comes back: ready, and counted so.
-        take_heartbeat(&controller, heartbeat("quiet"))
+        take_heartbeat(&controller, heartbeat("quiet", 1000))
             .await
             .unwrap();
         sweep(&controller).await;
@@ -304,6 +306,54 @@ mod tests {
             .metrics
             .render()
             .contains("fleetwire_controller_nodes{status=\"unreachable\"} 0"));
+        started.writer.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_node_going_silent_costs_the_store_nothing_and_still_loads_unreachable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sqlite3");
+        let settings = Settings {
+            stale_after: Duration::from_millis(50),
+            ..Settings::for_tests()
+        };
+        let start = || {
+            let store = Box::new(SqliteStore::open(&path).unwrap());
+            Controller::start(settings.clone(), store, None).unwrap()
+        };
+        let started = start();
+        let controller = started.controller;
+        take_heartbeat(&controller, heartbeat("n1", 1000))
+            .await
+            .unwrap();
+        assert_eq!(stored(&path, "status"), ["ready"]);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        sweep(&controller).await;
+        let served: serde_json::Value =
+            serde_json::from_slice(&controller.node_json("n1").unwrap()).unwrap();
+        assert_eq!(served["status"], "unreachable");
+        controller.flushed().await.unwrap();
+        assert_eq!(
+            stored(&path, "status"),
+            ["ready"],
+            "the status is not written"
+        );
+        started.writer.shutdown().await;
+        drop(controller);
+
+        // Loaded again, the node is unreachable until it heartbeats, and that writes nothing.
+        let started = start();
+        let served: serde_json::Value =
+            serde_json::from_slice(&started.controller.node_json("n1").unwrap()).unwrap();
+        assert_eq!(served["status"], "unreachable");
+        started.controller.flushed().await.unwrap();
+        assert_eq!(stored(&path, "status"), ["ready"]);
+        // A heartbeat brings it back, and its row is written in full.
+        take_heartbeat(&started.controller, heartbeat("n1", 2000))
+            .await
+            .unwrap();
+        started.controller.flushed().await.unwrap();
+        assert_eq!(stored(&path, "ram_available_mb"), [6192]);
         started.writer.shutdown().await;
     }
 }

@@ -1,7 +1,7 @@
-//! The disk-overcommit ledger (seed 000): `reserved_disk_gb` is the sum of the nominal disk
-//! footprints of the VMs placed on a node. Placement reserves, deletion releases, admission
-//! refuses a node whose ledger would pass `total_disk_gb * ratio`, and the periodic self-heal
-//! recomputes it from the VM records.
+//! The disk-overcommit ledger (docs/controller.md, "Disk-overcommit ledger"):
+//! `reserved_disk_gb` is the sum of the nominal disk footprints of the VMs placed on a node.
+//! Placement reserves, deletion releases, admission refuses a node whose ledger would pass
+//! `total_disk_gb * ratio`, and the periodic self-heal recomputes it from the VM records.
 
 use super::state::{NodeState, VmEntry};
 

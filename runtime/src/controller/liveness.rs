@@ -7,7 +7,7 @@
 //! word per node in a few contiguous arrays is read in well under a millisecond, and only
 //! the nodes it shows to be due are locked and looked at.
 //!
-//! The board is a hint kept by the node rules ([`super::nodes::refresh_status`] posts a node's
+//! The board is a hint kept by the node rules (`nodes::refresh_status` posts a node's
 //! word whenever it re-derives its status, under the node's lock); the decisions are still
 //! made on the node itself. A word is never later than the node: a node is found due no later
 //! than it really is, at worst a millisecond early (then it is looked at, found alive, and
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use fleetwire_types::{HostState, NodeCounts, Timestamp};
 
-use super::state::count;
+use super::node_counts::{count, zero_counts};
 
 /// Words per array: arrays are added as the fleet grows and never move, so a node keeps a
 /// handle to its word.
@@ -166,7 +166,7 @@ impl Board {
 
     /// Nodes by status, as last posted.
     pub fn counts(&self) -> NodeCounts {
-        let mut counts = super::state::zero_counts();
+        let mut counts = zero_counts();
         for (_, status, _) in self.posted() {
             count(&mut counts, status);
         }

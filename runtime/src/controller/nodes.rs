@@ -10,8 +10,8 @@ use fleetwire_types::{
     RejectedVm, RuntimeName, StateMessage, Timestamp, VmRecord,
 };
 
+use super::settings::Settings;
 use super::state::{CordonSource, NodeFlags, NodeState, VmEntry};
-use super::Settings;
 
 /// The status a node has at `now`: silent longer than `stale_after` (by the controller's
 /// receive time) → unreachable; otherwise draining, registering (no heartbeat yet) or ready.
@@ -607,7 +607,8 @@ mod tests {
 
     #[test]
     fn the_default_staleness_is_thirty_seconds_by_receive_time() {
-        let defaults = Settings::from_args(&super::super::ControllerArgs::defaults()).unwrap();
+        let defaults =
+            Settings::from_args(&crate::controller::arguments::ControllerArgs::defaults()).unwrap();
         assert_eq!(defaults.stale_after, Duration::from_secs(30));
         let flags = NodeFlags {
             heartbeated: true,

@@ -12,13 +12,13 @@
 use std::cmp::Reverse;
 use std::sync::Arc;
 
-use axum::http::StatusCode;
-use fleetwire_types::{ApiErrorCode, CreateVmRequest, HostState, Timestamp, VmId, VmRecord};
+use fleetwire_types::{CreateVmRequest, HostState, Timestamp, Violation, VmId, VmRecord};
 
-use super::agent_client::AgentEndpoint;
-use super::state::{NodeSlot, NodeState, VmEntry};
-use super::{ledger, nodes, Controller};
-use crate::http::ApiFailure;
+use super::agent_client::{AgentCallError, AgentEndpoint};
+use super::shared::Controller;
+use super::state::{DirtyNode, NodeSlot, NodeState, VmEntry, WhenStored};
+use super::{ledger, nodes};
+use crate::store::error::StoreError;
 use crate::workload::{runtime_runs, Workload};
 
 /// What the request asks a node's runtime to run.
@@ -32,9 +32,76 @@ fn workload_of(request: &CreateVmRequest) -> Workload {
 /// Memory PPN keeps free on a node beyond the VM's own.
 pub const RAM_HEADROOM_MB: u64 = 512;
 
+/// Why a VM was not placed or not deleted.
+#[derive(Debug, thiserror::Error)]
+pub enum PlacementError {
+    /// What the schema cannot say about the request (an image needs the network).
+    #[error("not a valid CreateVmRequest: {}", .0.message)]
+    InvalidRequest(Violation),
+    /// The requested VM id is taken, or held by a placement in flight.
+    #[error("a VM with id {:?} already exists", .0.as_str())]
+    VmIdTaken(VmId),
+    /// The node the request prefers cannot take the VM.
+    #[error("preferred node {node_id:?} cannot take the VM: {why}")]
+    PreferredNodeUnsuitable { node_id: String, why: Unsuitable },
+    /// No node can take the VM.
+    #[error("{0}")]
+    NoCapacity(NoCapacity),
+    /// The chosen node's agent did not start the VM.
+    #[error("node {node_id:?} failed to start the VM: {error}")]
+    SpawnFailed {
+        node_id: String,
+        error: AgentCallError,
+    },
+    /// The node was unenrolled while its agent started the VM.
+    #[error("node {node_id:?} was unenrolled while it started VM {:?}", .vm_id.as_str())]
+    Unenrolled { node_id: String, vm_id: VmId },
+    /// No VM has the id.
+    #[error("no VM with id {0:?}")]
+    NoSuchVm(String),
+    /// The owning node's agent did not delete the VM.
+    #[error("node {node_id:?} failed to delete the VM: {error}")]
+    DeleteFailed {
+        node_id: String,
+        error: AgentCallError,
+    },
+    /// The placement or deletion could not be committed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What no node has room for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoCapacity {
+    pub ram_mb: u64,
+    pub disk_gb: u64,
+    /// The VM is restored from a checkpoint (which needs its engine version or newer).
+    pub checkpoint: bool,
+    pub workload: Workload,
+}
+
+impl std::fmt::Display for NoCapacity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "no ready node has room for {} MB of memory (plus {RAM_HEADROOM_MB} MB headroom) and {} GB of disk",
+            self.ram_mb, self.disk_gb
+        )?;
+        if self.checkpoint {
+            f.write_str(" at the checkpoint's engine version or newer")?;
+        }
+        if self.workload.image || self.workload.command {
+            write!(f, " with a runtime that runs {}", self.workload)?;
+        }
+        Ok(())
+    }
+}
+
 /// Why a node cannot take the VM.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Unsuitable {
+    /// No node has the id.
+    NoSuchNode,
     NotReady(HostState),
     Cordoned,
     DiskCordoned,
@@ -54,6 +121,7 @@ pub enum Unsuitable {
 impl std::fmt::Display for Unsuitable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Unsuitable::NoSuchNode => f.write_str("no node has this id"),
             Unsuitable::NotReady(status) => write!(f, "it is {status}, not ready"),
             Unsuitable::Cordoned => f.write_str("it is cordoned"),
             Unsuitable::DiskCordoned => f.write_str("it is cordoned for disk pressure"),
@@ -161,24 +229,11 @@ impl Drop for IdHold<'_> {
     }
 }
 
-fn no_capacity(message: String) -> ApiFailure {
-    ApiFailure::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        ApiErrorCode::NoCapacity,
-        message,
-    )
-}
-
-fn unsuitable(node_id: &str, why: impl std::fmt::Display) -> ApiFailure {
-    ApiFailure::new(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        ApiErrorCode::PreferredNodeUnsuitable,
-        format!("preferred node {node_id:?} cannot take the VM: {why}"),
-    )
-}
-
-fn agent_failed(message: String) -> ApiFailure {
-    ApiFailure::new(StatusCode::BAD_GATEWAY, ApiErrorCode::AgentFailed, message)
+fn unsuitable(node_id: &str, why: Unsuitable) -> PlacementError {
+    PlacementError::PreferredNodeUnsuitable {
+        node_id: node_id.to_string(),
+        why,
+    }
 }
 
 /// Checks and reserves in one step under the node's lock.
@@ -207,13 +262,13 @@ fn try_hold(
 }
 
 /// Chooses a node and holds the VM's capacity on it.
-fn admit(controller: &Controller, request: &CreateVmRequest) -> Result<Hold, ApiFailure> {
+fn admit(controller: &Controller, request: &CreateVmRequest) -> Result<Hold, PlacementError> {
     let ratio = controller.settings.disk_overcommit_ratio;
     if let Some(preferred) = &request.preferred_node {
         let slot = controller
             .table
             .get(preferred)
-            .ok_or_else(|| unsuitable(preferred, "no node has this id"))?;
+            .ok_or_else(|| unsuitable(preferred, Unsuitable::NoSuchNode))?;
         return try_hold(preferred, &slot, request, ratio)
             .map_err(|why| unsuitable(preferred, why));
     }
@@ -239,50 +294,31 @@ fn admit(controller: &Controller, request: &CreateVmRequest) -> Result<Hold, Api
             }
         }
     }
-    let workload = workload_of(request);
-    Err(no_capacity(format!(
-        "no ready node has room for {} MB of memory (plus {RAM_HEADROOM_MB} MB headroom) and {} GB of disk{}{}",
-        request.ram_mb,
-        request.disk_gb,
-        if request.restore_checkpoint.is_some() { " at the checkpoint's engine version or newer" } else { "" },
-        if workload.image || workload.command {
-            format!(" with a runtime that runs {workload}")
-        } else {
-            String::new()
-        }
-    )))
-}
-
-/// A fresh VM id: `vm-` and 16 random hex digits.
-fn new_vm_id() -> VmId {
-    let bits: u64 = rand::random();
-    format!("vm-{bits:016x}").parse().expect("a valid VmId")
+    Err(PlacementError::NoCapacity(NoCapacity {
+        ram_mb: request.ram_mb.get(),
+        disk_gb: request.disk_gb.get(),
+        checkpoint: request.restore_checkpoint.is_some(),
+        workload: workload_of(request),
+    }))
 }
 
 /// `POST /v1/vms`.
 pub async fn create_vm(
     controller: &Arc<Controller>,
     mut request: CreateVmRequest,
-) -> Result<VmRecord, ApiFailure> {
+) -> Result<VmRecord, PlacementError> {
     // What the schema cannot say: an image is pulled from its registry (`workload`).
     if let Some(v) = crate::workload::image_network(
         "",
         request.image.as_ref().map(|i| i.as_str()),
         request.network,
     ) {
-        return Err(ApiFailure::rejected(
-            "CreateVmRequest",
-            fleetwire_types::Rejection::Invalid(vec![v]),
-        ));
+        return Err(PlacementError::InvalidRequest(v));
     }
-    let vm_id = request.vm_id.clone().unwrap_or_else(new_vm_id);
+    let vm_id = request.vm_id.clone().unwrap_or_else(crate::ids::new_vm_id);
     request.vm_id = Some(vm_id.clone());
     if !controller.table.hold_vm_id(&vm_id) {
-        return Err(ApiFailure::new(
-            StatusCode::CONFLICT,
-            ApiErrorCode::Conflict,
-            format!("a VM with id {:?} already exists", vm_id.as_str()),
-        ));
+        return Err(PlacementError::VmIdTaken(vm_id));
     }
     let _id = IdHold { controller, vm_id };
     place(controller, request).await
@@ -291,7 +327,7 @@ pub async fn create_vm(
 async fn place(
     controller: &Arc<Controller>,
     request: CreateVmRequest,
-) -> Result<VmRecord, ApiFailure> {
+) -> Result<VmRecord, PlacementError> {
     let accepted_at = Timestamp::now();
     let mut hold = admit(controller, &request)?;
     let spawned = controller.agents.spawn(hold.agent, &request).await;
@@ -299,10 +335,10 @@ async fn place(
         Ok(vm) => vm,
         Err(error) => {
             tracing::warn!(node_id = hold.node_id, %error, "spawn failed");
-            return Err(agent_failed(format!(
-                "node {:?} failed to start the VM: {error}",
-                hold.node_id
-            )));
+            return Err(PlacementError::SpawnFailed {
+                node_id: hold.node_id.clone(),
+                error,
+            });
         }
     };
     // The controller's copy: the agent's answer plus what the controller decided.
@@ -334,7 +370,7 @@ async fn place(
             "the node could not start the VM"
         );
     }
-    {
+    let change = {
         let slot = hold.slot.clone();
         let mut state = slot.lock();
         hold.settle(&mut state);
@@ -343,15 +379,10 @@ async fn place(
             .get(&hold.node_id)
             .is_some_and(|current| Arc::ptr_eq(&current, &hold.slot));
         if !still_enrolled {
-            return Err(ApiFailure::new(
-                StatusCode::CONFLICT,
-                ApiErrorCode::Conflict,
-                format!(
-                    "node {:?} was unenrolled while it started VM {:?}",
-                    hold.node_id,
-                    vm.vm_id.as_str()
-                ),
-            ));
+            return Err(PlacementError::Unenrolled {
+                node_id: hold.node_id.clone(),
+                vm_id: vm.vm_id.clone(),
+            });
         }
         state.record.reserved_disk_gb = state.record.reserved_disk_gb.saturating_add(hold.disk_gb);
         // Until the next heartbeat says otherwise, the VM's memory is taken.
@@ -373,9 +404,10 @@ async fn place(
         controller
             .table
             .index_vms(&hold.node_id, [], [vm.vm_id.as_str()]);
-        state.changed_for_commit();
-    }
-    controller.commit(vec![hold.node_id.clone()]).await?;
+        let node = DirtyNode::Id(hold.node_id.clone());
+        controller.node_changed(node, &mut state, WhenStored::BeforeAnswer)
+    };
+    change.stored().await?;
     tracing::info!(
         vm_id = vm.vm_id.as_str(),
         node_id = hold.node_id,
@@ -387,8 +419,8 @@ async fn place(
 
 /// `DELETE /v1/vms/{vm_id}`: the owning agent deletes the VM, then the controller forgets it
 /// and releases its disk reservation.
-pub async fn delete_vm(controller: &Arc<Controller>, vm_id: &str) -> Result<(), ApiFailure> {
-    let not_found = || ApiFailure::not_found(format!("no VM with id {vm_id:?}"));
+pub async fn delete_vm(controller: &Arc<Controller>, vm_id: &str) -> Result<(), PlacementError> {
+    let not_found = || PlacementError::NoSuchVm(vm_id.to_string());
     let node_id = controller
         .table
         .vm_node(vm_id)
@@ -407,10 +439,11 @@ pub async fn delete_vm(controller: &Arc<Controller>, vm_id: &str) -> Result<(), 
         .agents
         .delete(agent, vm_id)
         .await
-        .map_err(|error| {
-            agent_failed(format!("node {node_id:?} failed to delete the VM: {error}"))
+        .map_err(|error| PlacementError::DeleteFailed {
+            node_id: node_id.clone(),
+            error,
         })?;
-    {
+    let change = {
         let mut state = slot.lock();
         let Some(position) = state
             .vms()
@@ -427,9 +460,10 @@ pub async fn delete_vm(controller: &Arc<Controller>, vm_id: &str) -> Result<(), 
         state.record.vm_count = u32::try_from(state.vms().len()).unwrap_or(u32::MAX);
         nodes::recompute_allocations(&mut state);
         controller.table.index_vms(&node_id, [vm_id], []);
-        state.changed_for_commit();
-    }
-    controller.commit(vec![node_id.clone()]).await?;
+        let node = DirtyNode::Id(node_id.clone());
+        controller.node_changed(node, &mut state, WhenStored::BeforeAnswer)
+    };
+    change.stored().await?;
     tracing::info!(vm_id, node_id, "VM deleted");
     Ok(())
 }

@@ -13,8 +13,13 @@ use axum::routing::{delete, get, post, MethodRouter};
 use axum::Router;
 use fleetwire_types::ApiErrorCode;
 
-use super::{api, docs, Controller};
+use super::shared::Controller;
+use super::{api, docs};
 use crate::http::{unknown_route, wrong_method, ApiFailure, MAX_BODY_BYTES};
+
+/// The heartbeat route's path, as the API document writes it: routed here, and served ahead
+/// of the router by `heartbeat_route`.
+pub const HEARTBEAT_PATH: &str = "/v1/nodes/heartbeat";
 
 /// One operation of the API document.
 pub struct ApiRoute {
@@ -35,7 +40,7 @@ pub const API: &[ApiRoute] = &[
     },
     ApiRoute {
         method: Method::POST,
-        path: super::heartbeat_route::PATH,
+        path: HEARTBEAT_PATH,
         operation_id: "post_heartbeat",
         handler: || post(api::post_heartbeat),
     },

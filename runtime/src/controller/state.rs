@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use compact_str::CompactString;
-use fleetwire_types::{HostState, NodeCounts, NodeRecord, VmRecord};
+use fleetwire_types::{NodeCounts, NodeRecord, VmRecord};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 use super::liveness::{Board, Cell};
+use crate::store::node_rows::{NodeWrite, StoredNode};
 use crate::store::writer::Change;
-use crate::store::{NodeWrite, StoredNode};
 
 /// One VM the controller knows on a node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -56,6 +56,29 @@ pub struct NodeFlags {
 pub struct Pending {
     pub disk_gb: u64,
     pub ram_mb: u64,
+}
+
+/// How soon a change of a node must be in the store (see `Controller::node_changed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenStored {
+    /// Committed by id before the caller goes on (answers a registration, a placement, an
+    /// operator's action, an enrolling heartbeat, or finishes a self-heal), fsynced.
+    BeforeAnswer,
+    /// Written behind within the flush interval (a heartbeat, a probe result): the whole row,
+    /// or only the last contact time when that is all that changed.
+    WriteBehind(Change),
+}
+
+/// What the store must do for a change, as decided under the node's lock.
+#[must_use = "the store writes the change only when `Controller::node_changed` acts on this"]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreWrite {
+    /// Nothing more: the node is queued for write-behind already.
+    Nothing,
+    /// Commit the node by id.
+    Commit,
+    /// Queue the node for the next write-behind batch.
+    Queue(Change),
 }
 
 /// One node.
@@ -168,10 +191,33 @@ impl NodeState {
         &self.fragment.insert(fragment).json
     }
 
+    /// Records a change of the node: drops what it caches of its old state, and says what the
+    /// store must write for it. Called through `Controller::node_changed`, which acts on the
+    /// answer, so that no change is marked without being written or written unmarked.
+    pub fn mark_changed(&mut self, when: WhenStored) -> StoreWrite {
+        match when {
+            WhenStored::BeforeAnswer => {
+                self.changed_for_commit();
+                StoreWrite::Commit
+            }
+            WhenStored::WriteBehind(change) => {
+                let queue = match change {
+                    Change::Row => self.changed(),
+                    Change::Contact => self.seen(),
+                };
+                if queue {
+                    StoreWrite::Queue(change)
+                } else {
+                    StoreWrite::Nothing
+                }
+            }
+        }
+    }
+
     /// Forgets the cached serialization after a change; true when the node must be queued for
     /// write-behind (it was not already).
     #[must_use]
-    pub fn changed(&mut self) -> bool {
+    fn changed(&mut self) -> bool {
         self.changed_for_commit();
         self.queue()
     }
@@ -179,7 +225,7 @@ impl NodeState {
     /// Like [`NodeState::changed`] for a change its caller commits by id before answering
     /// (a registration, a placement, an operator action): not queued for write-behind as
     /// well, where the commit would write the same row a second time.
-    pub fn changed_for_commit(&mut self) {
+    fn changed_for_commit(&mut self) {
         self.record_generation += 1;
         self.fragment = None;
     }
@@ -198,24 +244,11 @@ impl NodeState {
     /// or flags) changed: the store then only needs the new contact time, and the cached
     /// serialization only the new time.
     #[must_use]
-    pub fn seen(&mut self) -> bool {
+    fn seen(&mut self) -> bool {
         if let Some(fragment) = &mut self.fragment {
             fragment.time_stale = true;
         }
         self.queue()
-    }
-
-    /// Marks the node changed by a heartbeat (`record_changed` false when only its last
-    /// contact time changed, see [`NodeState::seen`]): the change to queue for write-behind
-    /// once the node's lock is released, `None` when the node is queued already.
-    #[must_use]
-    pub fn heartbeat_change(&mut self, record_changed: bool) -> Option<Change> {
-        let (queue, change) = if record_changed {
-            (self.changed(), Change::Row)
-        } else {
-            (self.seen(), Change::Contact)
-        };
-        queue.then_some(change)
     }
 
     /// Marks the node for write-behind; true when it was not marked already.
@@ -224,7 +257,7 @@ impl NodeState {
     }
 
     /// Copies the node's status and last contact to its word on the liveness board, for the
-    /// staleness sweep (see [`super::liveness`]); called whenever the status is re-derived.
+    /// staleness sweep (see the `liveness` module); called whenever the status is re-derived.
     pub fn post_liveness(&self) {
         if let Some(cell) = &self.liveness {
             cell.post(
@@ -379,6 +412,24 @@ pub enum DirtyNode {
     Slot(NodeSlot, CompactString),
     /// By id.
     Id(String),
+}
+
+impl DirtyNode {
+    /// The node's id.
+    pub fn node_id(&self) -> &str {
+        match self {
+            DirtyNode::Slot(_, node_id) => node_id,
+            DirtyNode::Id(node_id) => node_id,
+        }
+    }
+
+    /// The node's id, owned (a commit names nodes by id).
+    pub fn into_node_id(self) -> String {
+        match self {
+            DirtyNode::Slot(_, node_id) => node_id.into_string(),
+            DirtyNode::Id(node_id) => node_id,
+        }
+    }
 }
 
 impl From<String> for DirtyNode {
@@ -633,25 +684,6 @@ impl NodeTable {
     }
 }
 
-/// Counts nodes by status.
-pub fn count(counts: &mut NodeCounts, status: HostState) {
-    match status {
-        HostState::Registering => counts.registering += 1,
-        HostState::Ready => counts.ready += 1,
-        HostState::Draining => counts.draining += 1,
-        HostState::Unreachable => counts.unreachable += 1,
-    }
-}
-
-pub fn zero_counts() -> NodeCounts {
-    NodeCounts {
-        registering: 0,
-        ready: 0,
-        draining: 0,
-        unreachable: 0,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -766,11 +798,33 @@ mod tests {
     #[test]
     fn a_heartbeat_queues_its_node_once_per_batch_as_a_row_or_a_contact_time() {
         let mut state = node();
-        assert_eq!(state.heartbeat_change(false), Some(Change::Contact));
-        assert_eq!(state.heartbeat_change(true), None, "already queued");
+        let (row, contact) = (
+            WhenStored::WriteBehind(Change::Row),
+            WhenStored::WriteBehind(Change::Contact),
+        );
+        assert_eq!(
+            state.mark_changed(contact),
+            StoreWrite::Queue(Change::Contact)
+        );
+        assert_eq!(
+            state.mark_changed(row),
+            StoreWrite::Nothing,
+            "already queued"
+        );
         let _ = state.to_write("n".into());
-        assert_eq!(state.heartbeat_change(true), Some(Change::Row));
-        assert_eq!(state.heartbeat_change(false), None, "already queued");
+        assert_eq!(state.mark_changed(row), StoreWrite::Queue(Change::Row));
+        assert_eq!(
+            state.mark_changed(contact),
+            StoreWrite::Nothing,
+            "already queued"
+        );
+        // A change committed by id is not queued as well.
+        let _ = state.to_write("n".into());
+        assert_eq!(
+            state.mark_changed(WhenStored::BeforeAnswer),
+            StoreWrite::Commit
+        );
+        assert_eq!(state.mark_changed(row), StoreWrite::Queue(Change::Row));
     }
 
     #[test]

@@ -588,10 +588,9 @@ fn describe_exit(exit: &TenantExit) -> String {
     }
 }
 
-/// A `StateMessage` (at most 512 characters).
+/// A `StateMessage` (at most `StateMessage::MAX_LENGTH` characters).
 pub fn message(text: &str) -> StateMessage {
-    let cut: String = text.chars().take(512).collect();
-    cut.parse().expect("512 characters make a StateMessage")
+    StateMessage::truncated(text)
 }
 
 /// Starts the tenant in a new process group, its volume as working directory, output appended

@@ -28,10 +28,9 @@ pub struct LiveState<'a> {
     pub message: Option<&'a str>,
 }
 
-/// Truncates to 512 characters, the schema's `StateMessage`.
+/// Truncates to `StateMessage::MAX_LENGTH` characters, the schema's `StateMessage`.
 pub fn state_message(text: &str) -> StateMessage {
-    let cut: String = text.chars().take(512).collect();
-    cut.parse().expect("512 characters make a StateMessage")
+    StateMessage::truncated(text)
 }
 
 /// Whether an instance in this state holds its resources.

@@ -19,7 +19,42 @@ use chrono::{DateTime, FixedOffset};
 use fleetwire_types::Timestamp;
 use integer_encoding::VarInt;
 
-use super::NodeWrite;
+use super::node_rows::NodeWrite;
+
+/// Why a batch's contact times cannot be encoded, or a blob does not decode (with the byte
+/// offset where it went wrong).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ContactLogError {
+    /// An id longer than the entry's u16 length field: refused, not truncated.
+    #[error("node id {id:?} is too long for the contact log")]
+    IdTooLong { id: String },
+    #[error("unknown contact log format {format}")]
+    UnknownFormat { format: u8 },
+    #[error("empty contact log entry")]
+    Empty,
+    #[error("truncated at byte {at}")]
+    Truncated { at: usize },
+    #[error("truncated or overlong number at byte {at}")]
+    BadNumber { at: usize },
+    #[error("byte {at}: {seconds} s, {nanos} ns, offset {offset} s is not a time")]
+    NotATime {
+        at: usize,
+        seconds: i64,
+        nanos: u32,
+        offset: i32,
+    },
+    /// A format-1 time whose text does not parse.
+    #[error("byte {at}: {cause}")]
+    BadTextTime { at: usize, cause: String },
+    #[error("byte {at} continues {shared} bytes of a {len}-byte string")]
+    BadPrefix {
+        at: usize,
+        shared: usize,
+        len: usize,
+    },
+    #[error("not UTF-8 at byte {at}: {cause}")]
+    NotUtf8 { at: usize, cause: String },
+}
 
 /// The format written.
 const FORMAT: u8 = 2;
@@ -38,7 +73,7 @@ pub struct Encoder {
 impl Encoder {
     /// The blob of the `Seen` writes in `batch`, `None` when it has none. A node written
     /// twice keeps both entries, in batch order (the later one wins on decode).
-    pub fn encode(&mut self, batch: &[NodeWrite]) -> Result<Option<&[u8]>, String> {
+    pub fn encode(&mut self, batch: &[NodeWrite]) -> Result<Option<&[u8]>, ContactLogError> {
         self.encode_where(batch, |_| true)
     }
 
@@ -47,7 +82,7 @@ impl Encoder {
         &mut self,
         batch: &[NodeWrite],
         keep: impl Fn(usize) -> bool,
-    ) -> Result<Option<&[u8]>, String> {
+    ) -> Result<Option<&[u8]>, ContactLogError> {
         self.order.clear();
         self.order.extend(
             batch
@@ -103,10 +138,10 @@ fn push_entry(
     (last_id, last_seconds): (&str, i64),
     id: &str,
     time: Timestamp,
-) -> Result<i64, String> {
+) -> Result<i64, ContactLogError> {
     let id_shared = shared(last_id.as_bytes(), id.as_bytes()).min(u8::MAX as usize);
     let id_rest = u16::try_from(id.len() - id_shared)
-        .map_err(|_| format!("node id {id:?} is too long for the contact log"))?;
+        .map_err(|_| ContactLogError::IdTooLong { id: id.to_string() })?;
     blob.push(id_shared as u8);
     blob.extend_from_slice(&id_rest.to_le_bytes());
     blob.extend_from_slice(&id.as_bytes()[id_shared..]);
@@ -126,7 +161,7 @@ pub fn merge(
     blobs: &[&[u8]],
     keep: impl Fn(&str) -> bool,
     into: &mut Vec<u8>,
-) -> Result<usize, MergeError<String>> {
+) -> Result<usize, MergeError<ContactLogError>> {
     into.clear();
     into.push(FORMAT);
     let (mut last_id, mut last_seconds, mut entries) = (String::new(), 0i64, 0);
@@ -165,7 +200,7 @@ fn shared(a: &[u8], b: &[u8]) -> usize {
 /// Calls `each` with every `(node id, contact time)` of a blob, in order. On an error some
 /// entries may already have been passed on: the caller fails as a whole.
 #[cfg(test)]
-fn decode(blob: &[u8], mut each: impl FnMut(&str, Timestamp)) -> Result<(), String> {
+fn decode(blob: &[u8], mut each: impl FnMut(&str, Timestamp)) -> Result<(), ContactLogError> {
     let mut entries = Decoder::new(blob)?;
     while entries.advance()? {
         each(entries.id(), entries.time());
@@ -192,12 +227,12 @@ enum PreviousTime {
 }
 
 impl<'a> Decoder<'a> {
-    pub fn new(blob: &'a [u8]) -> Result<Decoder<'a>, String> {
+    pub fn new(blob: &'a [u8]) -> Result<Decoder<'a>, ContactLogError> {
         let previous = match blob.first() {
             Some(&FORMAT) => PreviousTime::Seconds(0),
             Some(&FORMAT_TEXT) => PreviousTime::Text(String::new()),
-            Some(other) => return Err(format!("unknown contact log format {other}")),
-            None => return Err("empty contact log entry".into()),
+            Some(&format) => return Err(ContactLogError::UnknownFormat { format }),
+            None => return Err(ContactLogError::Empty),
         };
         Ok(Decoder {
             blob,
@@ -209,7 +244,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// Moves to the next entry; false at the end of the blob.
-    pub fn advance(&mut self) -> Result<bool, String> {
+    pub fn advance(&mut self) -> Result<bool, ContactLogError> {
         let (blob, at) = (self.blob, self.at);
         if at >= blob.len() {
             return Ok(false);
@@ -238,7 +273,11 @@ impl<'a> Decoder<'a> {
 
 /// Format 2: the time whose three varints are at `at`, coded against `seconds` (which it
 /// replaces); the offset after them.
-fn numeric_time(blob: &[u8], at: usize, seconds: &mut i64) -> Result<(Timestamp, usize), String> {
+fn numeric_time(
+    blob: &[u8],
+    at: usize,
+    seconds: &mut i64,
+) -> Result<(Timestamp, usize), ContactLogError> {
     let (delta, after_seconds) = varint::<i64>(blob, at)?;
     let (nanos, after_nanos) = varint::<u32>(blob, after_seconds)?;
     let (offset, end) = varint::<i32>(blob, after_nanos)?;
@@ -246,8 +285,11 @@ fn numeric_time(blob: &[u8], at: usize, seconds: &mut i64) -> Result<(Timestamp,
     let time = DateTime::from_timestamp(these, nanos)
         .zip(FixedOffset::east_opt(offset))
         .map(|(utc, offset)| utc.with_timezone(&offset))
-        .ok_or_else(|| {
-            format!("byte {at}: {these} s, {nanos} ns, offset {offset} s is not a time")
+        .ok_or(ContactLogError::NotATime {
+            at,
+            seconds: these,
+            nanos,
+            offset,
         })?;
     *seconds = these;
     Ok((time.into(), end))
@@ -255,19 +297,26 @@ fn numeric_time(blob: &[u8], at: usize, seconds: &mut i64) -> Result<(Timestamp,
 
 /// Format 1: the time whose front-coded RFC 3339 text is at `at`, coded against `text` (which
 /// it replaces); the offset after it.
-fn text_time(blob: &[u8], at: usize, text: &mut String) -> Result<(Timestamp, usize), String> {
+fn text_time(
+    blob: &[u8],
+    at: usize,
+    text: &mut String,
+) -> Result<(Timestamp, usize), ContactLogError> {
     let [time_shared, time_rest] = field::<2>(blob, at)?;
     let end = front_decoded(text, blob, at + 2, time_shared as usize, time_rest as usize)?;
-    let time = text.parse().map_err(|e| format!("byte {}: {e}", at + 2))?;
+    let time = text.parse().map_err(|e| ContactLogError::BadTextTime {
+        at: at + 2,
+        cause: format!("{e}"),
+    })?;
     Ok((time, end))
 }
 
 /// The varint at `at` in the blob, and the offset after it.
-fn varint<T: VarInt>(blob: &[u8], at: usize) -> Result<(T, usize), String> {
+fn varint<T: VarInt>(blob: &[u8], at: usize) -> Result<(T, usize), ContactLogError> {
     let (value, len) = blob
         .get(at..)
         .and_then(T::decode_var)
-        .ok_or_else(|| format!("truncated or overlong number at byte {at}"))?;
+        .ok_or(ContactLogError::BadNumber { at })?;
     Ok((value, at + len))
 }
 
@@ -275,7 +324,7 @@ fn varint<T: VarInt>(blob: &[u8], at: usize) -> Result<(T, usize), String> {
 #[derive(Debug, PartialEq, Eq)]
 pub enum MergeError<E> {
     /// Blob number `blob` (its index in the slice) does not decode.
-    Damaged { blob: usize, error: String },
+    Damaged { blob: usize, error: ContactLogError },
     /// The callback failed.
     Stopped(E),
 }
@@ -288,7 +337,7 @@ pub fn for_each_latest<E>(
     blobs: &[&[u8]],
     mut each: impl FnMut(&str, Timestamp) -> Result<(), E>,
 ) -> Result<(), MergeError<E>> {
-    let damaged = |blob: usize| move |error: String| MergeError::Damaged { blob, error };
+    let damaged = |blob: usize| move |error: ContactLogError| MergeError::Damaged { blob, error };
     let mut heads = Vec::with_capacity(blobs.len());
     for (index, blob) in blobs.iter().enumerate() {
         let mut head = Decoder::new(blob).map_err(damaged(index))?;
@@ -380,27 +429,31 @@ fn front_decoded(
     at: usize,
     shared: usize,
     rest: usize,
-) -> Result<usize, String> {
+) -> Result<usize, ContactLogError> {
     let suffix = blob
         .get(at..at + rest)
-        .ok_or_else(|| format!("truncated at byte {at}"))?;
+        .ok_or(ContactLogError::Truncated { at })?;
     if shared > text.len() {
-        return Err(format!(
-            "byte {at} continues {shared} bytes of a {}-byte string",
-            text.len()
-        ));
+        return Err(ContactLogError::BadPrefix {
+            at,
+            shared,
+            len: text.len(),
+        });
     }
     let mut bytes = std::mem::take(text).into_bytes();
     bytes.truncate(shared);
     bytes.extend_from_slice(suffix);
-    *text = String::from_utf8(bytes).map_err(|e| format!("not UTF-8 at byte {at}: {e}"))?;
+    *text = String::from_utf8(bytes).map_err(|e| ContactLogError::NotUtf8 {
+        at,
+        cause: e.to_string(),
+    })?;
     Ok(at + rest)
 }
 
-fn field<const N: usize>(blob: &[u8], at: usize) -> Result<[u8; N], String> {
+fn field<const N: usize>(blob: &[u8], at: usize) -> Result<[u8; N], ContactLogError> {
     blob.get(at..at + N)
         .and_then(|b| b.try_into().ok())
-        .ok_or_else(|| format!("truncated at byte {at}"))
+        .ok_or(ContactLogError::Truncated { at })
 }
 
 #[cfg(test)]
@@ -475,31 +528,33 @@ mod tests {
         // nanoseconds and offset (a byte each).
         assert_eq!(blob.len(), 17);
         assert_eq!(
-            decode(&blob[..blob.len() - 3], |_, _| {}).unwrap_err(),
+            decode(&blob[..blob.len() - 3], |_, _| {})
+                .unwrap_err()
+                .to_string(),
             "truncated or overlong number at byte 10"
         );
         let mut bad = blob.clone();
         bad[4] = 0xff;
-        let error = decode(&bad, |_, _| {}).unwrap_err();
+        let error = decode(&bad, |_, _| {}).unwrap_err().to_string();
         assert!(error.contains("not UTF-8 at byte 4"), "{error}");
         let mut bad = blob.clone();
         bad[1] = 3;
-        let error = decode(&bad, |_, _| {}).unwrap_err();
+        let error = decode(&bad, |_, _| {}).unwrap_err().to_string();
         assert_eq!(error, "byte 4 continues 3 bytes of a 0-byte string");
         // An offset of a day is no offset.
         let mut bad = blob[..16].to_vec();
         bad.extend_from_slice(&86_400i32.encode_var_vec());
-        let error = decode(&bad, |_, _| {}).unwrap_err();
+        let error = decode(&bad, |_, _| {}).unwrap_err().to_string();
         assert!(
             error.starts_with("byte 10: ") && error.ends_with("is not a time"),
             "{error}"
         );
         assert_eq!(
-            decode(&[], |_, _| {}).unwrap_err(),
+            decode(&[], |_, _| {}).unwrap_err().to_string(),
             "empty contact log entry"
         );
         assert_eq!(
-            decode(&[9], |_, _| {}).unwrap_err(),
+            decode(&[9], |_, _| {}).unwrap_err().to_string(),
             "unknown contact log format 9"
         );
     }
@@ -524,7 +579,7 @@ mod tests {
         // A time that is not one says where.
         let bad_time = b"2026-13-30T10:00:05Z";
         blob[12..32].copy_from_slice(bad_time);
-        let error = decode(&blob, |_, _| {}).unwrap_err();
+        let error = decode(&blob, |_, _| {}).unwrap_err().to_string();
         assert!(error.starts_with("byte 12: "), "{error}");
     }
 
@@ -556,7 +611,7 @@ mod tests {
         for_each_latest(&[], |_, _| -> Result<(), ()> { panic!("no entries") }).unwrap();
         let damaged = [blobs[0], &blobs[1][..4]];
         let error = for_each_latest(&damaged, |_, _| Ok::<(), ()>(())).unwrap_err();
-        let truncated = "truncated at byte 4".to_string();
+        let truncated = ContactLogError::Truncated { at: 4 };
         assert_eq!(
             error,
             MergeError::Damaged {
@@ -712,7 +767,8 @@ mod tests {
         let long = "x".repeat(70_000);
         let error = Encoder::default()
             .encode(&[seen(&long, "2026-11-30T10:00:00Z")])
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("too long"), "{error}");
     }
 }

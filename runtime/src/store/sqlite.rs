@@ -6,8 +6,10 @@ use std::path::Path;
 use fleetwire_types::Timestamp;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 
+use super::backend::{Durability, Store};
 use super::contact_log::{self, Encoder, MergeError};
-use super::{Durability, NodeWrite, Store, StoreError, StoredNode};
+use super::error::StoreError;
+use super::node_rows::{NodeWrite, StoredNode};
 
 /// One schema migration: SQL, or a step that needs code (re-encoding rows).
 enum Migration {
@@ -99,19 +101,18 @@ pub struct SqliteStore {
     folded: Vec<u8>,
 }
 
-fn err(context: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
-    move |e| StoreError(format!("{context}: {e}"))
+/// A failed statement as a store error, `doing` naming it.
+fn err(doing: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
+    move |e| StoreError::sqlite(doing, e)
 }
 
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and migrates it to [`SCHEMA_VERSION`].
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                StoreError(format!(
-                    "cannot create the directory {}: {e}",
-                    dir.display()
-                ))
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::CreateDirectory {
+                dir: dir.to_path_buf(),
+                cause: e.to_string(),
             })?;
         }
         let conn = Connection::open_with_flags(
@@ -120,7 +121,10 @@ impl SqliteStore {
                 | OpenFlags::SQLITE_OPEN_CREATE
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
-        .map_err(|e| StoreError(format!("cannot open {}: {e}", path.display())))?;
+        .map_err(|e| StoreError::Open {
+            path: path.to_path_buf(),
+            cause: e.to_string(),
+        })?;
         Self::with_connection(conn)
     }
 
@@ -138,9 +142,7 @@ impl SqliteStore {
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(err("journal_mode"))?;
         if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
-            return Err(StoreError(format!(
-                "the database refused WAL mode ({mode})"
-            )));
+            return Err(StoreError::NoWal { mode });
         }
         conn.execute_batch(
             "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 4096;",
@@ -164,19 +166,19 @@ impl SqliteStore {
     fn migrate(&mut self) -> Result<(), StoreError> {
         let current = self.schema_version()?;
         if current > SCHEMA_VERSION {
-            return Err(StoreError(format!(
-                "the database is at schema version {current}, newer than this controller's \
-                 {SCHEMA_VERSION}: refusing to touch it"
-            )));
+            return Err(StoreError::NewerSchema {
+                found: current,
+                known: SCHEMA_VERSION,
+            });
         }
         for (index, migration) in MIGRATIONS.iter().enumerate().skip(current as usize) {
             let version = index as u32 + 1;
             let tx = self.conn.transaction().map_err(err("begin migration"))?;
             match migration {
                 Migration::Sql(sql) => tx.execute_batch(sql).map_err(|e| e.to_string()),
-                Migration::Code(step) => step(&tx).map_err(|e| e.0),
+                Migration::Code(step) => step(&tx).map_err(|e| e.to_string()),
             }
-            .map_err(|e| StoreError(format!("migration {version} failed: {e}")))?;
+            .map_err(|cause| StoreError::Migration { version, cause })?;
             tx.pragma_update(None, "user_version", version)
                 .map_err(err("user_version"))?;
             tx.commit().map_err(err("commit migration"))?;
@@ -293,11 +295,7 @@ impl Store for SqliteStore {
             let not_deleted_after = |i: usize| {
                 deleted.is_empty() || deleted.get(batch[i].node_id()).is_none_or(|&at| at < i)
             };
-            if let Some(blob) = self
-                .contacts
-                .encode_where(batch, not_deleted_after)
-                .map_err(StoreError)?
-            {
+            if let Some(blob) = self.contacts.encode_where(batch, not_deleted_after)? {
                 tx.prepare_cached(LOG_CONTACTS)
                     .map_err(err("prepare contact log"))?
                     .execute(params![blob])
@@ -344,7 +342,10 @@ fn read_contact_log(conn: &Connection) -> Result<Vec<(i64, Vec<u8>)>, StoreError
         let blob = row
             .get_ref(1)
             .and_then(|v| Ok(v.as_blob()?.to_vec()))
-            .map_err(|e| StoreError(format!("contact log batch {batch}: {e}")))?;
+            .map_err(|e| StoreError::ContactLogRow {
+                batch,
+                cause: e.to_string(),
+            })?;
         batches.push((batch, blob));
     }
     Ok(batches)
@@ -353,9 +354,10 @@ fn read_contact_log(conn: &Connection) -> Result<Vec<(i64, Vec<u8>)>, StoreError
 /// A failed merge of the contact log's rows `batches`, as a store error naming the row.
 fn log_error<E: Into<StoreError>>(batches: &[(i64, Vec<u8>)], error: MergeError<E>) -> StoreError {
     match error {
-        MergeError::Damaged { blob, error } => {
-            StoreError(format!("contact log batch {}: {error}", batches[blob].0))
-        }
+        MergeError::Damaged { blob, error } => StoreError::ContactLogRow {
+            batch: batches[blob].0,
+            cause: error.to_string(),
+        },
         MergeError::Stopped(error) => error.into(),
     }
 }
@@ -419,11 +421,12 @@ fn liveness_into_contact_log(tx: &Transaction) -> Result<(), StoreError> {
         while let Some(row) = rows.next().map_err(err("read liveness"))? {
             let node_id: String = row.get(0).map_err(err("read liveness"))?;
             let text: String = row.get(1).map_err(err("read liveness"))?;
-            let last_heartbeat = text.parse().map_err(|e| {
-                StoreError(format!(
-                    "the last contact time of node {node_id:?} is unreadable: {e}"
-                ))
-            })?;
+            let last_heartbeat = text
+                .parse()
+                .map_err(|e| StoreError::UnreadableContactTime {
+                    node_id: node_id.clone(),
+                    cause: format!("{e}"),
+                })?;
             times.push(NodeWrite::Seen {
                 node_id: node_id.into(),
                 last_heartbeat,
@@ -431,7 +434,7 @@ fn liveness_into_contact_log(tx: &Transaction) -> Result<(), StoreError> {
         }
     }
     let mut encoder = Encoder::default();
-    if let Some(blob) = encoder.encode(&times).map_err(StoreError)? {
+    if let Some(blob) = encoder.encode(&times)? {
         // Older than every logged batch: it goes first.
         let mut log = read_contact_log(tx)?;
         log.insert(0, (0, blob.to_vec()));
@@ -442,7 +445,9 @@ fn liveness_into_contact_log(tx: &Transaction) -> Result<(), StoreError> {
 }
 
 fn text(bytes: &[u8]) -> Result<&str, StoreError> {
-    std::str::from_utf8(bytes).map_err(|e| StoreError(format!("a document is not UTF-8: {e}")))
+    std::str::from_utf8(bytes).map_err(|e| StoreError::NotUtf8 {
+        cause: e.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -580,12 +585,12 @@ mod tests {
             )
             .unwrap();
         let error = SqliteStore::open(&path).err().unwrap();
+        let error = error.to_string();
         assert!(
-            error.0.starts_with(
+            error.starts_with(
                 "migration 5 failed: the last contact time of node \"b\" is unreadable: "
             ),
-            "{}",
-            error.0
+            "{error}"
         );
         let conn = Connection::open(&path).unwrap();
         let version: u32 = conn
@@ -607,7 +612,7 @@ mod tests {
             .unwrap();
         drop(conn);
         let error = SqliteStore::open(&path).err().unwrap();
-        assert!(error.0.contains("newer"), "{error}");
+        assert!(error.to_string().contains("newer"), "{error}");
     }
 
     #[test]
@@ -829,7 +834,10 @@ mod tests {
             .execute("UPDATE contact_log SET contacts = x'0107'", [])
             .unwrap();
         let error = store.load_nodes().unwrap_err();
-        assert_eq!(error.0, "contact log batch 1: truncated at byte 2");
+        assert_eq!(
+            error.to_string(),
+            "contact log batch 1: truncated at byte 2"
+        );
     }
 
     #[test]

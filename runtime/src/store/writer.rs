@@ -29,7 +29,9 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-use super::{Durability, NodeWrite, Store, StoreError};
+use super::backend::{Durability, Store};
+use super::error::StoreError;
+use super::node_rows::NodeWrite;
 
 /// Where the writer reads what to write, and reports what it wrote.
 pub trait Source: Send + 'static {
@@ -314,14 +316,14 @@ impl<K> WriterHandle<K> {
     async fn ask(
         &self,
         command: impl FnOnce(CommitReply) -> Command,
-        doing: &str,
+        doing: &'static str,
     ) -> Result<(), StoreError> {
         let (reply, done) = oneshot::channel();
         self.tx
             .send(command(reply))
-            .map_err(|_| StoreError("the store writer has stopped".into()))?;
+            .map_err(|_| StoreError::WriterStopped)?;
         done.await
-            .map_err(|_| StoreError(format!("the store writer stopped before {doing}")))?
+            .map_err(|_| StoreError::WriterStoppedBefore { doing })?
     }
 }
 
@@ -553,8 +555,8 @@ fn flush_due(now: Instant, interval: Duration, last_flush: Duration) -> Instant 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::node_rows::StoredNode;
     use crate::store::sqlite::SqliteStore;
-    use crate::store::StoredNode;
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex};
 

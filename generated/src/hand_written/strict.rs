@@ -24,6 +24,8 @@ use serde::de::{
     self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor,
 };
 
+use crate::facts::{self, StructRules};
+
 /// Deserializes a `T` from `bytes` as strictly as its schema: structs from objects only, and a
 /// key that a closed object's schema does not define is an error (see [`from_slice_lenient`]
 /// for the reader that sets such keys aside).
@@ -78,17 +80,6 @@ thread_local! {
     /// than state threaded through every adapter: the fast path pays one reset and one read per
     /// document, and nothing per key.
     static UNKNOWN: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// What the strict deserializer knows of one generated struct (the generated table
-/// `struct_rules`).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct StructRules {
-    /// Optional properties that may not be `null` (by JSON name).
-    pub non_null: &'static [&'static str],
-    /// The schema is closed (`additionalProperties: false`): a key it does not define is an
-    /// unknown field, counted when skipped.
-    pub closed: bool,
 }
 
 macro_rules! pass {
@@ -274,7 +265,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         _fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, D::Error> {
-        let rules = crate::documents::struct_rules(name);
+        let rules = facts::struct_rules(name);
         self.de.deserialize_map(StructVisitor { visitor, rules })
     }
 
@@ -285,7 +276,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         variants: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, D::Error> {
-        if crate::documents::is_string_enum(name) {
+        if facts::is_string_enum(name) {
             self.de.deserialize_str(StringEnum(visitor))
         } else {
             self.de.deserialize_enum(name, variants, Wrap(visitor))

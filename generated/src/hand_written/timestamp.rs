@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use chrono::{DateTime, FixedOffset, SecondsFormat, Utc};
 
-use crate::documents::TIMESTAMP_PATTERN;
+use crate::facts::TIMESTAMP_PATTERN;
 
 /// An ISO 8601 / RFC 3339 instant with an offset, e.g. `2026-11-30T09:30:00.123456Z`.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

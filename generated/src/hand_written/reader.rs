@@ -5,7 +5,9 @@ use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{JsonType, ValidationError};
 use serde_json::Value;
 
-use crate::{JsonPointer, Violation, WireDocument};
+use crate::types::{JsonPointer, Violation};
+use crate::document::WireDocument;
+use crate::strict;
 
 /// Why a document was refused.
 #[derive(Debug, Clone, PartialEq)]
@@ -125,7 +127,7 @@ pub fn read_strict<T: WireDocument>(bytes: &[u8]) -> Result<T, Rejection> {
 }
 
 fn read_with<T: WireDocument>(bytes: &[u8], strict: bool) -> Result<Accepted<T>, Rejection> {
-    match crate::strict::from_slice_lenient::<T>(bytes) {
+    match strict::from_slice_lenient::<T>(bytes) {
         Ok((typed, 0)) if T::INFO.exact => Ok(Accepted {
             value: typed,
             unknown_fields: Vec::new(),
@@ -168,7 +170,7 @@ fn read_value_with<T: WireDocument>(value: &Value, strict: bool) -> Result<Accep
     if !found.violations.is_empty() || (strict && !found.unknown.is_empty()) {
         return Err(Rejection::Invalid(found.into_violations(strict)));
     }
-    let (typed, _) = crate::strict::from_value_lenient::<T>(value)
+    let (typed, _) = strict::from_value_lenient::<T>(value)
         .map_err(|err| Rejection::Invalid(vec![type_violation("", &err.to_string())]))?;
     Ok(Accepted {
         value: typed,
@@ -331,8 +333,8 @@ fn explain<T: WireDocument>(
 
 fn type_violation(pointer: &str, message: &str) -> Violation {
     Violation {
-        instance_path: crate::reader::pointer(pointer),
-        schema_path: crate::reader::pointer(""),
+        instance_path: self::pointer(pointer),
+        schema_path: self::pointer(""),
         keyword: "type".into(),
         message: message.to_string(),
     }

@@ -1,8 +1,9 @@
 //! Every example the reference site shows is accepted by the validated reader of its document,
-//! read from the site exactly as it is compiled into the crate (and served under `/docs`), with
+//! read from the site exactly as the runtime compiles it in (and serves it under `/docs`), with
 //! unknown fields refused: fleetwire's own examples carry none.
 
-use fleetwire_types::{describe, read_named_strict as read_named, site, DOCUMENTS};
+use fleetwire::reference_site as site;
+use fleetwire_types::{describe, read_named_strict as read_named, DOCUMENTS};
 use scraper::{Html, Selector};
 
 #[test]

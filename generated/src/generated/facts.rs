@@ -1,0 +1,10 @@
+//! What the schemas say that the hand-written code reads: the root documents, the `Timestamp`
+//! pattern, the schema files and the strict deserializer's tables (generated; it names no
+//! generated type, so the hand-written modules can read it).
+
+use crate::document::DocumentInfo;
+
+include!(concat!(env!("OUT_DIR"), "/facts.rs"));
+
+/// All definitions of all schema files in one document (local `$ref`s only).
+pub const BUNDLE_SCHEMA: &str = include_str!(concat!(env!("OUT_DIR"), "/bundle.schema.json"));

@@ -1,0 +1,238 @@
+//! The controller's domain errors as HTTP answers: each becomes its `ApiFailure` (status,
+//! `ApiError` code and message) here and nowhere else, so handlers pass them on with `?`.
+
+use axum::http::StatusCode;
+use fleetwire_types::{ApiErrorCode, Rejection, Violation};
+
+use super::enrollment::EnrollmentError;
+use super::placement::PlacementError;
+use crate::http::ApiFailure;
+use crate::store::error::StoreError;
+
+/// `503 store_unavailable`: whatever the store's trouble, the request may be retried.
+impl From<StoreError> for ApiFailure {
+    fn from(error: StoreError) -> ApiFailure {
+        ApiFailure::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ApiErrorCode::StoreUnavailable,
+            format!("the controller's store failed: {error}"),
+        )
+    }
+}
+
+impl From<EnrollmentError> for ApiFailure {
+    fn from(error: EnrollmentError) -> ApiFailure {
+        let message = error.to_string();
+        match error {
+            EnrollmentError::UnknownRuntime { .. } => ApiFailure::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ApiErrorCode::UnknownRuntime,
+                message,
+            ),
+            // Answered as the document's own violation, at its pointer.
+            EnrollmentError::CsrRejected(rejected) => {
+                let mut failure = ApiFailure::new(
+                    StatusCode::BAD_REQUEST,
+                    ApiErrorCode::InvalidDocument,
+                    message,
+                );
+                failure.body.violations = vec![Violation {
+                    instance_path: "/csr_pem".parse().expect("a JSON pointer"),
+                    schema_path: "/$defs/RegisterNodeRequest/properties/csr_pem"
+                        .parse()
+                        .expect("a JSON pointer"),
+                    keyword: "format".into(),
+                    message: rejected.to_string(),
+                }];
+                failure
+            }
+            EnrollmentError::SigningTask(_) => ApiFailure::internal(message),
+            EnrollmentError::Store(error) => error.into(),
+        }
+    }
+}
+
+impl From<PlacementError> for ApiFailure {
+    fn from(error: PlacementError) -> ApiFailure {
+        let message = error.to_string();
+        let (status, code) = match error {
+            PlacementError::InvalidRequest(violation) => {
+                return ApiFailure::rejected("CreateVmRequest", Rejection::Invalid(vec![violation]))
+            }
+            PlacementError::Store(error) => return error.into(),
+            PlacementError::NoSuchVm(_) => return ApiFailure::not_found(message),
+            PlacementError::VmIdTaken(_) | PlacementError::Unenrolled { .. } => {
+                (StatusCode::CONFLICT, ApiErrorCode::Conflict)
+            }
+            PlacementError::PreferredNodeUnsuitable { .. } => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ApiErrorCode::PreferredNodeUnsuitable,
+            ),
+            PlacementError::NoCapacity(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, ApiErrorCode::NoCapacity)
+            }
+            PlacementError::SpawnFailed { .. } | PlacementError::DeleteFailed { .. } => {
+                (StatusCode::BAD_GATEWAY, ApiErrorCode::AgentFailed)
+            }
+        };
+        ApiFailure::new(status, code, message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::agent_client::AgentCallError;
+    use crate::controller::certs::CsrRejected;
+    use crate::controller::placement::{NoCapacity, Unsuitable};
+    use crate::workload::Workload;
+
+    fn answer(failure: ApiFailure) -> (u16, serde_json::Value) {
+        let body = serde_json::to_value(&failure.body).unwrap();
+        (failure.status.as_u16(), body)
+    }
+
+    fn plain(status: u16, code: &str, message: &str) -> (u16, serde_json::Value) {
+        let body = serde_json::json!({"code": code, "message": message});
+        (status, body)
+    }
+
+    #[test]
+    fn each_domain_error_is_answered_with_its_status_code_and_message() {
+        let store = StoreError::WriterStopped;
+        assert_eq!(
+            answer(store.clone().into()),
+            plain(
+                503,
+                "store_unavailable",
+                "the controller's store failed: the store writer has stopped"
+            )
+        );
+        let refused = AgentCallError::Refused {
+            method: "POST",
+            url: "http://10.0.0.1:9220/v1/spawn".into(),
+            status: reqwest::StatusCode::INTERNAL_SERVER_ERROR,
+            quoted: "full".into(),
+        };
+        let cases: Vec<(PlacementError, (u16, serde_json::Value))> = vec![
+            (
+                PlacementError::VmIdTaken("vm-1".parse().unwrap()),
+                plain(409, "conflict", "a VM with id \"vm-1\" already exists"),
+            ),
+            (
+                PlacementError::PreferredNodeUnsuitable {
+                    node_id: "n1".into(),
+                    why: Unsuitable::NoSuchNode,
+                },
+                plain(
+                    422,
+                    "preferred_node_unsuitable",
+                    "preferred node \"n1\" cannot take the VM: no node has this id",
+                ),
+            ),
+            (
+                PlacementError::NoCapacity(NoCapacity {
+                    ram_mb: 64,
+                    disk_gb: 1,
+                    checkpoint: true,
+                    workload: Workload {
+                        image: false,
+                        command: true,
+                    },
+                }),
+                plain(
+                    503,
+                    "no_capacity",
+                    &format!(
+                        "no ready node has room for 64 MB of memory (plus 512 MB headroom) and 1 GB \
+                         of disk at the checkpoint's engine version or newer with a runtime that \
+                         runs {}",
+                        Workload {
+                            image: false,
+                            command: true
+                        }
+                    ),
+                ),
+            ),
+            (
+                PlacementError::SpawnFailed {
+                    node_id: "n1".into(),
+                    error: refused.clone(),
+                },
+                plain(
+                    502,
+                    "agent_failed",
+                    "node \"n1\" failed to start the VM: POST http://10.0.0.1:9220/v1/spawn \
+                     answered 500 Internal Server Error: full",
+                ),
+            ),
+            (
+                PlacementError::DeleteFailed {
+                    node_id: "n1".into(),
+                    error: refused,
+                },
+                plain(
+                    502,
+                    "agent_failed",
+                    "node \"n1\" failed to delete the VM: POST http://10.0.0.1:9220/v1/spawn \
+                     answered 500 Internal Server Error: full",
+                ),
+            ),
+            (
+                PlacementError::Unenrolled {
+                    node_id: "n1".into(),
+                    vm_id: "vm-1".parse().unwrap(),
+                },
+                plain(
+                    409,
+                    "conflict",
+                    "node \"n1\" was unenrolled while it started VM \"vm-1\"",
+                ),
+            ),
+            (
+                PlacementError::NoSuchVm("vm-2".into()),
+                plain(404, "not_found", "no VM with id \"vm-2\""),
+            ),
+            (
+                PlacementError::Store(store.clone()),
+                answer(store.clone().into()),
+            ),
+        ];
+        for (error, expected) in cases {
+            assert_eq!(answer(error.into()), expected);
+        }
+        assert_eq!(
+            answer(
+                EnrollmentError::UnknownRuntime {
+                    runtime: "firecracker".into()
+                }
+                .into()
+            ),
+            plain(
+                422,
+                "unknown_runtime",
+                &format!(
+                    "no driver for runtime \"firecracker\"; known runtimes: {}",
+                    crate::runtimes::KNOWN.join(", ")
+                )
+            )
+        );
+        let (status, body) =
+            answer(EnrollmentError::CsrRejected(CsrRejected::Unusable("bad PEM".into())).into());
+        assert_eq!((status, &body["code"]), (400, &"invalid_document".into()));
+        assert_eq!(
+            body["message"],
+            "not a valid RegisterNodeRequest: /csr_pem: not a usable certificate signing \
+             request: bad PEM"
+        );
+        assert_eq!(body["violations"][0]["instance_path"], "/csr_pem");
+        assert_eq!(
+            body["violations"][0]["message"],
+            "not a usable certificate signing request: bad PEM"
+        );
+        assert_eq!(
+            answer(EnrollmentError::Store(store.clone()).into()),
+            answer(store.into())
+        );
+    }
+}

@@ -1,0 +1,95 @@
+//! `fleetwire controller`'s command line: every setting a flag with a `FLEETWIRE_*`
+//! environment fallback ([`ControllerArgs`]), as given; `Settings::from_args` checks them.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cli_values::parse_duration;
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// `fleetwire controller`: every setting is a flag with a `FLEETWIRE_*` environment fallback.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ControllerArgs {
+    /// Address to serve the API on (the PPN controller port is 9203).
+    #[arg(long, env = "FLEETWIRE_LISTEN", default_value = "0.0.0.0:9203")]
+    pub listen: SocketAddr,
+    /// Directory for the controller's state (the default database lives here).
+    #[arg(long, env = "FLEETWIRE_DATA_DIR", default_value = "/var/lib/fleetwire")]
+    pub data_dir: PathBuf,
+    /// SQLite database file [default: <data-dir>/controller.sqlite3].
+    #[arg(long, env = "FLEETWIRE_DB")]
+    pub db: Option<PathBuf>,
+    /// Directory of the node CA (ca.pem, ca.key), created on first use; without it no node
+    /// certificates are issued.
+    #[arg(long, env = "FLEETWIRE_CA_DIR")]
+    pub ca_dir: Option<PathBuf>,
+    /// Validity of the node certificates the CA issues.
+    #[arg(long, env = "FLEETWIRE_CERT_VALIDITY", default_value = "30d", value_parser = parse_duration)]
+    pub cert_validity: Duration,
+    /// A node silent this long (by the controller's receive time) becomes "unreachable".
+    #[arg(long, env = "FLEETWIRE_STALE_AFTER", default_value = "30s", value_parser = parse_duration)]
+    pub stale_after: Duration,
+    /// An unreachable node silent this long is deleted.
+    #[arg(long, env = "FLEETWIRE_FORGET_AFTER", default_value = "24h", value_parser = parse_duration)]
+    pub forget_after: Duration,
+    /// Disk-cordon a node whose reported free disk drops below this many GB.
+    #[arg(long, env = "FLEETWIRE_DISK_CORDON_BELOW", default_value_t = 20)]
+    pub disk_cordon_below: u64,
+    /// Clear the disk cordon once free disk is back at this many GB or more (must be higher).
+    #[arg(long, env = "FLEETWIRE_DISK_UNCORDON_ABOVE", default_value_t = 40)]
+    pub disk_uncordon_above: u64,
+    /// Disk reservations on a node may reach total_disk_gb times this.
+    #[arg(long, env = "FLEETWIRE_DISK_OVERCOMMIT_RATIO", default_value_t = 2.0)]
+    pub disk_overcommit_ratio: f64,
+    /// Longest time a request may take before it is answered with `timeout`.
+    #[arg(long, env = "FLEETWIRE_REQUEST_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+    /// Longest time a call to a node agent or runtime may take.
+    #[arg(long, env = "FLEETWIRE_AGENT_TIMEOUT", default_value = "20s", value_parser = parse_duration)]
+    pub agent_timeout: Duration,
+    /// How often the staleness sweep runs.
+    #[arg(long, env = "FLEETWIRE_SWEEP_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    pub sweep_interval: Duration,
+    /// How often the disk ledger is recomputed from the VM records.
+    #[arg(long, env = "FLEETWIRE_SELF_HEAL_INTERVAL", default_value = "60s", value_parser = parse_duration)]
+    pub self_heal_interval: Duration,
+    /// How often each node's runtime is probed for its engine version.
+    #[arg(long, env = "FLEETWIRE_PROBE_INTERVAL", default_value = "60s", value_parser = parse_duration)]
+    pub probe_interval: Duration,
+    /// Heartbeat-derived changes are written at most this long after they happen, plus the
+    /// time of the write itself, which the write-behind queue's budget keeps under half of
+    /// this (at most 600ms, so a change reaches the store within 1 s).
+    #[arg(long, env = "FLEETWIRE_FLUSH_INTERVAL", default_value = "500ms", value_parser = parse_duration)]
+    pub flush_interval: Duration,
+    /// Port of the agents' local API for a node that never says which (PPN agents do not):
+    /// spawn and delete calls go to wg_ip on this port. 9220 is what PPN controllers call and
+    /// PPN's host setup runs its agents on; the variable is PPN's own, so a PPN controller's
+    /// environment carries over (docs/controller.md).
+    #[arg(long, env = "VM_HOST_SPAWN_PORT", default_value_t = 9220,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub default_spawn_port: u16,
+    /// Log format.
+    #[arg(long, env = "FLEETWIRE_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+impl ControllerArgs {
+    /// The defaults, as `fleetwire controller` with no flags would have them.
+    pub fn defaults() -> ControllerArgs {
+        #[derive(clap::Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            args: ControllerArgs,
+        }
+        <Wrapper as clap::Parser>::try_parse_from(["controller"])
+            .expect("the defaults parse")
+            .args
+    }
+}

@@ -1,0 +1,147 @@
+//! Taking a heartbeat, the hot path: the node rules under the node's lock, the VM index, and
+//! the node's change on its way to the store. Both entry points call [`take_heartbeat_with`]:
+//! the router's handler (`api::post_heartbeat`) and the route served ahead of the router
+//! (`heartbeat_route`); they answer `200` with an empty body, as a PPN controller does.
+
+use std::time::Instant;
+
+use compact_str::CompactString;
+use fleetwire_types::{NodeHeartbeat, RejectedVm, Timestamp};
+
+use super::node_changes::NodeChange;
+use super::nodes;
+use super::shared::Controller;
+use super::state::{DirtyNode, WhenStored};
+use crate::store::error::StoreError;
+use crate::store::writer::Change;
+
+/// Takes a heartbeat: returns once an enrolling heartbeat's new node is committed, any other
+/// once its change is queued (or, while the store is behind, written).
+pub async fn take_heartbeat(
+    controller: &Controller,
+    heartbeat: NodeHeartbeat,
+) -> Result<(), StoreError> {
+    take_heartbeat_with(controller, heartbeat, Vec::new()).await
+}
+
+/// [`take_heartbeat`] for a heartbeat whose `rejected` entries of `vms` were set aside (by
+/// `heartbeat_entries::read`): the node record shows them until the next heartbeat.
+pub async fn take_heartbeat_with(
+    controller: &Controller,
+    heartbeat: NodeHeartbeat,
+    rejected: Vec<RejectedVm>,
+) -> Result<(), StoreError> {
+    apply(controller, heartbeat, rejected).stored().await
+}
+
+/// The heartbeat applied to its node (enrolling it when new), and the node's change.
+fn apply(
+    controller: &Controller,
+    heartbeat: NodeHeartbeat,
+    rejected: Vec<RejectedVm>,
+) -> NodeChange<'_> {
+    if !rejected.is_empty() {
+        controller.metrics.rejected_vm_entries(rejected.len());
+        tracing::warn!(
+            node_id = heartbeat.node_id.as_str(),
+            set_aside = rejected.len(),
+            first = %rejected[0].reason.as_str(),
+            "heartbeat taken without its invalid vms entries"
+        );
+    }
+    let now = Instant::now();
+    let received = Timestamp::now();
+    let node_id = CompactString::from(heartbeat.node_id.as_str());
+    let (slot, new) = controller.table.get_or_insert(&node_id, || {
+        nodes::enroll_by_heartbeat(&heartbeat, received)
+    });
+    let (mut outcome, change) = {
+        let mut state = slot.lock();
+        let mut outcome =
+            nodes::apply_heartbeat(&mut state, heartbeat, now, received, &controller.settings);
+        outcome.record_changed |= nodes::set_rejected_vms(&mut state, rejected);
+        if let Some((removed, added)) = &outcome.vm_ids {
+            controller.table.index_vms(
+                &node_id,
+                removed.iter().map(String::as_str),
+                added.iter().map(String::as_str),
+            );
+        }
+        // An enrolling heartbeat is committed by id, as a registration is; any other is
+        // written behind, as a full row only when more than its contact time changed.
+        let when = match (new, outcome.record_changed) {
+            (true, _) => WhenStored::BeforeAnswer,
+            (false, true) => WhenStored::WriteBehind(Change::Row),
+            (false, false) => WhenStored::WriteBehind(Change::Contact),
+        };
+        // By its slot and id, so the store writer needs neither a lookup nor the node's own
+        // copy of its id.
+        let node = DirtyNode::Slot(slot.clone(), node_id);
+        let change = controller.node_changed(node, &mut state, when);
+        (outcome, change)
+    };
+    controller.metrics.heartbeat();
+    outcome.enrolled = new;
+    if new
+        || outcome.previous_status.is_some()
+        || outcome.restart.is_some()
+        || !outcome.pruned.is_empty()
+        || outcome.disk_cordon.is_some()
+        || outcome.stall_cordon.is_some()
+    {
+        outcome.log(change.node_id());
+    }
+    change
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::settings::Settings;
+    use crate::controller::test_support::{heartbeat, stored};
+    use crate::store::sqlite::SqliteStore;
+    use std::time::Duration;
+
+    /// `ram_available_mb` of the stored records (8192 minus the heartbeat's `ram_used_mb`).
+    fn stored_ram_available(path: &std::path::Path) -> Vec<serde_json::Value> {
+        stored(path, "ram_available_mb")
+    }
+
+    #[tokio::test]
+    async fn heartbeats_are_answered_after_their_write_when_enrolling_or_when_the_store_is_behind()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sqlite3");
+        let settings = Settings {
+            flush_interval: Duration::from_millis(600),
+            ..Settings::for_tests()
+        };
+        let started =
+            Controller::start(settings, Box::new(SqliteStore::open(&path).unwrap()), None).unwrap();
+        let controller = started.controller;
+
+        // Enrolling: committed before the answer.
+        take_heartbeat(&controller, heartbeat("n1", 1000))
+            .await
+            .unwrap();
+        assert_eq!(stored_ram_available(&path), [7192]);
+
+        // A changed record with room in the queue: written behind, not yet stored.
+        take_heartbeat(&controller, heartbeat("n1", 2000))
+            .await
+            .unwrap();
+        assert_eq!(stored_ram_available(&path), [7192]);
+        controller.flushed().await.unwrap();
+        assert_eq!(stored_ram_available(&path), [6192]);
+
+        // A store so slow that one row fills the 300 ms budget: the answer waits for it.
+        controller
+            .writer
+            .assume_costs(Duration::from_secs(1), Duration::from_secs(1));
+        take_heartbeat(&controller, heartbeat("n1", 3000))
+            .await
+            .unwrap();
+        assert_eq!(stored_ram_available(&path), [5192]);
+        started.writer.shutdown().await;
+    }
+}

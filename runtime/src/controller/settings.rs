@@ -1,0 +1,107 @@
+//! The checked settings the controller runs with ([`Settings`]), and why a command line's
+//! values were refused ([`SettingsError`]).
+
+use std::time::Duration;
+
+use super::arguments::ControllerArgs;
+
+/// The checked settings the controller runs with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub stale_after: Duration,
+    pub forget_after: Duration,
+    pub disk_cordon_below_gb: u64,
+    pub disk_uncordon_above_gb: u64,
+    pub disk_overcommit_ratio: f64,
+    pub request_timeout: Duration,
+    pub agent_timeout: Duration,
+    pub sweep_interval: Duration,
+    pub self_heal_interval: Duration,
+    pub probe_interval: Duration,
+    pub flush_interval: Duration,
+    pub cert_validity: Duration,
+    /// `--default-spawn-port`: where a node that declared no spawn port is called.
+    pub default_spawn_port: fleetwire_types::HostPort,
+}
+
+/// Why a command line's values cannot run a controller; the message names the flag.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SettingsError {
+    #[error("--disk-uncordon-above ({above}) must be higher than --disk-cordon-below ({below})")]
+    DiskThresholds { below: u64, above: u64 },
+    #[error("--disk-overcommit-ratio must be a positive number, not {ratio}")]
+    OvercommitRatio { ratio: f64 },
+    /// Past 600 ms the write-behind queue's budget could not keep a change within 1 s of
+    /// reaching the store (the flag's help).
+    #[error("--flush-interval must be above 0 and at most 600ms")]
+    FlushInterval,
+    #[error("{flag} must be above 0")]
+    Zero { flag: &'static str },
+    #[error("--forget-after must be longer than --stale-after")]
+    ForgetBeforeStale,
+    #[error("--cert-validity must be above 0 and at most 397 days")]
+    CertValidity,
+    #[error("--default-spawn-port must be a port from 1 to 65535")]
+    SpawnPort,
+}
+
+impl Settings {
+    pub fn from_args(args: &ControllerArgs) -> Result<Settings, SettingsError> {
+        if args.disk_uncordon_above <= args.disk_cordon_below {
+            return Err(SettingsError::DiskThresholds {
+                below: args.disk_cordon_below,
+                above: args.disk_uncordon_above,
+            });
+        }
+        if !(args.disk_overcommit_ratio.is_finite() && args.disk_overcommit_ratio > 0.0) {
+            return Err(SettingsError::OvercommitRatio {
+                ratio: args.disk_overcommit_ratio,
+            });
+        }
+        if args.flush_interval.is_zero() || args.flush_interval > Duration::from_millis(600) {
+            return Err(SettingsError::FlushInterval);
+        }
+        for (name, value) in [
+            ("--stale-after", args.stale_after),
+            ("--sweep-interval", args.sweep_interval),
+            ("--self-heal-interval", args.self_heal_interval),
+            ("--probe-interval", args.probe_interval),
+            ("--request-timeout", args.request_timeout),
+            ("--agent-timeout", args.agent_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(SettingsError::Zero { flag: name });
+            }
+        }
+        if args.forget_after <= args.stale_after {
+            return Err(SettingsError::ForgetBeforeStale);
+        }
+        let max_validity = Duration::from_secs(397 * 24 * 3600);
+        if args.cert_validity.is_zero() || args.cert_validity > max_validity {
+            return Err(SettingsError::CertValidity);
+        }
+        Ok(Settings {
+            default_spawn_port: fleetwire_types::HostPort(
+                std::num::NonZeroU16::new(args.default_spawn_port)
+                    .ok_or(SettingsError::SpawnPort)?,
+            ),
+            stale_after: args.stale_after,
+            forget_after: args.forget_after,
+            disk_cordon_below_gb: args.disk_cordon_below,
+            disk_uncordon_above_gb: args.disk_uncordon_above,
+            disk_overcommit_ratio: args.disk_overcommit_ratio,
+            request_timeout: args.request_timeout,
+            agent_timeout: args.agent_timeout,
+            sweep_interval: args.sweep_interval,
+            self_heal_interval: args.self_heal_interval,
+            probe_interval: args.probe_interval,
+            flush_interval: args.flush_interval,
+            cert_validity: args.cert_validity,
+        })
+    }
+
+    #[cfg(test)]
+    pub fn for_tests() -> Settings {
+        Settings::from_args(&ControllerArgs::defaults()).expect("defaults are valid")
+    }
+}
