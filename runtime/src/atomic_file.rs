@@ -66,13 +66,22 @@ fn replace(
 ) -> std::io::Result<()> {
     let (dir, tmp) = temp_path(path)?;
     let result = (|| {
-        // A temp file a crash of this same pid left behind would keep its old mode: start anew.
-        let _ = std::fs::remove_file(&tmp);
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&tmp)?;
+        let create = || {
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .open(&tmp)
+        };
+        let mut file = match create() {
+            // A temp file a crash of this same pid left behind would keep its old mode: the
+            // file is made anew (one syscall more only then, not on every write).
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let _ = std::fs::remove_file(&tmp);
+                create()?
+            }
+            other => other?,
+        };
         prepare(&file)?;
         file.write_all(bytes)?;
         file.sync_all()?;
