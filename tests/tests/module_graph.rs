@@ -45,7 +45,12 @@ fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
             && attr
                 .meta
                 .require_list()
-                .map(|list| list.tokens.to_string().split_whitespace().any(|t| t == "test"))
+                .map(|list| {
+                    list.tokens
+                        .to_string()
+                        .split_whitespace()
+                        .any(|t| t == "test")
+                })
                 .unwrap_or(false)
     })
 }
@@ -170,8 +175,12 @@ impl<'ast> Visit<'ast> for PathCollector {
 impl Crate {
     fn load(root: &Path) -> Crate {
         let mut krate = Crate::default();
-        let file = syn::parse_file(&read(root)).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
-        let dir = root.parent().expect("a crate root has a folder").to_path_buf();
+        let file =
+            syn::parse_file(&read(root)).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
+        let dir = root
+            .parent()
+            .expect("a crate root has a folder")
+            .to_path_buf();
         krate.add_module(Vec::new(), root, &dir, &file.items);
         krate
     }
@@ -410,7 +419,10 @@ fn the_checker_sees_cycles_through_parents_reexports_and_macros() {
          #[cfg(test)] mod tests { use crate::a::*; }",
     );
     write("a.rs", "use crate::b::B; pub struct A;");
-    write("b.rs", "pub struct B; fn f() { println!(\"{}\", crate::a::A); }");
+    write(
+        "b.rs",
+        "pub struct B; fn f() { println!(\"{}\", crate::a::A); }",
+    );
     // p's child uses an item defined in p, and p uses the child.
     write(
         "p/mod.rs",

@@ -5,9 +5,9 @@ use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{JsonType, ValidationError};
 use serde_json::Value;
 
-use crate::types::{JsonPointer, Violation};
 use crate::document::WireDocument;
 use crate::strict;
+use crate::types::{JsonPointer, Violation};
 
 /// Why a document was refused.
 #[derive(Debug, Clone, PartialEq)]

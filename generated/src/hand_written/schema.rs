@@ -1,8 +1,8 @@
 //! The embedded schemas: every definition's stand-alone schema and its compiled validator, and
 //! the root documents by name.
 
-use crate::facts::{BUNDLE_SCHEMA, DOCUMENTS};
 use crate::document::DocumentInfo;
+use crate::facts::{BUNDLE_SCHEMA, DOCUMENTS};
 
 /// The root document called `name`, if there is one.
 pub fn document(name: &str) -> Option<&'static DocumentInfo> {
