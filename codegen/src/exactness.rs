@@ -18,14 +18,32 @@ use crate::bundle::{ref_name, Bundle};
 use crate::nullability::non_nullable_optional;
 use crate::replacements::is_replaced;
 
+/// Why a root document is not enforced by its generated type alone: the first constraint found
+/// that only the schema checks, with the definition it was found in.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Inexact(String);
+
+impl From<String> for Inexact {
+    fn from(reason: String) -> Inexact {
+        Inexact(reason)
+    }
+}
+
+impl From<&str> for Inexact {
+    fn from(reason: &str) -> Inexact {
+        Inexact(reason.to_string())
+    }
+}
+
 /// `Ok` when every constraint reachable from `root` is enforced by the generated types;
-/// otherwise the first reason it is not, with the definition it was found in.
-pub fn analyse(bundle: &Bundle, root: &str) -> Result<(), String> {
+/// otherwise the first reason it is not.
+pub fn analyse(bundle: &Bundle, root: &str) -> Result<(), Inexact> {
     let mut seen = BTreeSet::new();
     check_def(bundle, root, &mut seen)
 }
 
-fn check_def(bundle: &Bundle, name: &str, seen: &mut BTreeSet<String>) -> Result<(), String> {
+fn check_def(bundle: &Bundle, name: &str, seen: &mut BTreeSet<String>) -> Result<(), Inexact> {
     if !seen.insert(name.to_string()) {
         return Ok(());
     }
@@ -39,12 +57,12 @@ fn check_def(bundle: &Bundle, name: &str, seen: &mut BTreeSet<String>) -> Result
         .ok_or_else(|| format!("`{name}` is not defined"))?;
     check_object_node(schema, true)
         .and_then(|()| check(bundle, schema, seen, true))
-        .map_err(|why| format!("{name}: {why}"))
+        .map_err(|why| Inexact(format!("{name}: {why}")))
 }
 
 /// An object with optional properties that may not be `null` must be a definition: the strict
 /// deserializer finds those properties by the struct's name (see `nullability`).
-fn check_object_node(schema: &Value, named: bool) -> Result<(), String> {
+fn check_object_node(schema: &Value, named: bool) -> Result<(), Inexact> {
     if !named && !non_nullable_optional(schema).is_empty() {
         return Err(
             "an inline object with optional non-nullable properties is checked by the schema only"
@@ -60,7 +78,7 @@ fn check(
     schema: &Value,
     seen: &mut BTreeSet<String>,
     named: bool,
-) -> Result<(), String> {
+) -> Result<(), Inexact> {
     let Some(obj) = schema.as_object() else {
         return Err("boolean schemas are not enforced by the types".into());
     };
@@ -109,7 +127,7 @@ fn check(
             "format" => check_format(value.as_str().unwrap_or_default(), &types)?,
             "minimum" | "maximum" => check_integer_bounds(obj)?,
             "oneOf" | "anyOf" => check_alternatives(bundle, value, seen)?,
-            other => return Err(format!("`{other}` is checked by the schema only")),
+            other => return Err(format!("`{other}` is checked by the schema only").into()),
         }
     }
     Ok(())
@@ -141,7 +159,7 @@ fn integer_range(format: &str) -> Option<(i128, i128)> {
     })
 }
 
-fn check_format(format: &str, types: &[String]) -> Result<(), String> {
+fn check_format(format: &str, types: &[String]) -> Result<(), Inexact> {
     let is = |t: &str| types.iter().any(|x| x == t);
     if is("integer") && integer_range(format).is_some() {
         // The bounds are checked with `minimum`/`maximum` (see `check_integer_bounds`).
@@ -155,17 +173,15 @@ fn check_format(format: &str, types: &[String]) -> Result<(), String> {
     if is("string") && format == "ipv4" {
         return Ok(());
     }
-    Err(format!("format `{format}` is checked by the schema only"))
+    Err(format!("format `{format}` is checked by the schema only").into())
 }
 
 /// Integer bounds are enforced when they are exactly the range of the `format`'s Rust type,
 /// or a minimum of 1 on an unsigned type (typify then picks a `NonZero` integer).
-fn check_integer_bounds(obj: &Map<String, Value>) -> Result<(), String> {
+fn check_integer_bounds(obj: &Map<String, Value>) -> Result<(), Inexact> {
     let format = obj.get("format").and_then(Value::as_str).unwrap_or("int64");
     let Some((lo, hi)) = integer_range(format) else {
-        return Err(format!(
-            "bounds on format `{format}` are checked by the schema only"
-        ));
+        return Err(format!("bounds on format `{format}` are checked by the schema only").into());
     };
     let bound = |k: &str| {
         obj.get(k)
@@ -193,7 +209,8 @@ fn check_integer_bounds(obj: &Map<String, Value>) -> Result<(), String> {
     } else {
         Err(format!(
             "integer bounds other than the range of `{format}` are checked by the schema only"
-        ))
+        )
+        .into())
     }
 }
 
@@ -203,7 +220,7 @@ fn check_alternatives(
     bundle: &Bundle,
     value: &Value,
     seen: &mut BTreeSet<String>,
-) -> Result<(), String> {
+) -> Result<(), Inexact> {
     let variants = value.as_array().ok_or("`oneOf` must be an array")?;
     let is_null = |v: &Value| v.get("type").and_then(Value::as_str) == Some("null");
     let non_null: Vec<&Value> = variants.iter().filter(|v| !is_null(v)).collect();

@@ -175,7 +175,7 @@ pub fn facts(bundle: &Bundle, closed: &[String]) -> Result<String> {
         let exact = exactness::analyse(bundle, &root.name);
         let why = match &exact {
             Ok(()) => "every constraint is enforced by the generated type".to_string(),
-            Err(reason) => reason.clone(),
+            Err(reason) => reason.to_string(),
         };
         out.push_str(&format!(
             "    DocumentInfo {{ name: {name:?}, file: {file:?}, exact: {exact}, exactness: {why:?} }},\n",

@@ -25,19 +25,27 @@ impl std::fmt::Display for Workload {
     }
 }
 
+/// Why a runtime cannot run a workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum WrongRuntime {
+    #[error("its runtime (process) runs commands, not images")]
+    ProcessGivenImage,
+    #[error(
+        "its runtime (smolvm) boots images and runs a command only inside one; this request has a command and no image"
+    )]
+    SmolvmGivenCommandOnly,
+}
+
 /// Whether a node whose runtime is `runtime` can run `workload`; the reason when not.
 /// `smolvm` boots images (a command only overrides the image's own); `process` runs a command
 /// on the host and has no image to boot. A workload with neither is left to the node (PPN
 /// nodes choose by `vm_type`; the process driver runs its `VM_DEFAULT_COMMAND`).
-pub fn runtime_runs(runtime: &str, workload: Workload) -> Result<(), String> {
+pub fn runtime_runs(runtime: &str, workload: Workload) -> Result<(), WrongRuntime> {
     match runtime {
-        runtimes::PROCESS if workload.image => {
-            Err("its runtime (process) runs commands, not images".into())
+        runtimes::PROCESS if workload.image => Err(WrongRuntime::ProcessGivenImage),
+        runtimes::SMOLVM if workload.command && !workload.image => {
+            Err(WrongRuntime::SmolvmGivenCommandOnly)
         }
-        runtimes::SMOLVM if workload.command && !workload.image => Err(
-            "its runtime (smolvm) boots images and runs a command only inside one; this request has a command and no image"
-                .into(),
-        ),
         _ => Ok(()),
     }
 }

@@ -19,7 +19,7 @@ use super::shared::Controller;
 use super::state::{DirtyNode, NodeSlot, NodeState, VmEntry, WhenStored};
 use super::{ledger, nodes};
 use crate::store::error::StoreError;
-use crate::workload::{runtime_runs, Workload};
+use crate::workload::{runtime_runs, Workload, WrongRuntime};
 
 /// What the request asks a node's runtime to run.
 fn workload_of(request: &CreateVmRequest) -> Workload {
@@ -115,7 +115,7 @@ pub enum Unsuitable {
         needed: String,
     },
     /// Its runtime cannot run the VM's workload.
-    Runtime(String),
+    Runtime(WrongRuntime),
 }
 
 impl std::fmt::Display for Unsuitable {
@@ -133,7 +133,7 @@ impl std::fmt::Display for Unsuitable {
                 "it has {available_mb} MB of memory available, {needed_mb} MB needed"
             ),
             Unsuitable::Ledger(full) => full.fmt(f),
-            Unsuitable::Runtime(why) => f.write_str(why),
+            Unsuitable::Runtime(why) => why.fmt(f),
             Unsuitable::Engine { node, needed } => match node {
                 Some(version) => write!(
                     f,
