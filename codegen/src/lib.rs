@@ -24,6 +24,7 @@ pub mod replacements;
 pub mod rust;
 #[cfg(feature = "site")]
 pub mod site;
+pub mod string_enums;
 pub mod string_lengths;
 
 use std::path::{Path, PathBuf};

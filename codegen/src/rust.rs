@@ -9,6 +9,7 @@ use crate::bundle::Bundle;
 use crate::exactness;
 use crate::nullability::non_nullable_optional;
 use crate::replacements::REPLACEMENTS;
+use crate::string_enums;
 use crate::string_lengths;
 
 /// Header for every generated Rust file.
@@ -77,11 +78,14 @@ pub fn types(types: &RustTypes) -> Result<String> {
         syn::parse_str(&bounded::range_types(&types.ranges)).context("range types parse")?;
     let lengths: syn::File = syn::parse_str(&string_lengths::impls(&string_lengths::find(&file)))
         .context("string length impls parse")?;
+    let enums: syn::File = syn::parse_str(&string_enums::impls(&string_enums::find(&file)))
+        .context("string enum impls parse")?;
     Ok(format!(
-        "{HEADER}{}{}{}",
+        "{HEADER}{}{}{}{}",
         prettyplease::unparse(&file),
         prettyplease::unparse(&ranges),
-        prettyplease::unparse(&lengths)
+        prettyplease::unparse(&lengths),
+        prettyplease::unparse(&enums)
     ))
 }
 

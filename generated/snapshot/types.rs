@@ -1741,6 +1741,61 @@ impl<'de> ::serde::Deserialize<'de> for JsonPointer {
             })
     }
 }
+///The runtimes fleetwire's agent has a driver for and its controller accepts: "smolvm" (the smolvm serve API, booting OCI images) and "process" (supervised host processes running a command).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum KnownRuntime {
+    #[serde(rename = "smolvm")]
+    Smolvm,
+    #[serde(rename = "process")]
+    Process,
+}
+impl ::std::fmt::Display for KnownRuntime {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Smolvm => f.write_str("smolvm"),
+            Self::Process => f.write_str("process"),
+        }
+    }
+}
+impl ::std::str::FromStr for KnownRuntime {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "smolvm" => Ok(Self::Smolvm),
+            "process" => Ok(Self::Process),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for KnownRuntime {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for KnownRuntime {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
 ///Names a machine in smolvm's API, by smolvm's own rule: 1 to 128 characters of letters, digits, '_' and '-', starting with a letter or digit, never ending with '-' nor holding "--".
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
@@ -2847,7 +2902,7 @@ pub struct RuntimeMachineList {
     ///The machines, in the runtime's order.
     pub machines: ::std::vec::Vec<RuntimeMachine>,
 }
-///Names a VM runtime a node can drive, e.g. "smolvm": a lower-case ASCII letter followed by at most 31 lower-case letters, digits, underscores or hyphens.
+///Names a VM runtime a node can drive, e.g. "smolvm": a lower-case ASCII letter followed by at most 31 lower-case letters, digits, underscores or hyphens. Any such name is well-formed; the controller accepts the ones listed in KnownRuntime and answers any other with unknown_runtime.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
 pub struct RuntimeName(::std::string::String);
@@ -3993,3 +4048,232 @@ crate::string_lengths::length_bounds!(TenantId, min = 1, max = 128);
 crate::string_lengths::length_bounds!(VmId, min = 1, max = 128);
 crate::string_lengths::length_bounds!(VmRecordMessage, max = 2048, fn truncated);
 crate::string_lengths::length_bounds!(VmType, min = 1, max = 64);
+impl ApiErrorCode {
+    /// Every value, in the schema's order.
+    pub const ALL: [ApiErrorCode; 15] = [
+        ApiErrorCode::InvalidDocument,
+        ApiErrorCode::MalformedJson,
+        ApiErrorCode::PayloadTooLarge,
+        ApiErrorCode::UnsupportedMediaType,
+        ApiErrorCode::InvalidQuery,
+        ApiErrorCode::NotFound,
+        ApiErrorCode::MethodNotAllowed,
+        ApiErrorCode::UnknownRuntime,
+        ApiErrorCode::NoCapacity,
+        ApiErrorCode::PreferredNodeUnsuitable,
+        ApiErrorCode::AgentFailed,
+        ApiErrorCode::Conflict,
+        ApiErrorCode::StoreUnavailable,
+        ApiErrorCode::Timeout,
+        ApiErrorCode::Internal,
+    ];
+    /// The value as the schema spells it.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            ApiErrorCode::InvalidDocument => "invalid_document",
+            ApiErrorCode::MalformedJson => "malformed_json",
+            ApiErrorCode::PayloadTooLarge => "payload_too_large",
+            ApiErrorCode::UnsupportedMediaType => "unsupported_media_type",
+            ApiErrorCode::InvalidQuery => "invalid_query",
+            ApiErrorCode::NotFound => "not_found",
+            ApiErrorCode::MethodNotAllowed => "method_not_allowed",
+            ApiErrorCode::UnknownRuntime => "unknown_runtime",
+            ApiErrorCode::NoCapacity => "no_capacity",
+            ApiErrorCode::PreferredNodeUnsuitable => "preferred_node_unsuitable",
+            ApiErrorCode::AgentFailed => "agent_failed",
+            ApiErrorCode::Conflict => "conflict",
+            ApiErrorCode::StoreUnavailable => "store_unavailable",
+            ApiErrorCode::Timeout => "timeout",
+            ApiErrorCode::Internal => "internal",
+        }
+    }
+}
+impl CheckpointState {
+    /// Every value, in the schema's order.
+    pub const ALL: [CheckpointState; 4] = [
+        CheckpointState::Pending,
+        CheckpointState::Ready,
+        CheckpointState::Deleted,
+        CheckpointState::Failed,
+    ];
+    /// The value as the schema spells it.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            CheckpointState::Pending => "pending",
+            CheckpointState::Ready => "ready",
+            CheckpointState::Deleted => "deleted",
+            CheckpointState::Failed => "failed",
+        }
+    }
+}
+impl DesiredInstanceState {
+    /// Every value, in the schema's order.
+    pub const ALL: [DesiredInstanceState; 2] = [
+        DesiredInstanceState::Running,
+        DesiredInstanceState::Stopped,
+    ];
+    /// The value as the schema spells it.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            DesiredInstanceState::Running => "running",
+            DesiredInstanceState::Stopped => "stopped",
+        }
+    }
+}
+impl ExportState {
+    /// Every value, in the schema's order.
+    pub const ALL: [ExportState; 5] = [
+        ExportState::Pending,
+        ExportState::Preparing,
+        ExportState::Ready,
+        ExportState::Failed,
+        ExportState::Expired,
+    ];
+    /// The value as the schema spells it.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            ExportState::Pending => "pending",
+            ExportState::Preparing => "preparing",
+            ExportState::Ready => "ready",
+            ExportState::Failed => "failed",
+            ExportState::Expired => "expired",
+        }
+    }
+}
+impl HealthStatus {
+    /// Every value, in the schema's order.
+    pub const ALL: [HealthStatus; 2] = [HealthStatus::Ok, HealthStatus::Unavailable];
+    /// The value as the schema spells it.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            HealthStatus::Ok => "ok",
+            HealthStatus::Unavailable => "unavailable",
+        }
+    }
+}
+impl HostState {
+    /// Every value, in the schema's order.
+    pub const ALL: [HostState; 4] = [
+        HostState::Registering,
+        HostState::Ready,
+        HostState::Draining,
+        HostState::Unreachable,
+    ];
+    /// The value as the schema spells it.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            HostState::Registering => "registering",
+            HostState::Ready => "ready",
+            HostState::Draining => "draining",
+            HostState::Unreachable => "unreachable",
+        }
+    }
+}
+impl InstanceState {
+    /// Every value, in the schema's order.
+    pub const ALL: [InstanceState; 8] = [
+        InstanceState::Pending,
+        InstanceState::Starting,
+        InstanceState::Running,
+        InstanceState::Unhealthy,
+        InstanceState::Stopping,
+        InstanceState::Stopped,
+        InstanceState::Idle,
+        InstanceState::Failed,
+    ];
+    /// The value as the schema spells it.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            InstanceState::Pending => "pending",
+            InstanceState::Starting => "starting",
+            InstanceState::Running => "running",
+            InstanceState::Unhealthy => "unhealthy",
+            InstanceState::Stopping => "stopping",
+            InstanceState::Stopped => "stopped",
+            InstanceState::Idle => "idle",
+            InstanceState::Failed => "failed",
+        }
+    }
+}
+impl KnownRuntime {
+    /// Every value, in the schema's order.
+    pub const ALL: [KnownRuntime; 2] = [KnownRuntime::Smolvm, KnownRuntime::Process];
+    /// The value as the schema spells it.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            KnownRuntime::Smolvm => "smolvm",
+            KnownRuntime::Process => "process",
+        }
+    }
+}
+impl NodeStatusFilter {
+    /// Every value, in the schema's order.
+    pub const ALL: [NodeStatusFilter; 6] = [
+        NodeStatusFilter::Live,
+        NodeStatusFilter::Registering,
+        NodeStatusFilter::Ready,
+        NodeStatusFilter::Draining,
+        NodeStatusFilter::Unreachable,
+        NodeStatusFilter::All,
+    ];
+    /// The value as the schema spells it.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            NodeStatusFilter::Live => "live",
+            NodeStatusFilter::Registering => "registering",
+            NodeStatusFilter::Ready => "ready",
+            NodeStatusFilter::Draining => "draining",
+            NodeStatusFilter::Unreachable => "unreachable",
+            NodeStatusFilter::All => "all",
+        }
+    }
+}
+impl PortProtocol {
+    /// Every value, in the schema's order.
+    pub const ALL: [PortProtocol; 2] = [PortProtocol::Tcp, PortProtocol::Udp];
+    /// The value as the schema spells it.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            PortProtocol::Tcp => "tcp",
+            PortProtocol::Udp => "udp",
+        }
+    }
+}
+impl VmState {
+    /// Every value, in the schema's order.
+    pub const ALL: [VmState; 4] = [
+        VmState::Running,
+        VmState::Stopped,
+        VmState::Provisioning,
+        VmState::Error,
+    ];
+    /// The value as the schema spells it.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            VmState::Running => "Running",
+            VmState::Stopped => "Stopped",
+            VmState::Provisioning => "Provisioning",
+            VmState::Error => "Error",
+        }
+    }
+}
+impl VolumeState {
+    /// Every value, in the schema's order.
+    pub const ALL: [VolumeState; 5] = [
+        VolumeState::Pending,
+        VolumeState::Ready,
+        VolumeState::Detached,
+        VolumeState::Deleted,
+        VolumeState::Failed,
+    ];
+    /// The value as the schema spells it.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            VolumeState::Pending => "pending",
+            VolumeState::Ready => "ready",
+            VolumeState::Detached => "detached",
+            VolumeState::Deleted => "deleted",
+            VolumeState::Failed => "failed",
+        }
+    }
+}

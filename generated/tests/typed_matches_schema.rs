@@ -173,11 +173,13 @@ fn spell(doc: &Value) -> Vec<u8> {
 }
 
 /// Documents whose schemas leave a `uint64` maximum implicit (smolvm's definitions, owned by
-/// the smolvm part of the schemas): an integer past 2^64 is valid there and refused by the type.
+/// the smolvm part of the schemas), and the documents holding them: an integer past 2^64 is
+/// valid there and refused by the type.
 const IMPLICIT_U64_MAXIMUM: &[&str] = &[
     "RuntimeHealth",
     "RuntimeCapacity",
     "RuntimeMachine",
+    "RuntimeMachineList",
     "CreateMachineRequest",
 ];
 
@@ -188,6 +190,19 @@ fn has_huge_integer(value: &Value) -> bool {
             .is_some_and(|f| f.abs() >= 1.8e19 && f.fract() == 0.0),
         Value::Array(items) => items.iter().any(has_huge_integer),
         Value::Object(map) => map.values().any(has_huge_integer),
+        _ => false,
+    }
+}
+
+/// A number written as a float whose magnitude reaches 2^63: the schema validator compares it
+/// in `f64`, where `1.8446744073709552e19` (2^64) equals `u64::MAX` and 2^63 equals `i64::MAX`,
+/// so it judges such a value within an integer field's bounds when it is past them. The typed
+/// parse compares exactly and refuses it; the oracle is wrong there, not the type.
+fn has_float_at_the_integer_limits(value: &Value) -> bool {
+    match value {
+        Value::Number(n) => n.is_f64() && n.as_f64().is_some_and(|f| f.abs() >= 9.2e18),
+        Value::Array(items) => items.iter().any(has_float_at_the_integer_limits),
+        Value::Object(map) => map.values().any(has_float_at_the_integer_limits),
         _ => false,
     }
 }
@@ -268,6 +283,9 @@ fn check(name: &str, doc: &Value) -> Result<(), TestCaseError> {
     let bytes = spell(doc);
     let doc: &Value = &serde_json::from_slice(&bytes).unwrap();
     if IMPLICIT_U64_MAXIMUM.contains(&name) && has_huge_integer(doc) {
+        return Ok(());
+    }
+    if has_float_at_the_integer_limits(doc) {
         return Ok(());
     }
     let schema = schema_accepts(name, doc);

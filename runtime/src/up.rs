@@ -108,7 +108,7 @@ async fn up(args: &UpArgs) -> Result<()> {
                 args.heartbeat_interval.to_string(),
             )
             .env("VM_STATE_DIR", dir.join("agent"))
-            .env("VM_RUNTIME", crate::runtimes::Runtime::Process.name()),
+            .env("VM_RUNTIME", crate::runtimes::Runtime::Process.as_str()),
         &dir.join("agent.log"),
     )?;
     let node = step(

@@ -144,7 +144,7 @@ pub fn register_request(agent: &Agent, key: &KeyPair) -> Result<RegisterNodeRequ
         wg_ip: agent.config.wg_ip.clone(),
         addresses: BoundedVec::new(Vec::new()).expect("no extra addresses is within bounds"),
         spawn_port: agent.config.spawn_host_port(),
-        runtime: runtime_name.wire_name(),
+        runtime: crate::runtimes::wire_name(runtime_name),
         smolvm_address,
         boot_id: runtime.and_then(|r| r.boot_id.clone()),
         host_boot_id: Some(boot_id_of(&facts.boot_id)),

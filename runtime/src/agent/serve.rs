@@ -101,7 +101,7 @@ pub async fn serve_until(
     let agent = Arc::new(Agent::new(config, desired, driver));
     tracing::info!(
         node_id = agent.config.node_id.as_str(),
-        runtime = agent.driver.runtime().name(),
+        runtime = agent.driver.runtime().as_str(),
         state_dir = %agent.config.state_dir.display(),
         local_api = %listener.local_addr()?,
         "agent starting"

@@ -36,7 +36,7 @@ pub fn vm_records(
                 vm_type: d.vm_type.clone().unwrap_or_else(|| {
                     config
                         .runtime
-                        .name()
+                        .as_str()
                         .parse::<VmType>()
                         .expect("a runtime name is a VmType")
                 }),

@@ -1,0 +1,135 @@
+//! Every value of a generated string enum, as constants a program can match and iterate.
+//!
+//! typify turns a schema `enum` of strings into a Rust enum with `Display` and `FromStr`, but
+//! gives no list of the values and no `const` spelling of each. Code that must know every value
+//! (the runtimes a build drives, listed in an error message) or match a wire string against one
+//! in a `const` pattern would otherwise re-type the strings. The values are read off typify's
+//! own `Display` impl, so they are exactly what the type reads and writes.
+
+use std::collections::BTreeMap;
+
+/// The string enums of a typify output: type name → (variant, value) in schema order.
+pub fn find(file: &syn::File) -> BTreeMap<String, Vec<(String, String)>> {
+    let mut found = BTreeMap::new();
+    for item in &file.items {
+        let syn::Item::Impl(imp) = item else { continue };
+        let is_display = imp
+            .trait_
+            .as_ref()
+            .and_then(|(path, _)| path.segments.last())
+            .is_some_and(|s| s.ident == "Display");
+        let syn::Type::Path(self_ty) = imp.self_ty.as_ref() else {
+            continue;
+        };
+        let Some(name) = self_ty.path.get_ident() else {
+            continue;
+        };
+        if !is_display {
+            continue;
+        }
+        let Some(arms) = imp.items.iter().find_map(|i| match i {
+            syn::ImplItem::Fn(f) if f.sig.ident == "fmt" => unit_arms(&f.block),
+            _ => None,
+        }) else {
+            continue;
+        };
+        found.insert(name.to_string(), arms);
+    }
+    found
+}
+
+/// `match *self { Self::A => f.write_str("a"), .. }`: every arm a unit variant written as a
+/// literal, or `None` (a newtype or struct enum, or another shape of `Display`).
+fn unit_arms(block: &syn::Block) -> Option<Vec<(String, String)>> {
+    let [syn::Stmt::Expr(syn::Expr::Match(m), None)] = block.stmts.as_slice() else {
+        return None;
+    };
+    let mut arms = Vec::new();
+    for arm in &m.arms {
+        let syn::Pat::Path(pat) = &arm.pat else {
+            return None;
+        };
+        let variant = pat.path.segments.last()?.ident.to_string();
+        let syn::Expr::MethodCall(call) = arm.body.as_ref() else {
+            return None;
+        };
+        let [syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(value),
+            ..
+        })] = call.args.iter().collect::<Vec<_>>().as_slice()
+        else {
+            return None;
+        };
+        if call.method != "write_str" {
+            return None;
+        }
+        arms.push((variant, value.value()));
+    }
+    (!arms.is_empty()).then_some(arms)
+}
+
+/// `ALL` and `as_str` for each string enum.
+pub fn impls(enums: &BTreeMap<String, Vec<(String, String)>>) -> String {
+    let mut out = String::new();
+    for (name, arms) in enums {
+        let all: Vec<String> = arms.iter().map(|(v, _)| format!("{name}::{v}")).collect();
+        let spell: Vec<String> = arms
+            .iter()
+            .map(|(v, value)| format!("{name}::{v} => {value:?},"))
+            .collect();
+        out.push_str(&format!(
+            "impl {name} {{\n\
+             /// Every value, in the schema's order.\n\
+             pub const ALL: [{name}; {count}] = [{all}];\n\
+             /// The value as the schema spells it.\n\
+             pub const fn as_str(&self) -> &'static str {{ match self {{ {spell} }} }}\n\
+             }}\n",
+            count = arms.len(),
+            all = all.join(", "),
+            spell = spell.join(" "),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_values_off_typifys_display_and_skips_other_enums() {
+        let file: syn::File = syn::parse_str(
+            r#"
+            impl ::std::fmt::Display for Color {
+                fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                    match *self {
+                        Self::Red => f.write_str("red"),
+                        Self::DarkBlue => f.write_str("dark-blue"),
+                    }
+                }
+            }
+            impl ::std::fmt::Display for Either {
+                fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                    match self {
+                        Self::Text(x) => x.fmt(f),
+                    }
+                }
+            }
+            "#,
+        )
+        .unwrap();
+        let found = find(&file);
+        assert_eq!(
+            found["Color"],
+            vec![
+                ("Red".to_string(), "red".to_string()),
+                ("DarkBlue".to_string(), "dark-blue".to_string())
+            ]
+        );
+        assert!(!found.contains_key("Either"));
+        let code = impls(&found);
+        assert!(code.contains("pub const ALL: [Color; 2] = [Color::Red, Color::DarkBlue];"));
+        assert!(code.contains("Color::DarkBlue => \"dark-blue\","));
+        syn::parse_str::<syn::File>(&code).unwrap();
+    }
+}
