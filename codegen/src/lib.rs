@@ -26,6 +26,7 @@ pub mod rust;
 pub mod site;
 pub mod string_enums;
 pub mod string_lengths;
+pub mod typify_impls;
 
 use std::path::{Path, PathBuf};
 

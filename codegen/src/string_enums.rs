@@ -8,34 +8,13 @@
 
 use std::collections::BTreeMap;
 
+use crate::typify_impls::method_bodies;
+
 /// The string enums of a typify output: type name → (variant, value) in schema order.
 pub fn find(file: &syn::File) -> BTreeMap<String, Vec<(String, String)>> {
-    let mut found = BTreeMap::new();
-    for item in &file.items {
-        let syn::Item::Impl(imp) = item else { continue };
-        let is_display = imp
-            .trait_
-            .as_ref()
-            .and_then(|(path, _)| path.segments.last())
-            .is_some_and(|s| s.ident == "Display");
-        let syn::Type::Path(self_ty) = imp.self_ty.as_ref() else {
-            continue;
-        };
-        let Some(name) = self_ty.path.get_ident() else {
-            continue;
-        };
-        if !is_display {
-            continue;
-        }
-        let Some(arms) = imp.items.iter().find_map(|i| match i {
-            syn::ImplItem::Fn(f) if f.sig.ident == "fmt" => unit_arms(&f.block),
-            _ => None,
-        }) else {
-            continue;
-        };
-        found.insert(name.to_string(), arms);
-    }
-    found
+    method_bodies(file, "Display", "fmt")
+        .filter_map(|(name, body)| Some((name, unit_arms(body)?)))
+        .collect()
 }
 
 /// `match *self { Self::A => f.write_str("a"), .. }`: every arm a unit variant written as a

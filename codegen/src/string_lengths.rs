@@ -11,6 +11,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::typify_impls::method_bodies;
+
 /// The length bounds of one generated string newtype.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct StringLengths {
@@ -24,28 +26,7 @@ pub struct StringLengths {
 /// The bounded string newtypes of a typify output, by type name.
 pub fn find(file: &syn::File) -> BTreeMap<String, StringLengths> {
     let mut found = BTreeMap::new();
-    for item in &file.items {
-        let syn::Item::Impl(imp) = item else { continue };
-        let is_from_str = imp
-            .trait_
-            .as_ref()
-            .and_then(|(path, _)| path.segments.last())
-            .is_some_and(|s| s.ident == "FromStr");
-        let syn::Type::Path(self_ty) = imp.self_ty.as_ref() else {
-            continue;
-        };
-        let Some(name) = self_ty.path.get_ident() else {
-            continue;
-        };
-        if !is_from_str {
-            continue;
-        }
-        let Some(body) = imp.items.iter().find_map(|i| match i {
-            syn::ImplItem::Fn(f) if f.sig.ident == "from_str" => Some(&f.block),
-            _ => None,
-        }) else {
-            continue;
-        };
+    for (name, body) in method_bodies(file, "FromStr", "from_str") {
         let mut lengths = StringLengths::default();
         let last = body.stmts.len().saturating_sub(1);
         for (index, stmt) in body.stmts.iter().enumerate() {
@@ -58,7 +39,7 @@ pub fn find(file: &syn::File) -> BTreeMap<String, StringLengths> {
             }
         }
         if lengths.min.is_some() || lengths.max.is_some() {
-            found.insert(name.to_string(), lengths);
+            found.insert(name, lengths);
         }
     }
     found

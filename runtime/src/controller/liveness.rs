@@ -264,12 +264,7 @@ mod tests {
 
     #[test]
     fn a_word_keeps_status_and_time_including_times_before_the_epoch() {
-        for status in [
-            HostState::Registering,
-            HostState::Ready,
-            HostState::Draining,
-            HostState::Unreachable,
-        ] {
+        for status in HostState::ALL {
             for ms in [-(1 << 40), -1, 0, 1, 1 << 40] {
                 assert_eq!(unpack(word(status, ms)), (status, ms));
             }

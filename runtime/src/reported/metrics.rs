@@ -11,24 +11,6 @@ use prometheus_client::registry::Registry;
 
 type Labels = Vec<(&'static str, String)>;
 
-const HOST_STATES: [HostState; 4] = [
-    HostState::Registering,
-    HostState::Ready,
-    HostState::Draining,
-    HostState::Unreachable,
-];
-
-const INSTANCE_STATES: [InstanceState; 8] = [
-    InstanceState::Pending,
-    InstanceState::Starting,
-    InstanceState::Running,
-    InstanceState::Unhealthy,
-    InstanceState::Stopping,
-    InstanceState::Stopped,
-    InstanceState::Idle,
-    InstanceState::Failed,
-];
-
 type Meter = (&'static str, &'static str, fn(&UsageMeters) -> u64);
 
 /// The meters, by the name their series carry (`fleetwire_app_<name>_total`), with their help.
@@ -82,7 +64,7 @@ pub fn render_with(report: &HostReportedState, extra: impl FnOnce(&mut Registry)
         "fleetwire_host_state",
         "1 for the lifecycle phase the host is in, 0 for the others",
     );
-    for s in HOST_STATES {
+    for s in HostState::ALL {
         host_state
             .get_or_create(&vec![("host_id", host.clone()), ("state", wire_name(&s))])
             .set(i64::from(s == report.state));
@@ -142,7 +124,7 @@ pub fn render_with(report: &HostReportedState, extra: impl FnOnce(&mut Registry)
 
     for i in &report.instances {
         let app = i.app_id.as_str().to_string();
-        for s in INSTANCE_STATES {
+        for s in InstanceState::ALL {
             instance_state
                 .get_or_create(&vec![
                     ("app_id", app.clone()),
