@@ -23,7 +23,7 @@ impl ApiFailure {
             status,
             body: ApiError {
                 code,
-                message: error_message(message.into()),
+                message: ApiErrorMessage::truncated(&message.into()),
                 violations: Vec::new(),
             },
         }
@@ -71,11 +71,6 @@ impl IntoResponse for ApiFailure {
     fn into_response(self) -> Response {
         (self.status, axum::Json(self.body)).into_response()
     }
-}
-
-/// Truncates to the schema's `maxLength` for messages, on a character boundary.
-fn error_message(text: String) -> ApiErrorMessage {
-    ApiErrorMessage::truncated(&text)
 }
 
 /// A request body read through `fleetwire_types::read`: `415` unless it is `application/json`,

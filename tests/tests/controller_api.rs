@@ -197,17 +197,8 @@ impl Caller {
         if let Some(body) = &body {
             request = request.json(body);
         }
-        let response = request.send().await.unwrap();
-        let status = response.status().as_u16();
-        let content_type = response
-            .headers()
-            .get("content-type")
-            .map(|v| v.to_str().unwrap().to_string());
-        let bytes = response.bytes().await.unwrap();
-        self.api
-            .check_exchange(id, body.as_ref(), status, content_type.as_deref(), &bytes);
+        let (status, value) = send_checked(&self.api, id, request, body.as_ref()).await;
         self.exercised.insert((id.to_string(), status));
-        let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         (status, value)
     }
 }
@@ -221,14 +212,25 @@ async fn post_checked(
     url: &str,
     body: &Value,
 ) -> (u16, Value) {
-    let response = client.post(url).json(body).send().await.unwrap();
+    send_checked(api, id, client.post(url).json(body), Some(body)).await
+}
+
+/// Sends `request` (operation `id`, carrying `body`), checks (and records) the answer against
+/// the document, and returns status and parsed body (`null` when it is not JSON).
+async fn send_checked(
+    api: &ApiDocument,
+    id: &str,
+    request: reqwest::RequestBuilder,
+    body: Option<&Value>,
+) -> (u16, Value) {
+    let response = request.send().await.unwrap();
     let status = response.status().as_u16();
     let content_type = response
         .headers()
         .get("content-type")
         .map(|v| v.to_str().unwrap().to_string());
     let bytes = response.bytes().await.unwrap();
-    api.check_exchange(id, Some(body), status, content_type.as_deref(), &bytes);
+    api.check_exchange(id, body, status, content_type.as_deref(), &bytes);
     (
         status,
         serde_json::from_slice(&bytes).unwrap_or(Value::Null),

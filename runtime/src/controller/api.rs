@@ -17,10 +17,9 @@ use fleetwire_types::{
     RegisterNodeRequest, RegisterNodeResponse, SemVer, StateMessage, TenantId, Timestamp, VmRecord,
 };
 
-use super::heartbeat::take_heartbeat_with;
 use super::shared::Controller;
 use super::state::{DirtyNode, NodeState, WhenStored};
-use super::{enrollment, heartbeat_entries, nodes, placement};
+use super::{enrollment, heartbeat_answer, nodes, placement};
 use crate::http::{ApiFailure, Valid};
 
 type Shared = State<Arc<Controller>>;
@@ -60,18 +59,14 @@ pub async fn register_node(
 }
 
 /// `POST /v1/nodes/heartbeat` as routed by the router. Over HTTP the route is served ahead of
-/// the router (`heartbeat_route`), with the same [`take_heartbeat_with`]; this entry keeps
+/// the router (`heartbeat_route`), with the same [`heartbeat_answer::answer`]; this entry keeps
 /// the router complete (its `405` for other methods on the path, and tests that call the
 /// router directly).
 pub async fn post_heartbeat(
     State(controller): Shared,
     crate::http::JsonBody(body): crate::http::JsonBody,
 ) -> Result<Response, ApiFailure> {
-    let (heartbeat, rejected) = heartbeat_entries::read(&body)?;
-    take_heartbeat_with(&controller, heartbeat.value, rejected).await?;
-    let mut response = StatusCode::OK.into_response();
-    crate::unknown_fields::add_warnings(response.headers_mut(), &heartbeat.unknown_fields);
-    Ok(response)
+    heartbeat_answer::answer(&controller, &body).await
 }
 
 /// `GET /v1/nodes[?status=...]`

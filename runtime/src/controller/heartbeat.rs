@@ -1,7 +1,7 @@
 //! Taking a heartbeat, the hot path: the node rules under the node's lock, the VM index, and
-//! the node's change on its way to the store. Both entry points call [`take_heartbeat_with`]:
-//! the router's handler (`api::post_heartbeat`) and the route served ahead of the router
-//! (`heartbeat_route`); they answer `200` with an empty body, as a PPN controller does.
+//! the node's change on its way to the store. Both entry points (the router's handler,
+//! `api::post_heartbeat`, and the route served ahead of the router, `heartbeat_route`) reach
+//! [`take_heartbeat_with`] through `heartbeat_answer`.
 
 use std::time::Instant;
 
@@ -15,8 +15,9 @@ use super::state::{DirtyNode, WhenStored};
 use crate::store::error::StoreError;
 use crate::store::writer::Change;
 
-/// Takes a heartbeat: returns once an enrolling heartbeat's new node is committed, any other
+/// Takes a heartbeat (tests; both entry points read a body with `heartbeat_answer`): returns once an enrolling heartbeat's new node is committed, any other
 /// once its change is queued (or, while the store is behind, written).
+#[cfg(test)]
 pub async fn take_heartbeat(
     controller: &Controller,
     heartbeat: NodeHeartbeat,
@@ -24,7 +25,7 @@ pub async fn take_heartbeat(
     take_heartbeat_with(controller, heartbeat, Vec::new()).await
 }
 
-/// [`take_heartbeat`] for a heartbeat whose `rejected` entries of `vms` were set aside (by
+/// Takes a heartbeat whose `rejected` entries of `vms` were set aside (by
 /// `heartbeat_entries::read`): the node record shows them until the next heartbeat.
 pub async fn take_heartbeat_with(
     controller: &Controller,

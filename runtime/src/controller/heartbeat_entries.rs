@@ -89,20 +89,21 @@ fn rejected_vm(index: usize, entry: &Value, violation: &Violation) -> RejectedVm
     let vm_id = entry
         .get("vm_id")
         .and_then(Value::as_str)
-        .map(|id| safe_text(id, 128));
+        .map(|id| safe_text(id, fleetwire_types::VmId::MAX_LENGTH));
     RejectedVm {
         index: u32::try_from(index).unwrap_or(u32::MAX),
         vm_id: vm_id.map(|id| id.parse().expect("safe text is a RejectedVm vm_id")),
         instance_path: violation.instance_path.clone(),
-        reason: safe_text(&fleetwire_types::describe(violation), 1024)
-            .parse()
-            .expect("safe text within 1024 characters is a reason"),
+        reason: fleetwire_types::RejectedVmReason::truncated(&safe_text(
+            &fleetwire_types::describe(violation),
+            fleetwire_types::RejectedVmReason::MAX_LENGTH,
+        )),
     }
 }
 
 /// `text` cut to `max` characters with control characters and line separators replaced by
 /// U+FFFD, so that a peer's string is safe to show in a record and a log line.
-pub fn safe_text(text: &str, max: usize) -> String {
+fn safe_text(text: &str, max: usize) -> String {
     text.chars()
         .take(max)
         .map(|c| {

@@ -17,17 +17,16 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::extract::Request;
-use axum::http::{Method, StatusCode};
+use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tower::ServiceExt;
 
-use super::heartbeat::take_heartbeat_with;
-use super::heartbeat_entries;
+use super::heartbeat_answer;
 use super::routes::{self, HEARTBEAT_PATH};
 use super::shared::Controller;
-use crate::http::{require_json, too_large, unreadable_body, ApiFailure, MAX_BODY_BYTES};
+use crate::http::{require_json, too_large, unreadable_body, MAX_BODY_BYTES};
 
 /// The controller's HTTP service: the heartbeat route, then the router.
 #[derive(Clone)]
@@ -87,21 +86,7 @@ async fn take(controller: &Controller, request: Request) -> Response {
         Err(error) if error.is::<LengthLimitError>() => return too_large().into_response(),
         Err(error) => return unreadable_body(format!("reading the body: {error}")).into_response(),
     };
-    match heartbeat_entries::read(&body) {
-        Ok((heartbeat, rejected)) => {
-            // Unknown fields (already counted and logged) are answered as `Warning` headers; a
-            // heartbeat without any pays nothing for it.
-            let unknown = heartbeat.unknown_fields;
-            match take_heartbeat_with(controller, heartbeat.value, rejected).await {
-                Ok(()) if unknown.is_empty() => StatusCode::OK.into_response(),
-                Ok(()) => {
-                    let mut response = StatusCode::OK.into_response();
-                    crate::unknown_fields::add_warnings(response.headers_mut(), &unknown);
-                    response
-                }
-                Err(error) => ApiFailure::from(error).into_response(),
-            }
-        }
-        Err(failure) => failure.into_response(),
-    }
+    heartbeat_answer::answer(controller, &body)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
 }

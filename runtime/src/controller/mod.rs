@@ -15,6 +15,7 @@ pub mod docs;
 pub mod enrollment;
 pub mod fleet_document;
 pub mod heartbeat;
+pub mod heartbeat_answer;
 pub mod heartbeat_entries;
 pub mod heartbeat_route;
 pub mod jobs;

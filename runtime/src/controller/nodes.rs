@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use fleetwire_types::{
     BootId, BoundedVec, HostState, NodeHeartbeat, NodeId, NodeRecord, RegisterNodeRequest,
-    RejectedVm, RuntimeName, StateMessage, Timestamp, VmRecord,
+    RejectedVm, StateMessage, Timestamp, VmRecord,
 };
 
 use super::settings::Settings;
@@ -49,9 +49,9 @@ pub fn refresh_status(
 /// `engine_version_problem` of a smolvm node that declared no `smolvm_address` (a PPN agent,
 /// or an agent whose runtime the controller cannot reach).
 pub fn no_runtime_address() -> fleetwire_types::StateMessage {
-    "the node reported no smolvm_address, so the controller cannot probe its runtime's GET /health for the engine version"
-        .parse()
-        .expect("within 512 characters")
+    fleetwire_types::StateMessage::truncated(
+        "the node reported no smolvm_address, so the controller cannot probe its runtime's GET /health for the engine version",
+    )
 }
 
 /// A record for a node the controller has never seen, with only what every node has.
@@ -89,7 +89,7 @@ fn blank_record(
         rejected_vms: None,
         reserved: false,
         reserved_disk_gb: 0,
-        runtime: RuntimeName::try_from(crate::runtimes::SMOLVM).expect("a valid runtime name"),
+        runtime: crate::runtimes::wire_name(crate::runtimes::Runtime::Smolvm),
         smolvm_address: None,
         spawn_port: fleetwire_types::HostPort(std::num::NonZeroU16::new(9204).expect("nonzero")),
         status: HostState::Registering,
