@@ -177,12 +177,14 @@ mod tests {
         assert!(write(&blocked, b"never", 0o644).is_err());
         assert_eq!(names(dir.path()), ["blocked", "desired.json"]);
         assert_eq!(std::fs::read(&path).unwrap(), b"before");
-        // A group that cannot be given fails before any data is written, and is cleaned up.
-        let err = write_for_group(&path, b"next", 0o640, Some(u32::MAX - 1));
-        if err.is_err() {
-            assert_eq!(names(dir.path()), ["blocked", "desired.json"]);
-            assert_eq!(std::fs::read(&path).unwrap(), b"before");
-        }
+        // A preparation that fails (as giving the file to a group can) fails before any data is
+        // written, and its temp file is cleaned up, whatever this process may chown.
+        let err = replace(&path, b"next", 0o640, |_| {
+            Err(std::io::Error::other("giving the file to group 1: refused"))
+        });
+        assert!(err.is_err());
+        assert_eq!(names(dir.path()), ["blocked", "desired.json"]);
+        assert_eq!(std::fs::read(&path).unwrap(), b"before");
     }
 
     #[test]
