@@ -64,8 +64,8 @@ fn static_name(document: &str) -> &'static str {
         .unwrap_or("other")
 }
 
-/// Reports the unknown fields of a document read from `peer` (e.g. `"heartbeat from n1"`,
-/// `"smolvm /capacity"`): the metric and the log. Free when there are none.
+/// Reports the unknown fields of a document read from `peer` (e.g. `"request body"`,
+/// `"GET http://10.0.0.5:8080/capacity"`): the metric and the log. Free when there are none.
 #[inline]
 pub fn note<T: WireDocument>(accepted: &Accepted<T>, peer: &str) {
     if !accepted.unknown_fields.is_empty() {

@@ -5,7 +5,7 @@
 
 use fleetwire_types::{JsonPointer, Violation};
 
-use crate::runtimes;
+use crate::runtimes::Runtime;
 
 /// The shape of a workload, as far as choosing a runtime goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,10 +40,12 @@ pub enum WrongRuntime {
 /// `smolvm` boots images (a command only overrides the image's own); `process` runs a command
 /// on the host and has no image to boot. A workload with neither is left to the node (PPN
 /// nodes choose by `vm_type`; the process driver runs its `VM_DEFAULT_COMMAND`).
-pub fn runtime_runs(runtime: &str, workload: Workload) -> Result<(), WrongRuntime> {
+/// A runtime this build does not drive (`None`) is the node's own business, like a workload
+/// with neither.
+pub fn runtime_runs(runtime: Option<Runtime>, workload: Workload) -> Result<(), WrongRuntime> {
     match runtime {
-        runtimes::PROCESS if workload.image => Err(WrongRuntime::ProcessGivenImage),
-        runtimes::SMOLVM if workload.command && !workload.image => {
+        Some(Runtime::Process) if workload.image => Err(WrongRuntime::ProcessGivenImage),
+        Some(Runtime::Smolvm) if workload.command && !workload.image => {
             Err(WrongRuntime::SmolvmGivenCommandOnly)
         }
         _ => Ok(()),
@@ -91,14 +93,14 @@ mod tests {
     #[test]
     fn each_runtime_takes_what_it_can_run() {
         let w = |image, command| Workload { image, command };
-        assert!(runtime_runs("smolvm", w(true, false)).is_ok());
-        assert!(runtime_runs("smolvm", w(true, true)).is_ok());
-        assert!(runtime_runs("smolvm", w(false, true)).is_err());
-        assert!(runtime_runs("process", w(false, true)).is_ok());
-        assert!(runtime_runs("process", w(true, false)).is_err());
-        assert!(runtime_runs("process", w(true, true)).is_err());
-        assert!(runtime_runs("smolvm", w(false, false)).is_ok());
-        assert!(runtime_runs("process", w(false, false)).is_ok());
+        assert!(runtime_runs(Some(Runtime::Smolvm), w(true, false)).is_ok());
+        assert!(runtime_runs(Some(Runtime::Smolvm), w(true, true)).is_ok());
+        assert!(runtime_runs(Some(Runtime::Smolvm), w(false, true)).is_err());
+        assert!(runtime_runs(Some(Runtime::Process), w(false, true)).is_ok());
+        assert!(runtime_runs(Some(Runtime::Process), w(true, false)).is_err());
+        assert!(runtime_runs(Some(Runtime::Process), w(true, true)).is_err());
+        assert!(runtime_runs(Some(Runtime::Smolvm), w(false, false)).is_ok());
+        assert!(runtime_runs(Some(Runtime::Process), w(false, false)).is_ok());
     }
 
     #[test]

@@ -115,7 +115,7 @@ async fn spawn(
         image: req.image.is_some(),
         command: req.command.is_some(),
     };
-    if let Err(why) = crate::workload::runtime_runs(runtime.as_str(), workload) {
+    if let Err(why) = crate::workload::runtime_runs(Some(runtime), workload) {
         return Err(ApiFailure::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             ApiErrorCode::InvalidDocument,

@@ -53,8 +53,8 @@ pub fn run(args: &AgentArgs) -> ExitCode {
     }
 }
 
-/// Runs the agent until `shutdown` completes, then drains its machines and returns. For
-/// embedding (e.g. `fleetwire up`); `fleetwire agent` stops on SIGTERM or SIGINT.
+/// Runs the agent until `shutdown` completes, then drains its machines and returns; `run`
+/// (`fleetwire agent`, also what `fleetwire up` starts as a child) gives it SIGTERM or SIGINT.
 pub async fn serve_until(
     config: AgentConfig,
     shutdown: impl std::future::Future<Output = ()>,

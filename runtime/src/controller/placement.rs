@@ -160,7 +160,8 @@ pub fn check(state: &NodeState, request: &CreateVmRequest, ratio: f64) -> Result
     if record.disk_cordoned_at.is_some() {
         return Err(Unsuitable::DiskCordoned);
     }
-    runtime_runs(record.runtime.as_str(), workload_of(request)).map_err(Unsuitable::Runtime)?;
+    runtime_runs(crate::runtimes::of(&record.runtime), workload_of(request))
+        .map_err(Unsuitable::Runtime)?;
     let available_mb = record.ram_available_mb.saturating_sub(state.pending.ram_mb);
     let needed_mb = request.ram_mb.get().saturating_add(RAM_HEADROOM_MB);
     if available_mb < needed_mb {
