@@ -67,7 +67,7 @@ pub struct ApiError {
     #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
     pub violations: ::std::vec::Vec<Violation>,
 }
-///Kinds of failure the controller reports: invalid_document (the body is JSON but breaks its schema; see violations), malformed_json (the body is not JSON), payload_too_large (the body exceeds the size limit), unsupported_media_type (the body is not application/json), invalid_query (a query parameter is not one the route accepts), not_found (no such route, node or VM), method_not_allowed (the route exists but not with this method), unknown_runtime (the node names a runtime the controller has no driver for), no_capacity (no node has room for the VM), preferred_node_unsuitable (the preferred node is unknown, not ready, cordoned or too small), agent_failed (the chosen node's agent refused or failed the call), conflict (the id is already in use), store_unavailable (the controller's store cannot be reached), timeout (the work did not finish in time), internal (a bug in the controller).
+///Kinds of failure the controller reports: invalid_document (the body is JSON but breaks its schema; see violations), malformed_json (the body is not JSON), payload_too_large (the body exceeds the size limit), unsupported_media_type (the body is not application/json), invalid_query (a query parameter is not one the route accepts), not_found (no such route, node or VM), method_not_allowed (the route exists but not with this method), unknown_runtime (the node names a runtime the controller has no driver for), no_capacity (no node has room for the VM), preferred_node_unsuitable (the preferred node is unknown, not ready, cordoned or too small), agent_failed (the chosen node's agent refused or failed the call), conflict (the id is already in use), store_unavailable (the controller's store cannot be reached), timeout (the work did not finish in time), internal (a bug in the controller), unauthorized (the request carries no credential the route accepts, or one that is unknown, used, expired or no longer valid: a bearer token, a bootstrap token or a node certificate), forbidden (the credential is good but not for this: a read-only token on a write, a node acting as another node, a bootstrap token bound to another node id).
 #[derive(
     ::serde::Deserialize,
     ::serde::Serialize,
@@ -111,6 +111,10 @@ pub enum ApiErrorCode {
     Timeout,
     #[serde(rename = "internal")]
     Internal,
+    #[serde(rename = "unauthorized")]
+    Unauthorized,
+    #[serde(rename = "forbidden")]
+    Forbidden,
 }
 impl ::std::fmt::Display for ApiErrorCode {
     fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
@@ -130,6 +134,8 @@ impl ::std::fmt::Display for ApiErrorCode {
             Self::StoreUnavailable => f.write_str("store_unavailable"),
             Self::Timeout => f.write_str("timeout"),
             Self::Internal => f.write_str("internal"),
+            Self::Unauthorized => f.write_str("unauthorized"),
+            Self::Forbidden => f.write_str("forbidden"),
         }
     }
 }
@@ -154,6 +160,8 @@ impl ::std::str::FromStr for ApiErrorCode {
             "store_unavailable" => Ok(Self::StoreUnavailable),
             "timeout" => Ok(Self::Timeout),
             "internal" => Ok(Self::Internal),
+            "unauthorized" => Ok(Self::Unauthorized),
+            "forbidden" => Ok(Self::Forbidden),
             _ => Err("invalid value".into()),
         }
     }
@@ -427,6 +435,130 @@ impl<'de> ::serde::Deserialize<'de> for BootId {
                 <D::Error as ::serde::de::Error>::custom(e.to_string())
             })
     }
+}
+///A bootstrap token as Kubernetes writes them: a 6-character public id, a dot, and a 16-character secret, all lower-case letters and digits. Single-use, bound to one node id, and stored by the controller only as a hash.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct BootstrapToken(::std::string::String);
+impl ::std::ops::Deref for BootstrapToken {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<BootstrapToken> for ::std::string::String {
+    fn from(value: BootstrapToken) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for BootstrapToken {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^[a-z0-9]{6}\\.[a-z0-9]{16}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^[a-z0-9]{6}\\.[a-z0-9]{16}$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for BootstrapToken {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for BootstrapToken {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for BootstrapToken {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///The public part of a bootstrap token: the 6 characters before the dot.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct BootstrapTokenId(::std::string::String);
+impl ::std::ops::Deref for BootstrapTokenId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<BootstrapTokenId> for ::std::string::String {
+    fn from(value: BootstrapTokenId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for BootstrapTokenId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^[a-z0-9]{6}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^[a-z0-9]{6}$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for BootstrapTokenId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for BootstrapTokenId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for BootstrapTokenId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///Answer of POST /v1/tokens: the bootstrap token, shown this once (the controller keeps only its hash). Give it to the node's agent as VM_BOOTSTRAP_TOKEN or in the file VM_BOOTSTRAP_TOKEN_FILE names.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+pub struct BootstrapTokenIssued {
+    ///When the token stops being accepted, used or not.
+    pub expires_at: crate::timestamp::Timestamp,
+    ///The only node id the token enrolls.
+    pub node_id: NodeId,
+    ///The token itself: a secret.
+    pub token: BootstrapToken,
+    ///The token's public part, safe to log.
+    pub token_id: BootstrapTokenId,
 }
 ///A certificate serial number in lower-case hexadecimal, at most 40 digits (20 bytes).
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -715,6 +847,15 @@ pub struct ComputeUsage {
     ///Memory the guest is using, in bytes.
     #[serde(rename = "memoryUsedBytes")]
     pub memory_used_bytes: u64,
+}
+///Body of POST /v1/tokens: asks for a single-use bootstrap token that enrolls exactly one node id.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+pub struct CreateBootstrapTokenRequest {
+    ///The only node id the token can enroll.
+    pub node_id: NodeId,
+    ///Seconds the token stays usable, from 60 (one minute) to 604800 (one week). Absent means 3600 (one hour).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub ttl_s: ::std::option::Option<i64>,
 }
 ///Body of smolvm's POST /api/v1/machines as the agent sends it: it creates the machine's record and disks but does not boot it (start is its own call). Only the fields fleetwire sets; smolvm ignores fields it does not know, so none other is ever sent.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
@@ -1117,6 +1258,9 @@ pub struct Health {
     ///What the readiness check found about the controller's store, e.g. the error that makes it unready. Absent when there is nothing to say.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub store: ::std::option::Option<StateMessage>,
+    ///How the controller's port is served. Absent from controllers older than the trust model (docs/security.md).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub transport: ::std::option::Option<TransportSecurity>,
     ///The controller's version.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub version: ::std::option::Option<SemVer>,
@@ -3342,6 +3486,61 @@ impl<'de> ::serde::Deserialize<'de> for TenantId {
             })
     }
 }
+///How a fleetwire port is served: "mtls" (HTTPS; nodes prove who they are with certificates the fleet CA issued, operators with bearer tokens; the default) or "plain_http" (--plain-http: plain HTTP and no authentication, as PPN speaks it; for fleets of unmodified PPN agents).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum TransportSecurity {
+    #[serde(rename = "mtls")]
+    Mtls,
+    #[serde(rename = "plain_http")]
+    PlainHttp,
+}
+impl ::std::fmt::Display for TransportSecurity {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Mtls => f.write_str("mtls"),
+            Self::PlainHttp => f.write_str("plain_http"),
+        }
+    }
+}
+impl ::std::str::FromStr for TransportSecurity {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "mtls" => Ok(Self::Mtls),
+            "plain_http" => Ok(Self::PlainHttp),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for TransportSecurity {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for TransportSecurity {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
 ///Cumulative usage of an app since this host first encountered it. The counters never decrease, so the usage over any interval is the difference between two readings, and skipping a reading only costs precision; a counter that has gone down means the host restarted it. Time is split into running and idle, because a running app occupies the memory it was granted whereas an idle one occupies only the disk holding its snapshot; pricing either is outside the scope of this document.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct UsageMeters {
@@ -4050,7 +4249,7 @@ crate::string_lengths::length_bounds!(VmRecordMessage, max = 2048, fn truncated)
 crate::string_lengths::length_bounds!(VmType, min = 1, max = 64);
 impl ApiErrorCode {
     /// Every value, in the schema's order.
-    pub const ALL: [ApiErrorCode; 15] = [
+    pub const ALL: [ApiErrorCode; 17] = [
         ApiErrorCode::InvalidDocument,
         ApiErrorCode::MalformedJson,
         ApiErrorCode::PayloadTooLarge,
@@ -4066,6 +4265,8 @@ impl ApiErrorCode {
         ApiErrorCode::StoreUnavailable,
         ApiErrorCode::Timeout,
         ApiErrorCode::Internal,
+        ApiErrorCode::Unauthorized,
+        ApiErrorCode::Forbidden,
     ];
     /// The value as the schema spells it.
     pub const fn as_str(&self) -> &'static str {
@@ -4085,6 +4286,8 @@ impl ApiErrorCode {
             ApiErrorCode::StoreUnavailable => "store_unavailable",
             ApiErrorCode::Timeout => "timeout",
             ApiErrorCode::Internal => "internal",
+            ApiErrorCode::Unauthorized => "unauthorized",
+            ApiErrorCode::Forbidden => "forbidden",
         }
     }
 }
@@ -4236,6 +4439,20 @@ impl PortProtocol {
         match self {
             PortProtocol::Tcp => "tcp",
             PortProtocol::Udp => "udp",
+        }
+    }
+}
+impl TransportSecurity {
+    /// Every value, in the schema's order.
+    pub const ALL: [TransportSecurity; 2] = [
+        TransportSecurity::Mtls,
+        TransportSecurity::PlainHttp,
+    ];
+    /// The value as the schema spells it.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            TransportSecurity::Mtls => "mtls",
+            TransportSecurity::PlainHttp => "plain_http",
         }
     }
 }

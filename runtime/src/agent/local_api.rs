@@ -295,5 +295,6 @@ async fn healthz() -> Json<Health> {
         status: HealthStatus::Ok,
         version: env!("CARGO_PKG_VERSION").parse().ok(),
         store: None,
+        transport: None,
     })
 }

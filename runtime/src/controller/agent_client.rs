@@ -97,9 +97,7 @@ impl AgentClient {
         let runtime_mtls = match ca {
             None => None,
             Some(ca) => {
-                let me = ca
-                    .issue_client("fleetwire controller")
-                    .context("the controller's client certificate")?;
+                let me = ca.issue_controller_client()?;
                 let identity = reqwest::Identity::from_pem(
                     format!("{}\n{}", me.cert_pem, me.key_pem).as_bytes(),
                 )

@@ -258,11 +258,12 @@ fn version() -> Option<SemVer> {
 }
 
 /// `GET /healthz`: the process serves HTTP; the store is not touched.
-pub async fn get_healthz() -> Json<Health> {
+pub async fn get_healthz(State(controller): Shared) -> Json<Health> {
     Json(Health {
         status: HealthStatus::Ok,
         store: None,
         version: version(),
+        transport: Some(controller.settings.transport()),
     })
 }
 
@@ -283,6 +284,7 @@ pub async fn get_readyz(State(controller): Shared) -> (StatusCode, Json<Health>)
                 status: HealthStatus::Ok,
                 store: message("reachable"),
                 version: version(),
+                transport: Some(controller.settings.transport()),
             }),
         ),
         Some(problem) => (
@@ -291,6 +293,7 @@ pub async fn get_readyz(State(controller): Shared) -> (StatusCode, Json<Health>)
                 status: HealthStatus::Unavailable,
                 store: message(&problem),
                 version: version(),
+                transport: Some(controller.settings.transport()),
             }),
         ),
     }

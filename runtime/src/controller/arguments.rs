@@ -14,6 +14,15 @@ pub enum LogFormat {
     Json,
 }
 
+/// Whether `GET /metrics` asks for an operator token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MetricsAuth {
+    /// An operator token of either scope (secure mode; --plain-http asks for nothing).
+    Token,
+    /// Open to anyone who reaches the port, as `/healthz` is.
+    None,
+}
+
 /// `fleetwire controller`: every setting is a flag with a `FLEETWIRE_*` environment fallback.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ControllerArgs {
@@ -26,10 +35,32 @@ pub struct ControllerArgs {
     /// SQLite database file [default: <data-dir>/controller.sqlite3].
     #[arg(long, env = "FLEETWIRE_DB")]
     pub db: Option<PathBuf>,
-    /// Directory of the node CA (ca.pem, ca.key), created on first use; without it no node
-    /// certificates are issued.
+    /// Serve plain HTTP and authenticate nobody, exactly as a PPN controller does: for fleets
+    /// of unmodified PPN agents. Without it the controller serves HTTPS, takes nodes only with
+    /// the certificates it issued them and operators only with bearer tokens (docs/security.md).
+    #[arg(long, env = "FLEETWIRE_PLAIN_HTTP")]
+    pub plain_http: bool,
+    /// Directory of the node CA (ca.pem, ca.key), created on first use, or an operator's own CA
+    /// placed there [default: <data-dir>/ca; with --plain-http, none: no node certificates].
     #[arg(long, env = "FLEETWIRE_CA_DIR")]
     pub ca_dir: Option<PathBuf>,
+    /// Operator bearer tokens, one `token,name,scope` line each (scope `admin` or `read-only`),
+    /// in a file only its owner may read; `fleetwire token operator` adds one. Without it every
+    /// operator route answers 401 (secure mode).
+    #[arg(long, env = "FLEETWIRE_OPERATOR_TOKEN_FILE")]
+    pub operator_token_file: Option<PathBuf>,
+    /// Whether `GET /metrics` asks for an operator token.
+    #[arg(
+        long,
+        env = "FLEETWIRE_METRICS_AUTH",
+        value_enum,
+        default_value = "token"
+    )]
+    pub metrics_auth: MetricsAuth,
+    /// More names (DNS names or IP addresses) for the controller's HTTPS certificate, besides
+    /// this host's name, `localhost` and every address of its interfaces.
+    #[arg(long = "tls-name", env = "FLEETWIRE_TLS_NAMES", value_delimiter = ',')]
+    pub tls_names: Vec<String>,
     /// Validity of the node certificates the CA issues.
     #[arg(long, env = "FLEETWIRE_CERT_VALIDITY", default_value = "30d", value_parser = parse_duration)]
     pub cert_validity: Duration,

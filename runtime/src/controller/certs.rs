@@ -3,10 +3,12 @@
 //! and subject alternative names come from the validated node id and addresses, the
 //! certificate is never a CA, its validity is bounded and its serial random.
 //!
-//! A node certificate serves twice (docs/interop.md, fleet mode): smolvm serves it on its mTLS
-//! port, and the node's agent presents it as a client to that same port, so it carries both
-//! the serverAuth and the clientAuth usage. The controller also issues itself a client
-//! certificate (kept in memory only) to probe the runtimes' `/health` over mTLS.
+//! A node certificate serves on every side of the node (docs/security.md): the agent presents
+//! it to the controller and to smolvm's fleet-mode port, and serves it on its local API (as
+//! smolvm does on its mTLS port), so it carries both the serverAuth and the clientAuth usage.
+//! The controller issues itself a client certificate, to call the agents and probe the
+//! runtimes, and its HTTPS server certificate; both are kept in memory only and renewed while
+//! it runs. The subject's organization says which kind a certificate is (`fleet_identity`).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
@@ -18,6 +20,10 @@ use rcgen::{
     DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber,
 };
 use time::OffsetDateTime;
+use x509_parser::prelude::FromDer;
+use x509_parser::public_key::PublicKey;
+
+use crate::fleet_identity::{CONTROLLER_ORGANIZATION, NODE_ORGANIZATION};
 
 const CA_CERT_FILE: &str = "ca.pem";
 const CA_KEY_FILE: &str = "ca.key";
@@ -49,6 +55,12 @@ pub enum CsrRejected {
     /// Not a PEM certificate signing request rcgen can read.
     #[error("not a usable certificate signing request: {0}")]
     Unusable(String),
+    /// The request's signature does not match its content and key (it was altered).
+    #[error("the certificate signing request's signature does not verify")]
+    BadSignature,
+    /// A key too weak, or of a kind the fleet does not issue for.
+    #[error("the certificate signing request's key is refused: {0}")]
+    WeakKey(String),
     /// The node id cannot be the certificate's DNS name.
     #[error("node id as a DNS name: {0}")]
     NodeIdNotDns(String),
@@ -125,11 +137,15 @@ impl NodeCa {
         wg_ip: Ipv4Addr,
         addresses: &[Ipv4Addr],
     ) -> Result<IssuedCert, CsrRejected> {
-        let csr = CertificateSigningRequestParams::from_pem(csr_pem)
-            .map_err(|e| CsrRejected::Unusable(e.to_string()))?;
+        let csr = CertificateSigningRequestParams::from_pem(csr_pem).map_err(|e| match e {
+            rcgen::Error::InvalidCertificationRequestSignature => CsrRejected::BadSignature,
+            e => CsrRejected::Unusable(e.to_string()),
+        })?;
+        check_key_strength(csr_pem)?;
         // Everything but the public key is ours to decide.
         let mut params = CertificateParams::default();
         let mut name = DistinguishedName::new();
+        name.push(DnType::OrganizationName, NODE_ORGANIZATION);
         // X.509 bounds a common name to 64 characters (RFC 5280's ub-common-name) and node ids
         // reach 253: a longer id is named by its DNS SAN alone, which is what TLS checks.
         if node_id.chars().count() <= 64 {
@@ -182,37 +198,148 @@ impl NodeCa {
     }
 }
 
-/// A client certificate and its key, both PEM.
-pub struct ClientIdentity {
+/// One of the controller's own certificates and its key, both PEM; kept in memory only.
+pub struct ControllerIdentity {
     pub cert_pem: String,
     pub key_pem: String,
+    pub not_before: std::time::SystemTime,
+    pub not_after: std::time::SystemTime,
 }
 
+/// How long the controller's own certificates last; they are renewed at two thirds of it
+/// (`controller::own_certs`), so a controller running for years never serves an expired one.
+pub const CONTROLLER_CERT_VALIDITY: Duration = Duration::from_secs(30 * 24 * 3600);
+
 impl NodeCa {
-    /// A fresh key and a client-only certificate for it, named `name`, valid for the CA's
-    /// issuing validity: the controller's identity towards the runtimes it probes. Nothing is
-    /// written to disk; a new one is made at every start.
-    pub fn issue_client(&self, name: &str) -> anyhow::Result<ClientIdentity> {
-        let key = KeyPair::generate().context("generating a client key")?;
+    /// A fresh key and a client-only certificate for it: the controller's identity towards the
+    /// agents it calls and the runtimes it probes.
+    pub fn issue_controller_client(&self) -> anyhow::Result<ControllerIdentity> {
+        self.issue_controller(
+            vec![ExtendedKeyUsagePurpose::ClientAuth],
+            Vec::new(),
+            "the controller's client certificate",
+        )
+    }
+
+    /// A fresh key and the controller's HTTPS server certificate, valid for `names` (DNS names
+    /// and IP addresses the agents and operators reach it by).
+    pub fn issue_controller_server(
+        &self,
+        names: &[ServerName],
+    ) -> anyhow::Result<ControllerIdentity> {
+        let sans = names
+            .iter()
+            .map(|name| match name {
+                ServerName::Ip(ip) => Ok(SanType::IpAddress(*ip)),
+                ServerName::Dns(dns) => Ok(SanType::DnsName(
+                    dns.clone()
+                        .try_into()
+                        .with_context(|| format!("{dns:?} as a DNS name"))?,
+                )),
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        self.issue_controller(
+            vec![ExtendedKeyUsagePurpose::ServerAuth],
+            sans,
+            "the controller's server certificate",
+        )
+    }
+
+    fn issue_controller(
+        &self,
+        usages: Vec<ExtendedKeyUsagePurpose>,
+        sans: Vec<SanType>,
+        what: &'static str,
+    ) -> anyhow::Result<ControllerIdentity> {
+        let key = KeyPair::generate().with_context(|| format!("generating the key of {what}"))?;
         let mut params = CertificateParams::default();
         let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, name);
+        dn.push(DnType::OrganizationName, CONTROLLER_ORGANIZATION);
+        dn.push(DnType::CommonName, "fleetwire controller");
         params.distinguished_name = dn;
+        params.subject_alt_names = sans;
         params.is_ca = IsCa::ExplicitNoCa;
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.extended_key_usages = usages;
         let now = OffsetDateTime::now_utc();
+        let validity =
+            time::Duration::try_from(CONTROLLER_CERT_VALIDITY).expect("a representable validity");
         params.not_before = now - BACKDATE;
-        params.not_after = now + self.validity;
+        params.not_after = now + validity;
         params.serial_number = Some(random_serial().0);
         params.use_authority_key_identifier_extension = true;
         let cert = params
             .signed_by(&key, &self.issuer)
-            .context("signing the client certificate")?;
-        Ok(ClientIdentity {
+            .with_context(|| format!("signing {what}"))?;
+        Ok(ControllerIdentity {
             cert_pem: cert.pem(),
             key_pem: key.serialize_pem(),
+            not_before: params.not_before.into(),
+            not_after: params.not_after.into(),
         })
+    }
+}
+
+/// A name the controller's server certificate is valid for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerName {
+    Dns(String),
+    Ip(IpAddr),
+}
+
+impl std::str::FromStr for ServerName {
+    type Err = std::convert::Infallible;
+
+    fn from_str(text: &str) -> Result<ServerName, Self::Err> {
+        Ok(match text.parse::<IpAddr>() {
+            Ok(ip) => ServerName::Ip(ip),
+            Err(_) => ServerName::Dns(text.to_string()),
+        })
+    }
+}
+
+/// The smallest RSA modulus the CA signs for (NIST SP 800-57's floor past 2030 is 2048).
+const MIN_RSA_BITS: usize = 2048;
+
+/// Refuses keys too weak to stand for a node: RSA under [`MIN_RSA_BITS`], elliptic curves
+/// other than P-256 and P-384, and anything but RSA, ECDSA and Ed25519.
+fn check_key_strength(csr_pem: &str) -> Result<(), CsrRejected> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(csr_pem.as_bytes())
+        .map_err(|e| CsrRejected::Unusable(e.to_string()))?;
+    let (_, csr) =
+        x509_parser::certification_request::X509CertificationRequest::from_der(&pem.contents)
+            .map_err(|e| CsrRejected::Unusable(e.to_string()))?;
+    let spki = &csr.certification_request_info.subject_pki;
+    match spki.parsed() {
+        Ok(PublicKey::RSA(rsa)) if rsa.key_size() >= MIN_RSA_BITS => Ok(()),
+        Ok(PublicKey::RSA(rsa)) => Err(CsrRejected::WeakKey(format!(
+            "an RSA key of {} bits (at least {MIN_RSA_BITS})",
+            rsa.key_size()
+        ))),
+        Ok(PublicKey::EC(_)) => {
+            let curve = spki
+                .algorithm
+                .parameters
+                .as_ref()
+                .and_then(|p| p.as_oid().ok());
+            let p256 = x509_parser::oid_registry::OID_EC_P256;
+            let p384 = x509_parser::oid_registry::OID_NIST_EC_P384;
+            match curve {
+                Some(oid) if oid == p256 || oid == p384 => Ok(()),
+                other => Err(CsrRejected::WeakKey(format!(
+                    "an elliptic-curve key on {} (P-256 or P-384 only)",
+                    other.map_or("an unnamed curve".to_string(), |o| o.to_id_string())
+                ))),
+            }
+        }
+        Ok(PublicKey::Unknown(_))
+            if spki.algorithm.algorithm == x509_parser::oid_registry::OID_SIG_ED25519 =>
+        {
+            Ok(())
+        }
+        Ok(_) | Err(_) => Err(CsrRejected::WeakKey(
+            "not an RSA, ECDSA (P-256, P-384) or Ed25519 key".to_string(),
+        )),
     }
 }
 

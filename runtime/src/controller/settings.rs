@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use super::arguments::ControllerArgs;
+use fleetwire_types::TransportSecurity;
+
+use super::arguments::{ControllerArgs, MetricsAuth};
 
 /// The checked settings the controller runs with.
 #[derive(Debug, Clone)]
@@ -22,6 +24,9 @@ pub struct Settings {
     pub cert_validity: Duration,
     /// `--default-spawn-port`: where a node that declared no spawn port is called.
     pub default_spawn_port: fleetwire_types::HostPort,
+    /// `--plain-http`: PPN's plain, unauthenticated HTTP instead of mutual TLS.
+    pub plain_http: bool,
+    pub metrics_auth: MetricsAuth,
 }
 
 /// Why a command line's values cannot run a controller; the message names the flag.
@@ -97,7 +102,18 @@ impl Settings {
             probe_interval: args.probe_interval,
             flush_interval: args.flush_interval,
             cert_validity: args.cert_validity,
+            plain_http: args.plain_http,
+            metrics_auth: args.metrics_auth,
         })
+    }
+
+    /// How the controller's port is served, as `/readyz` and `/metrics` say.
+    pub fn transport(&self) -> TransportSecurity {
+        if self.plain_http {
+            TransportSecurity::PlainHttp
+        } else {
+            TransportSecurity::Mtls
+        }
     }
 
     #[cfg(test)]

@@ -1,0 +1,316 @@
+//! Serving HTTP over TLS with the fleet's certificates, for the controller's port and the
+//! agent's local API (docs/security.md):
+//!
+//! - [`ReloadableCert`]: the server's certificate, replaced in place when it is renewed, so
+//!   a rotation never restarts a listener or drops a connection;
+//! - [`server_config`]: rustls, trusting client certificates from the fleet CA only, either
+//!   optional (the controller: operators and enrolling nodes come without one) or required
+//!   (the agent: only the controller may call it);
+//! - [`TlsListener`]: an `axum::serve` listener that runs every handshake on a task of its
+//!   own, so a storm of reconnecting nodes is absorbed in parallel and a slow or silent client
+//!   never holds up the next one, and that hands each connection's verified identity on;
+//! - [`IdentifyPeers`]: puts that identity on every request of the connection as a [`Peer`]
+//!   extension, read once per connection, never per request.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::serve::IncomingStream;
+use parking_lot::RwLock;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
+
+use crate::fleet_identity::{identify, PeerIdentity};
+
+/// Why TLS could not be set up from the given certificates.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsSetupError {
+    #[error("{what}: no PEM certificate in it")]
+    NoCertificate { what: &'static str },
+    #[error("{what}: not a PEM certificate: {error}")]
+    Certificate {
+        what: &'static str,
+        error: rustls::pki_types::pem::Error,
+    },
+    #[error("{what}: not a PEM private key: {error}")]
+    Key {
+        what: &'static str,
+        error: rustls::pki_types::pem::Error,
+    },
+    #[error("{what}: {error}")]
+    Rustls {
+        what: &'static str,
+        error: rustls::Error,
+    },
+    #[error("the fleet CA: {0}")]
+    Verifier(#[from] rustls::server::VerifierBuilderError),
+}
+
+/// Every certificate of a PEM text, in order.
+pub fn certificates_of(
+    pem: &str,
+    what: &'static str,
+) -> Result<Vec<CertificateDer<'static>>, TlsSetupError> {
+    let certs = CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| TlsSetupError::Certificate { what, error })?;
+    if certs.is_empty() {
+        return Err(TlsSetupError::NoCertificate { what });
+    }
+    Ok(certs)
+}
+
+/// A certificate chain (leaf first) and its private key, both PEM, ready to serve.
+pub fn certified_key(
+    chain_pem: &str,
+    key_pem: &str,
+    what: &'static str,
+) -> Result<Arc<CertifiedKey>, TlsSetupError> {
+    let chain = certificates_of(chain_pem, what)?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+        .map_err(|error| TlsSetupError::Key { what, error })?;
+    crate::tls::install_crypto_provider();
+    let signing = rustls::crypto::ring::sign::any_supported_type(&key)
+        .map_err(|error| TlsSetupError::Rustls { what, error })?;
+    let certified = CertifiedKey::new(chain, signing);
+    certified
+        .keys_match()
+        .map_err(|error| TlsSetupError::Rustls { what, error })?;
+    Ok(Arc::new(certified))
+}
+
+/// The server certificate, swapped in place on renewal: new handshakes get the new one,
+/// established connections keep theirs.
+#[derive(Debug)]
+pub struct ReloadableCert {
+    current: RwLock<Arc<CertifiedKey>>,
+}
+
+impl ReloadableCert {
+    pub fn new(first: Arc<CertifiedKey>) -> Arc<ReloadableCert> {
+        Arc::new(ReloadableCert {
+            current: RwLock::new(first),
+        })
+    }
+
+    pub fn replace(&self, next: Arc<CertifiedKey>) {
+        *self.current.write() = next;
+    }
+}
+
+impl ResolvesServerCert for ReloadableCert {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current.read().clone())
+    }
+}
+
+/// Whether a client must present a certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientCerts {
+    /// A certificate, when given, must chain to the fleet CA; none is fine (the route decides).
+    Optional,
+    /// No handshake completes without a certificate from the fleet CA.
+    Required,
+}
+
+/// rustls' server settings: `cert` served, client certificates checked against `client_ca_pem`.
+pub fn server_config(
+    cert: Arc<ReloadableCert>,
+    client_ca_pem: &str,
+    clients: ClientCerts,
+) -> Result<Arc<rustls::ServerConfig>, TlsSetupError> {
+    crate::tls::install_crypto_provider();
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in certificates_of(client_ca_pem, "the fleet CA")? {
+        roots.add(ca).map_err(|error| TlsSetupError::Rustls {
+            what: "the fleet CA",
+            error,
+        })?;
+    }
+    let verifier = WebPkiClientVerifier::builder(Arc::new(roots));
+    let verifier = match clients {
+        ClientCerts::Optional => verifier.allow_unauthenticated().build()?,
+        ClientCerts::Required => verifier.build()?,
+    };
+    let mut config = rustls::ServerConfig::builder()
+        .with_client_cert_verifier(verifier)
+        .with_cert_resolver(cert);
+    // axum serves HTTP/1.1 only.
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// The connection a request came on: who its client certificate names (`None`: no
+/// certificate, or one that names nobody of the fleet) and where it came from.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    pub address: SocketAddr,
+    pub identity: Option<Arc<PeerIdentity>>,
+}
+
+/// How long a client gets to finish its handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Finished handshakes waiting for the server to take them.
+const HANDSHAKE_QUEUE: usize = 1024;
+
+/// A TLS listener for `axum::serve`: TCP connections are accepted by a task of their own and
+/// each handshake runs on its own task; finished ones are handed to the server in the order
+/// they finish. Dropping the listener stops accepting.
+pub struct TlsListener {
+    local: SocketAddr,
+    finished: mpsc::Receiver<(TlsStream<TcpStream>, Peer)>,
+    acceptor_task: tokio::task::JoinHandle<()>,
+}
+
+impl TlsListener {
+    pub fn new(tcp: TcpListener, config: Arc<rustls::ServerConfig>) -> std::io::Result<Self> {
+        let local = tcp.local_addr()?;
+        let (tx, finished) = mpsc::channel(HANDSHAKE_QUEUE);
+        let acceptor = TlsAcceptor::from(config);
+        let acceptor_task = tokio::spawn(accept_loop(tcp, acceptor, tx));
+        Ok(TlsListener {
+            local,
+            finished,
+            acceptor_task,
+        })
+    }
+}
+
+impl Drop for TlsListener {
+    fn drop(&mut self) {
+        self.acceptor_task.abort();
+    }
+}
+
+async fn accept_loop(
+    tcp: TcpListener,
+    acceptor: TlsAcceptor,
+    finished: mpsc::Sender<(TlsStream<TcpStream>, Peer)>,
+) {
+    loop {
+        let (stream, address) = match tcp.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                // Out of descriptors and the like: wait rather than spin (as axum does).
+                tracing::warn!(%error, "accepting a connection failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if finished.is_closed() {
+            return;
+        }
+        // Answers go out as soon as they are written (no Nagle delay).
+        let _ = stream.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let finished = finished.clone();
+        tokio::spawn(async move {
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => {
+                    let identity = tls
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|chain| chain.first())
+                        .and_then(|leaf| identify(leaf))
+                        .map(Arc::new);
+                    let _ = finished.send((tls, Peer { address, identity })).await;
+                }
+                // A stranger's certificate, plain HTTP on the TLS port, a scanner: the client
+                // was told by the TLS alert; nothing for the server's log above debug.
+                Ok(Err(error)) => tracing::debug!(%address, %error, "TLS handshake refused"),
+                Err(_) => tracing::debug!(%address, "TLS handshake timed out"),
+            }
+        });
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = Peer;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.finished.recv().await {
+            Some(connection) => connection,
+            // The accept task only ends when it is aborted, which is when this is dropped.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(Peer {
+            address: self.local,
+            identity: None,
+        })
+    }
+}
+
+/// The make-service for [`TlsListener`]: serves `service` on every connection, with the
+/// connection's [`Peer`] on each request.
+#[derive(Clone)]
+pub struct IdentifyPeers<S> {
+    service: S,
+}
+
+impl<S> IdentifyPeers<S> {
+    pub fn new(service: S) -> Self {
+        IdentifyPeers { service }
+    }
+}
+
+impl<S: Clone> tower::Service<IncomingStream<'_, TlsListener>> for IdentifyPeers<S> {
+    type Response = WithPeer<S>;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<WithPeer<S>, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, incoming: IncomingStream<'_, TlsListener>) -> Self::Future {
+        std::future::ready(Ok(WithPeer {
+            service: self.service.clone(),
+            peer: incoming.remote_addr().clone(),
+        }))
+    }
+}
+
+/// `service`, with `peer` put on each request.
+#[derive(Clone)]
+pub struct WithPeer<S> {
+    service: S,
+    peer: Peer,
+}
+
+impl<S: tower::Service<Request>> tower::Service<Request> for WithPeer<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.service.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        request.extensions_mut().insert(self.peer.clone());
+        self.service.call(request)
+    }
+}
+
+/// Who the connection of `request` is, if it came over TLS with a fleet certificate.
+pub fn identity_of(request: &Request) -> Option<&PeerIdentity> {
+    request
+        .extensions()
+        .get::<Peer>()
+        .and_then(|peer| peer.identity.as_deref())
+}
