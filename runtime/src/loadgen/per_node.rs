@@ -423,3 +423,240 @@ async fn reconnect_all(fleet: &Arc<Fleet>, share: Range<usize>, since: Instant) 
     close_all(kept).await;
     part
 }
+
+#[cfg(test)]
+mod tests {
+    //! The per-node connections over real mTLS: a server that requires a certificate from the
+    //! test CA and answers a heartbeat only when the body's node_id is the one the connection's
+    //! certificate names, as the controller does (docs/security.md).
+
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::super::bodies::{heartbeat_body, node_id};
+    use super::super::dial::Dialer;
+    use crate::tls_server::{certified_key, server_config, ClientCerts, ReloadableCert};
+
+    /// Full handshakes and heartbeats the test server saw; resumed handshakes apart.
+    #[derive(Default)]
+    struct Seen {
+        full_handshakes: AtomicUsize,
+        resumed: AtomicUsize,
+        heartbeats: AtomicU64,
+    }
+
+    /// Serves one connection: every heartbeat answered 200 when it names the certificate's
+    /// node, 403 when not.
+    async fn serve(
+        mut tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+        seen: Arc<Seen>,
+    ) {
+        let (_, connection) = tls.get_ref();
+        match connection.handshake_kind() {
+            Some(rustls::HandshakeKind::Full) => {
+                seen.full_handshakes.fetch_add(1, Ordering::SeqCst)
+            }
+            _ => seen.resumed.fetch_add(1, Ordering::SeqCst),
+        };
+        let peer = connection
+            .peer_certificates()
+            .expect("a client certificate")[0]
+            .clone();
+        let (_, cert) = x509_parser::parse_x509_certificate(&peer).unwrap();
+        let named = cert
+            .subject()
+            .iter_common_name()
+            .next()
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_string();
+        let mut buffer = Vec::new();
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; 16];
+            let mut request = httparse::Request::new(&mut headers);
+            if let Ok(httparse::Status::Complete(head)) = request.parse(&buffer) {
+                let length: usize = request
+                    .headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                    .map(|h| std::str::from_utf8(h.value).unwrap().parse().unwrap())
+                    .unwrap();
+                if buffer.len() >= head + length {
+                    let body: serde_json::Value =
+                        serde_json::from_slice(&buffer[head..head + length]).unwrap();
+                    buffer.drain(..head + length);
+                    let answer: &[u8] = if body["node_id"] == named.as_str() {
+                        seen.heartbeats.fetch_add(1, Ordering::SeqCst);
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+                    } else {
+                        b"HTTP/1.1 403 Forbidden\r\nContent-Length: 5\r\n\r\nwrong"
+                    };
+                    if tls.write_all(answer).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            }
+            let mut chunk = [0u8; 8192];
+            match tls.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
+    /// A test fleet CA, and a server on 127.0.0.1 that requires its client certificates.
+    struct TestServer {
+        issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+        dialer: Arc<Dialer>,
+        seen: Arc<Seen>,
+        _dir: tempfile::TempDir,
+    }
+
+    impl TestServer {
+        async fn start() -> TestServer {
+            crate::tls::install_crypto_provider();
+            let ca_key = rcgen::KeyPair::generate().unwrap();
+            let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+            ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            let ca = ca_params.self_signed(&ca_key).unwrap();
+            let issuer = rcgen::Issuer::new(ca_params, ca_key);
+            let server_key = rcgen::KeyPair::generate().unwrap();
+            let mut server_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+            server_params
+                .subject_alt_names
+                .push(rcgen::SanType::IpAddress(
+                    std::net::Ipv4Addr::LOCALHOST.into(),
+                ));
+            let server_cert = server_params.signed_by(&server_key, &issuer).unwrap();
+            let served =
+                certified_key(&server_cert.pem(), &server_key.serialize_pem(), "test").unwrap();
+            let config = server_config(
+                ReloadableCert::new(served),
+                &ca.pem(),
+                ClientCerts::Required,
+            )
+            .unwrap();
+
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let seen = Arc::new(Seen::default());
+            let acceptor = tokio_rustls::TlsAcceptor::from(config);
+            tokio::spawn({
+                let seen = seen.clone();
+                async move {
+                    loop {
+                        let (tcp, _) = listener.accept().await.unwrap();
+                        let (acceptor, seen) = (acceptor.clone(), seen.clone());
+                        tokio::spawn(async move {
+                            if let Ok(tls) = acceptor.accept(tcp).await {
+                                serve(tls, seen).await;
+                            }
+                        });
+                    }
+                }
+            });
+            let dir = tempfile::tempdir().unwrap();
+            let ca_file = dir.path().join("ca.pem");
+            std::fs::write(&ca_file, ca.pem()).unwrap();
+            let url = format!("https://127.0.0.1:{port}");
+            TestServer {
+                issuer,
+                dialer: Arc::new(Dialer::new(&url, Some(&ca_file)).unwrap()),
+                seen,
+                _dir: dir,
+            }
+        }
+
+        /// rustls settings presenting a fresh certificate that names `name`.
+        fn identity(&self, name: &str) -> Arc<rustls::ClientConfig> {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let mut params = rcgen::CertificateParams::new(vec![name.to_string()]).unwrap();
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, name);
+            let cert = params.signed_by(&key, &self.issuer).unwrap();
+            let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+            self.dialer.node_config(&cert.pem(), key).unwrap()
+        }
+
+        fn fleet(&self, identities: Vec<Arc<rustls::ClientConfig>>) -> Arc<super::Fleet> {
+            Arc::new(super::Fleet {
+                dialer: self.dialer.clone(),
+                bodies: Arc::new(
+                    (0..identities.len())
+                        .map(|i| heartbeat_body(i, 1))
+                        .collect(),
+                ),
+                identities: Some(Arc::new(identities)),
+                ram_used_offsets: None,
+                pace: None,
+                failed: Arc::new(AtomicU64::new(0)),
+                warmup_ok: Arc::new(AtomicU64::new(0)),
+                first_refusal: Default::default(),
+            })
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn each_node_heartbeats_with_its_own_certificate_and_the_storm_shakes_hands_in_full() {
+        let server = TestServer::start().await;
+        let nodes = 5;
+        let fleet = server.fleet((0..nodes).map(|i| server.identity(&node_id(i))).collect());
+        let seen = &server.seen;
+
+        let mut running = super::start(fleet.clone(), 2).unwrap();
+        running.connected().await.unwrap();
+        let now = Instant::now();
+        let latency = running
+            .heartbeats(
+                now + Duration::from_millis(100),
+                now + Duration::from_millis(400),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            fleet.failed.load(Ordering::SeqCst),
+            0,
+            "{:?}",
+            fleet.first_refusal.lock()
+        );
+        assert!(!latency.is_empty() && fleet.warmup_ok.load(Ordering::SeqCst) > 0);
+        let storm = running.storm().await.unwrap();
+        assert_eq!((storm.nodes, storm.reconnected), (nodes, nodes));
+        assert!(storm.first_failure.is_none(), "{:?}", storm.first_failure);
+        assert_eq!(storm.per_node.len(), nodes as u64);
+        // Every reconnection was a full handshake: resumption is off (docs/performance.md).
+        assert_eq!(seen.full_handshakes.load(Ordering::SeqCst), 2 * nodes);
+        assert_eq!(seen.resumed.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            seen.heartbeats.load(Ordering::SeqCst),
+            latency.len() + fleet.warmup_ok.load(Ordering::SeqCst) + nodes as u64
+        );
+    }
+
+    #[tokio::test]
+    async fn a_node_that_speaks_for_another_is_refused_and_counted() {
+        // Node 0's connection presents a certificate naming load-0000001: every heartbeat is
+        // refused, and the refusal's body is kept for the operator.
+        let server = TestServer::start().await;
+        let fleet = server.fleet(vec![server.identity(&node_id(1))]);
+        let mut running = super::start(fleet.clone(), 1).unwrap();
+        running.connected().await.unwrap();
+        let now = Instant::now();
+        let latency = running
+            .heartbeats(now, now + Duration::from_millis(100))
+            .await
+            .unwrap();
+        assert_eq!(latency.len(), 0);
+        assert!(fleet.failed.load(Ordering::SeqCst) > 0);
+        assert_eq!(fleet.first_refusal.lock().as_deref(), Some("403: wrong"));
+        assert_eq!(server.seen.heartbeats.load(Ordering::SeqCst), 0);
+    }
+}
