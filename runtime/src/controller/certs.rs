@@ -129,6 +129,21 @@ impl NodeCa {
         &self.ca_pem
     }
 
+    /// The SHA-256 of the CA certificate's DER, as `openssl x509 -fingerprint -sha256` writes
+    /// it: for an operator to check the CA a node was given.
+    pub fn fingerprint_sha256(&self) -> String {
+        let der = x509_parser::pem::parse_x509_pem(self.ca_pem.as_bytes())
+            .map(|(_, pem)| pem.contents)
+            .unwrap_or_default();
+        let digest = ring::digest::digest(&ring::digest::SHA256, &der);
+        digest
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02X}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    }
+
     /// Signs `csr_pem`'s public key for `node_id`, valid for `wg_ip` and `addresses` only.
     pub fn sign(
         &self,
@@ -285,6 +300,15 @@ impl NodeCa {
 pub enum ServerName {
     Dns(String),
     Ip(IpAddr),
+}
+
+impl std::fmt::Display for ServerName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServerName::Dns(name) => f.write_str(name),
+            ServerName::Ip(ip) => write!(f, "{ip}"),
+        }
+    }
 }
 
 impl std::str::FromStr for ServerName {
@@ -467,7 +491,7 @@ mod tests {
     fn the_controller_client_certificate_is_for_client_auth_only_and_chains_to_the_ca() {
         let dir = tempfile::tempdir().unwrap();
         let ca = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
-        let me = ca.issue_client("fleetwire controller").unwrap();
+        let me = ca.issue_controller_client().unwrap();
         let (_, pem) = x509_parser::pem::parse_x509_pem(me.cert_pem.as_bytes()).unwrap();
         let cert = pem.parse_x509().unwrap();
         let eku = cert.extended_key_usage().unwrap().unwrap().value;
