@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod node_changes;
 pub mod node_counts;
 pub mod nodes;
+pub mod operator_tokens;
 pub mod placement;
 pub mod restore;
 pub mod routes;
