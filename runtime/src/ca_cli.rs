@@ -22,7 +22,11 @@ pub enum CaCommand {
     /// and print where its certificate is and its SHA-256 fingerprint.
     Init {
         /// The controller's CA directory: its --ca-dir, by default <data-dir>/ca.
-        #[arg(long, env = "FLEETWIRE_CA_DIR", default_value = "/var/lib/fleetwire/ca")]
+        #[arg(
+            long,
+            env = "FLEETWIRE_CA_DIR",
+            default_value = "/var/lib/fleetwire/ca"
+        )]
         dir: PathBuf,
     },
 }

@@ -184,8 +184,14 @@ async fn nodes_enroll_with_single_use_tokens_and_act_only_as_themselves() {
     )
     .await;
     assert_refused(status, &answer, 401, "unauthorized");
-    assert!(answer["message"].as_str().unwrap().contains("used"), "{answer}");
-    assert!(!answer.to_string().contains(&token), "the token is never echoed");
+    assert!(
+        answer["message"].as_str().unwrap().contains("used"),
+        "{answer}"
+    );
+    assert!(
+        !answer.to_string().contains(&token),
+        "the token is never echoed"
+    );
 
     // A token for n2 used for n3: 403; the token stays good for n2.
     let token_n2 = mint(&controller, "n2").await;
@@ -257,7 +263,12 @@ async fn nodes_enroll_with_single_use_tokens_and_act_only_as_themselves() {
     .unwrap();
     let key = KeyPair::generate().unwrap();
     let forged = other
-        .sign(&plain_csr(&key, "n1"), "n1", "127.0.0.1".parse().unwrap(), &[])
+        .sign(
+            &plain_csr(&key, "n1"),
+            "n1",
+            "127.0.0.1".parse().unwrap(),
+            &[],
+        )
         .unwrap();
     let forger = tls_client(
         &controller.ca_pem(),
@@ -329,7 +340,13 @@ async fn nodes_enroll_with_single_use_tokens_and_act_only_as_themselves() {
 
     // No secret reached the log; the operator's changes are logged by the token's name.
     let log = controller.log();
-    for secret in [token.as_str(), token_n2.as_str(), again.as_str(), ADMIN_TOKEN, VIEWER_TOKEN] {
+    for secret in [
+        token.as_str(),
+        token_n2.as_str(),
+        again.as_str(),
+        ADMIN_TOKEN,
+        VIEWER_TOKEN,
+    ] {
         let secret_part = secret.split('.').next_back().unwrap();
         assert!(!log.contains(secret_part), "a secret in the log:\n{log}");
     }
@@ -351,7 +368,11 @@ fn base64_lines(bytes: &[u8]) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
         for i in 0..4 {
             if i <= chunk.len() {
@@ -407,7 +428,11 @@ async fn operators_need_a_token_of_the_right_scope_and_health_stays_open() {
     assert_eq!((status, &health["transport"]), (200, &json!("mtls")));
     let (status, ready) = send(get("/readyz", None)).await;
     assert_eq!((status, &ready["transport"]), (200, &json!("mtls")));
-    let docs = anonymous.get(controller.url("/docs/")).send().await.unwrap();
+    let docs = anonymous
+        .get(controller.url("/docs/"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(docs.status(), 200);
     // Metrics take a token by default, and say the mode.
     assert_eq!(send(get("/metrics", None)).await.0, 401);
@@ -472,8 +497,14 @@ async fn an_expired_certificate_is_refused_and_the_node_needs_a_new_token() {
         .json(&heartbeat("brief"))
         .send()
         .await;
-    let error = format!("{:?}", refused.expect_err("an expired certificate is refused"));
-    assert!(error.contains("Expired") || error.contains("expired"), "{error}");
+    let error = format!(
+        "{:?}",
+        refused.expect_err("an expired certificate is refused")
+    );
+    assert!(
+        error.contains("Expired") || error.contains("expired"),
+        "{error}"
+    );
     // A new token enrolls it again.
     let again = mint(&controller, "brief").await;
     enroll(&controller, "brief", &again).await;

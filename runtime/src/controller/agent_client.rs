@@ -184,15 +184,16 @@ impl AgentClient {
         // VM ids may hold spaces, '/', '%', ... (schemas/node.schema.json's VmId): one segment.
         let (client, base) = self.agent(agent)?;
         let url = format!("{base}/v1/vms/{}", crate::ids::path_segment(vm_id));
-        let response = client
-            .delete(&url)
-            .send()
-            .await
-            .map_err(|e| AgentCallError::Unanswered {
-                method: "DELETE",
-                url: url.clone(),
-                cause: crate::tls::with_causes(&e),
-            })?;
+        let response =
+            client
+                .delete(&url)
+                .send()
+                .await
+                .map_err(|e| AgentCallError::Unanswered {
+                    method: "DELETE",
+                    url: url.clone(),
+                    cause: crate::tls::with_causes(&e),
+                })?;
         let status = response.status();
         if status.is_success() || status == reqwest::StatusCode::NOT_FOUND {
             return Ok(());

@@ -13,8 +13,9 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use fleetwire_types::{
-    ApiErrorCode, BootstrapTokenIssued, CreateBootstrapTokenRequest, CreateVmRequest, Health, HealthStatus, HostState, NodeStatusFilter,
-    RegisterNodeRequest, RegisterNodeResponse, SemVer, StateMessage, TenantId, Timestamp, VmRecord,
+    ApiErrorCode, BootstrapTokenIssued, CreateBootstrapTokenRequest, CreateVmRequest, Health,
+    HealthStatus, HostState, NodeStatusFilter, RegisterNodeRequest, RegisterNodeResponse, SemVer,
+    StateMessage, TenantId, Timestamp, VmRecord,
 };
 
 use super::shared::Controller;
@@ -73,26 +74,25 @@ pub async fn create_bootstrap_token(
     State(controller): Shared,
     Valid(request): Valid<CreateBootstrapTokenRequest>,
 ) -> Result<(StatusCode, Json<BootstrapTokenIssued>), ApiFailure> {
-    let ttl = request
-        .ttl_s
-        .map_or(DEFAULT_BOOTSTRAP_TOKEN_TTL, |s| Duration::from_secs(s as u64));
+    let ttl = request.ttl_s.map_or(DEFAULT_BOOTSTRAP_TOKEN_TTL, |s| {
+        Duration::from_secs(s as u64)
+    });
     let Some(tokens) = controller.credentials.bootstrap_tokens.clone() else {
         return Err(ApiFailure::internal(
             "this controller keeps no bootstrap tokens".to_string(),
         ));
     };
     let node_id = request.node_id;
-    let issued = tokio::task::spawn_blocking(move || {
-        tokens.create(&node_id, ttl, chrono::Utc::now())
-    })
-    .await
-    .map_err(|e| ApiFailure::internal(format!("the token task failed: {e}")))??;
+    let issued =
+        tokio::task::spawn_blocking(move || tokens.create(&node_id, ttl, chrono::Utc::now()))
+            .await
+            .map_err(|e| ApiFailure::internal(format!("the token task failed: {e}")))??;
     tracing::info!(
-        token_id = issued.token_id.as_str(),
+        token_id = issued.token.id.as_str(),
         node_id = issued.node_id.as_str(),
         "bootstrap token created"
     );
-    Ok((StatusCode::CREATED, Json(issued)))
+    Ok((StatusCode::CREATED, Json(issued.to_wire())))
 }
 
 /// `POST /v1/nodes/heartbeat` as routed by the router. Over HTTP the route is served ahead of

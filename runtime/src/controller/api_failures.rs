@@ -90,16 +90,20 @@ impl From<EnrollmentError> for ApiFailure {
                 }];
                 failure
             }
-            EnrollmentError::NoCredential => {
-                ApiFailure::new(StatusCode::UNAUTHORIZED, ApiErrorCode::Unauthorized, message)
-            }
+            EnrollmentError::NoCredential => ApiFailure::new(
+                StatusCode::UNAUTHORIZED,
+                ApiErrorCode::Unauthorized,
+                message,
+            ),
             EnrollmentError::Identity(error) => error.into(),
-            EnrollmentError::Token(TokenRefusal::OtherNode) => {
+            EnrollmentError::Token(TokenRefusal::OtherNode { .. }) => {
                 ApiFailure::new(StatusCode::FORBIDDEN, ApiErrorCode::Forbidden, message)
             }
-            EnrollmentError::Token(_) => {
-                ApiFailure::new(StatusCode::UNAUTHORIZED, ApiErrorCode::Unauthorized, message)
-            }
+            EnrollmentError::Token(_) => ApiFailure::new(
+                StatusCode::UNAUTHORIZED,
+                ApiErrorCode::Unauthorized,
+                message,
+            ),
             EnrollmentError::SigningTask(_) => ApiFailure::internal(message),
             EnrollmentError::Store(error) => error.into(),
         }

@@ -196,11 +196,10 @@ async fn redeem(
     };
     let token = token.to_string();
     let node_id = node_id.to_string();
-    let redeemed = tokio::task::spawn_blocking(move || {
-        tokens.redeem(&token, &node_id, chrono::Utc::now())
-    })
-    .await
-    .map_err(EnrollmentError::SigningTask)?;
+    let redeemed =
+        tokio::task::spawn_blocking(move || tokens.redeem(&token, &node_id, chrono::Utc::now()))
+            .await
+            .map_err(EnrollmentError::SigningTask)?;
     match redeemed {
         Ok(redeemed) => Ok(redeemed.token_id),
         Err(TokenRefusal::Store(error)) => Err(EnrollmentError::Store(error)),

@@ -23,7 +23,9 @@ pub enum HeartbeatError {
     #[error(transparent)]
     Identity(#[from] NodeIdentityError),
     /// mTLS mode: a heartbeat never enrolls; the node registers first.
-    #[error("node {0:?} is not enrolled: it registers (with a bootstrap token) before it heartbeats")]
+    #[error(
+        "node {0:?} is not enrolled: it registers (with a bootstrap token) before it heartbeats"
+    )]
     NotEnrolled(String),
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -48,7 +50,9 @@ pub async fn take_heartbeat_with(
     rejected: Vec<RejectedVm>,
     caller: NodeCaller<'_>,
 ) -> Result<(), HeartbeatError> {
-    Ok(apply(controller, heartbeat, rejected, caller)?.stored().await?)
+    Ok(apply(controller, heartbeat, rejected, caller)?
+        .stored()
+        .await?)
 }
 
 /// The heartbeat applied to its node (enrolling it when new, unless the caller is checked),
@@ -126,8 +130,8 @@ fn apply<'c>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::shared::Credentials;
     use crate::controller::settings::Settings;
+    use crate::controller::shared::Credentials;
     use crate::controller::test_support::{heartbeat, stored};
     use crate::store::sqlite::SqliteStore;
     use std::time::Duration;
@@ -146,14 +150,13 @@ mod tests {
             flush_interval: Duration::from_millis(600),
             ..Settings::for_tests()
         };
-        let started =
-            Controller::start(
-                settings,
-                Box::new(SqliteStore::open(&path).unwrap()),
-                None,
-                Credentials::none(),
-            )
-            .unwrap();
+        let started = Controller::start(
+            settings,
+            Box::new(SqliteStore::open(&path).unwrap()),
+            None,
+            Credentials::none(),
+        )
+        .unwrap();
         let controller = started.controller;
 
         // Enrolling: committed before the answer.

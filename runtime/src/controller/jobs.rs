@@ -240,6 +240,7 @@ mod tests {
     use super::*;
     use crate::controller::heartbeat::take_heartbeat;
     use crate::controller::settings::Settings;
+    use crate::controller::shared::Credentials;
     use crate::controller::test_support::{heartbeat, stored};
     use crate::store::sqlite::SqliteStore;
 

@@ -27,11 +27,9 @@ pub mod node_changes;
 pub mod node_counts;
 pub mod node_identity;
 pub mod nodes;
-<<<<<<< HEAD
-pub mod own_certs;
-=======
+pub mod operator_access;
 pub mod operator_tokens;
->>>>>>> trust-tokens
+pub mod own_certs;
 pub mod placement;
 pub mod restore;
 pub mod routes;

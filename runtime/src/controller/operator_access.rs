@@ -85,7 +85,9 @@ pub fn authorize(
         .credentials
         .operators
         .find(presented)
-        .ok_or_else(|| unauthorized("the bearer token is not one of the controller's operator tokens"))?;
+        .ok_or_else(|| {
+            unauthorized("the bearer token is not one of the controller's operator tokens")
+        })?;
     if needed == OperatorScope::Admin && !operator.scope.may_write() {
         return Err(ApiFailure::new(
             StatusCode::FORBIDDEN,
@@ -130,9 +132,15 @@ mod tests {
     fn a_bearer_token_is_read_from_the_authorization_header() {
         let mut headers = HeaderMap::new();
         assert_eq!(bearer(&headers), None);
-        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer abc"));
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer abc"),
+        );
         assert_eq!(bearer(&headers), Some("abc"));
-        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("bearer  abc "));
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("bearer  abc "),
+        );
         assert_eq!(bearer(&headers), Some("abc"));
         headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
         assert_eq!(bearer(&headers), None);

@@ -13,7 +13,10 @@ use crate::tls_server::{certified_key, ReloadableCert};
 /// The names the server certificate is valid for: `extra` (`--tls-name`), this host's name,
 /// `localhost` and every address of the host's interfaces, without repeats.
 pub fn server_names(extra: &[String]) -> Vec<ServerName> {
-    let mut names: Vec<ServerName> = extra.iter().map(|n| n.parse().expect("infallible")).collect();
+    let mut names: Vec<ServerName> = extra
+        .iter()
+        .map(|n| n.parse().expect("infallible"))
+        .collect();
     if let Ok(host) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
         let host = host.trim();
         if !host.is_empty() {
@@ -44,7 +47,11 @@ pub fn issue_server(
 ) -> anyhow::Result<(Arc<rustls::sign::CertifiedKey>, ControllerIdentity)> {
     let issued = ca.issue_controller_server(names)?;
     let chain = format!("{}{}", issued.cert_pem, ca.ca_pem());
-    let key = certified_key(&chain, &issued.key_pem, "the controller's server certificate")?;
+    let key = certified_key(
+        &chain,
+        &issued.key_pem,
+        "the controller's server certificate",
+    )?;
     Ok((key, issued))
 }
 
@@ -122,7 +129,11 @@ mod tests {
 
     #[test]
     fn the_server_names_hold_the_extra_names_localhost_and_loopback_once() {
-        let names = server_names(&["fleet.example".into(), "10.9.8.7".into(), "localhost".into()]);
+        let names = server_names(&[
+            "fleet.example".into(),
+            "10.9.8.7".into(),
+            "localhost".into(),
+        ]);
         assert_eq!(names[0], ServerName::Dns("fleet.example".into()));
         assert_eq!(names[1], ServerName::Ip("10.9.8.7".parse().unwrap()));
         let localhost = ServerName::Dns("localhost".into());

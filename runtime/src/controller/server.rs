@@ -3,6 +3,7 @@
 //! then flushes the store.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 
@@ -10,10 +11,12 @@ use super::arguments::ControllerArgs;
 use super::certs::NodeCa;
 use super::heartbeat_route::HeartbeatFirst;
 use super::jobs;
-use super::own_certs::{self, issue_server, renewal_due, server_names};
 use super::logging::init_logging;
+use super::operator_tokens::OperatorTokens;
+use super::own_certs::{self, issue_server, renewal_due, server_names};
 use super::settings::Settings;
-use super::shared::{Controller, Started};
+use super::shared::{Controller, Credentials, Started};
+use crate::store::bootstrap_tokens::SqliteBootstrapTokens;
 use crate::store::sqlite::SqliteStore;
 use crate::tls_server::{server_config, ClientCerts, IdentifyPeers, ReloadableCert, TlsListener};
 
@@ -67,11 +70,24 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
         None => None,
     };
     let plain_http = settings.plain_http;
+    let operators = match &args.operator_token_file {
+        Some(path) => OperatorTokens::load(path)?,
+        None => OperatorTokens::empty(),
+    };
+    if !plain_http && operators.is_empty() {
+        tracing::warn!(
+            "no operator tokens (--operator-token-file): every operator route answers 401; `fleetwire token operator` makes one"
+        );
+    }
+    let credentials = Credentials {
+        operators,
+        bootstrap_tokens: Some(Arc::new(SqliteBootstrapTokens::open(&db)?)),
+    };
     let Started {
         controller,
         writer,
         probe_requests,
-    } = Controller::start(settings, Box::new(store), ca)?;
+    } = Controller::start(settings, Box::new(store), ca, credentials)?;
     let tcp = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -105,10 +121,12 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
         let (key, issued) = issue_server(ca, &names)?;
         let served = ReloadableCert::new(key);
         let config = server_config(served.clone(), ca.ca_pem(), ClientCerts::Optional)?;
-        let client_due = controller.agents.identity_dates().map_or(
-            std::time::SystemTime::now(),
-            |d| renewal_due(d.not_before, d.not_after),
-        );
+        let client_due = controller
+            .agents
+            .identity_dates()
+            .map_or(std::time::SystemTime::now(), |d| {
+                renewal_due(d.not_before, d.not_after)
+            });
         jobs.push(tokio::spawn(own_certs::renew(
             controller.clone(),
             served,

@@ -129,9 +129,17 @@ impl ControllerProcess {
                     panic!("the controller exited at start-up: {status}\n{log}");
                 }
                 if secure {
-                    let client = blocking_tls_client(&std::fs::read(&ca).ok()?);
-                    let answer = client.get(&url).send().ok()?;
-                    (answer.status() == 200).then_some(200)
+                    // On a thread of its own: reqwest's blocking client runs a runtime, which
+                    // cannot live inside a test's async runtime.
+                    let ca_pem = std::fs::read(&ca).ok()?;
+                    let url = url.clone();
+                    let status = std::thread::spawn(move || {
+                        let client = blocking_tls_client(&ca_pem);
+                        client.get(&url).send().ok().map(|a| a.status().as_u16())
+                    })
+                    .join()
+                    .ok()??;
+                    (status == 200).then_some(200)
                 } else {
                     blocking_get(&url).filter(|code| *code == 200)
                 }
