@@ -457,7 +457,7 @@ async fn operators_need_a_token_of_the_right_scope_and_health_stays_open() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn metrics_can_be_opened_and_plain_http_says_so() {
+async fn metrics_can_be_opened_and_plain_http_takes_ppn_agents_and_says_so() {
     let open = ControllerProcess::start_secure(&["--metrics-auth", "none"]);
     let metrics = open
         .tls_client()
@@ -467,7 +467,12 @@ async fn metrics_can_be_opened_and_plain_http_says_so() {
         .unwrap();
     assert_eq!(metrics.status(), 200);
 
+    // --plain-http: an unmodified PPN agent's heartbeat enrolls its node, and anyone reads it
+    // back, exactly as seed 003's procedure has it.
     let plain = ControllerProcess::start(&[]);
+    heartbeat_ok(&client(), &plain, &ppn_body("ppn-7", "10.0.0.7")).await;
+    let (status, node) = get_json(&client(), &plain.url("/v1/nodes/ppn-7")).await;
+    assert_eq!((status, &node["wg_ip"]), (200, &json!("10.0.0.7")), "{node}");
     let (status, ready) = get_json(&client(), &plain.url("/readyz")).await;
     assert_eq!((status, &ready["transport"]), (200, &json!("plain_http")));
     let text = metrics_text(&client(), &plain).await;
