@@ -28,6 +28,8 @@ enum Command {
     Validate(crate::validate::ValidateArgs),
     /// Run the node agent: enroll, heartbeat, run machines, write reported.json.
     Agent(Box<crate::agent::AgentArgs>),
+    /// The fleet CA: create it before the controller's first start, or check an operator's.
+    Ca(crate::ca_cli::CaArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -39,5 +41,6 @@ pub fn main() -> ExitCode {
         Command::Controller(args) => crate::controller::run(args),
         Command::Loadgen(args) => crate::loadgen::run(args),
         Command::Agent(args) => crate::agent::run(&args),
+        Command::Ca(args) => crate::ca_cli::run(&args),
     }
 }

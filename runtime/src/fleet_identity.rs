@@ -59,16 +59,11 @@ pub fn identify(cert_der: &[u8]) -> Option<PeerIdentity> {
     }
 }
 
-/// A serial's big-endian bytes in lower-case hex without leading zero digits: the form the
-/// CA records (`controller::certs::IssuedCert::serial_hex` never starts with a zero digit).
+/// A serial's DER integer bytes in lower-case hex, two digits a byte: the form the CA records
+/// (`controller::certs::IssuedCert::serial_hex`; its serials are positive and minimal, so
+/// the bytes it chose are the bytes the certificate carries).
 pub fn serial_hex(bytes: &[u8]) -> String {
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let trimmed = hex.trim_start_matches('0');
-    if trimmed.is_empty() {
-        "0".to_string()
-    } else {
-        trimmed.to_string()
-    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -87,7 +82,7 @@ mod tests {
                 .subject_alt_names
                 .push(SanType::DnsName((*name).try_into().unwrap()));
         }
-        params.serial_number = Some(rcgen::SerialNumber::from_slice(&[0x00, 0x2a, 0x01]));
+        params.serial_number = Some(rcgen::SerialNumber::from_slice(&[0x0a, 0x01]));
         params.self_signed(&key).unwrap().der().to_vec()
     }
 
@@ -97,7 +92,7 @@ mod tests {
             identify(&certificate(NODE_ORGANIZATION, &["gpu-01.dc1"])),
             Some(PeerIdentity::Node {
                 node_id: "gpu-01.dc1".into(),
-                serial_hex: "2a01".into()
+                serial_hex: "0a01".into()
             })
         );
     }

@@ -2,6 +2,8 @@
 
 pub mod agent;
 pub mod atomic_file;
+pub mod bootstrap_token;
+pub mod ca_cli;
 pub mod cli;
 pub mod cli_values;
 pub mod controller;

@@ -473,6 +473,27 @@ async fn every_operation_answers_what_the_api_document_says() {
         assert!(metrics.contains(family), "{family} missing:\n{metrics}");
     }
 
+    // Bootstrap tokens (taken in every mode; only mTLS mode asks for them).
+    let (status, issued) = c
+        .call(
+            "create_bootstrap_token",
+            "/v1/tokens",
+            Some(json!({"node_id": "api-node", "ttl_s": 600})),
+        )
+        .await;
+    assert_eq!(status, 201, "{issued}");
+    let (status, _) = c
+        .call(
+            "create_bootstrap_token",
+            "/v1/tokens",
+            Some(json!({"node_id": "api-node", "ttl_s": 5})),
+        )
+        .await;
+    assert_eq!(
+        status, 400,
+        "a token of five seconds is under the schema's minimum"
+    );
+
     let (status, _) = c.call("delete_node", "/v1/nodes/api-node", None).await;
     assert_eq!(status, 204);
     c.call("delete_node", "/v1/nodes/api-node", None).await;
@@ -492,6 +513,7 @@ async fn every_operation_answers_what_the_api_document_says() {
         ("register_node", 400),
         ("post_heartbeat", 400),
         ("list_nodes", 400),
+        ("create_bootstrap_token", 400),
         ("get_node", 404),
         ("delete_node", 404),
         ("create_vm", 409),
@@ -698,4 +720,157 @@ async fn a_request_whose_body_stalls_times_out_as_an_api_error() {
         ),
         "{metrics}"
     );
+}
+
+/// mTLS mode's refusals, checked (and recorded) against the document like every other answer:
+/// `401` and `403` on node routes and operator routes, with the credentials a caller would
+/// have (docs/security.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mtls_refusals_answer_what_the_api_document_says() {
+    let controller = ControllerProcess::start_secure(&[]);
+    let api = ApiDocument::load();
+    let anonymous = controller.tls_client();
+    let url = |path: &str| controller.url(path);
+
+    // A token for n1, minted by an admin; a read-only token may not.
+    let mint = json!({"node_id": "n1", "ttl_s": 600});
+    let (status, issued) = send_checked(
+        &api,
+        "create_bootstrap_token",
+        anonymous
+            .post(url("/v1/tokens"))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&mint),
+        Some(&mint),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let token = issued["token"].as_str().unwrap().to_string();
+    let (status, _) = send_checked(
+        &api,
+        "create_bootstrap_token",
+        anonymous
+            .post(url("/v1/tokens"))
+            .bearer_auth(VIEWER_TOKEN)
+            .json(&mint),
+        Some(&mint),
+    )
+    .await;
+    assert_eq!(status, 403);
+
+    // Registration: no credential 401, another node's token 403, its own token 200.
+    let key = rcgen::KeyPair::generate().unwrap();
+    let csr = rcgen::CertificateParams::new(vec!["n1".to_string()])
+        .unwrap()
+        .serialize_request(&key)
+        .unwrap()
+        .pem()
+        .unwrap();
+    let mut register = registration("n2", 9, 100);
+    register["csr_pem"] = csr.clone().into();
+    let (status, _) = post_checked(
+        &anonymous,
+        &api,
+        "register_node",
+        &url("/v1/nodes/register"),
+        &register,
+    )
+    .await;
+    assert_eq!(status, 401);
+    let (status, _) = send_checked(
+        &api,
+        "register_node",
+        anonymous
+            .post(url("/v1/nodes/register"))
+            .bearer_auth(&token)
+            .json(&register),
+        Some(&register),
+    )
+    .await;
+    assert_eq!(status, 403);
+    register["node_id"] = "n1".into();
+    let (status, answer) = send_checked(
+        &api,
+        "register_node",
+        anonymous
+            .post(url("/v1/nodes/register"))
+            .bearer_auth(&token)
+            .json(&register),
+        Some(&register),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let n1 = tls_client(
+        &controller.ca_pem(),
+        Some((answer["cert_pem"].as_str().unwrap(), &key.serialize_pem())),
+    );
+
+    // Heartbeats: without a certificate 401, as another node 403.
+    let body = ppn_heartbeat("n1", "127.0.0.1", 9);
+    let (status, _) = post_checked(
+        &anonymous,
+        &api,
+        "post_heartbeat",
+        &url("/v1/nodes/heartbeat"),
+        &body,
+    )
+    .await;
+    assert_eq!(status, 401);
+    let other = ppn_heartbeat("n2", "127.0.0.1", 9);
+    let (status, _) = post_checked(
+        &n1,
+        &api,
+        "post_heartbeat",
+        &url("/v1/nodes/heartbeat"),
+        &other,
+    )
+    .await;
+    assert_eq!(status, 403);
+    let (status, _) = post_checked(
+        &n1,
+        &api,
+        "post_heartbeat",
+        &url("/v1/nodes/heartbeat"),
+        &body,
+    )
+    .await;
+    assert_eq!(status, 200);
+
+    // Operator routes: no token 401, a read-only token on a write 403; metrics 401.
+    for (id, path) in [
+        ("list_nodes", "/v1/nodes"),
+        ("get_fleet", "/v1/fleet"),
+        ("get_metrics", "/metrics"),
+    ] {
+        let (status, _) = send_checked(&api, id, anonymous.get(url(path)), None).await;
+        assert_eq!(status, 401, "{id}");
+    }
+    let (status, _) = send_checked(
+        &api,
+        "cordon_node",
+        anonymous
+            .post(url("/v1/nodes/n1/cordon"))
+            .bearer_auth(VIEWER_TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(status, 403);
+    let (status, _) = send_checked(
+        &api,
+        "delete_node",
+        anonymous
+            .delete(url("/v1/nodes/n1"))
+            .bearer_auth(VIEWER_TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(status, 403);
+    let (status, _) = send_checked(
+        &api,
+        "get_node",
+        anonymous.get(url("/v1/nodes/n1")).bearer_auth(VIEWER_TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
 }

@@ -174,6 +174,7 @@ async fn controller_with_env(dir: &std::path::Path, env: &[(&str, &str)]) -> (Ru
     let mut command = fleetwire();
     command
         .arg("controller")
+        .arg("--plain-http")
         .arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
         .arg("--db")

@@ -8,7 +8,9 @@ use std::time::Duration;
 use anyhow::Context;
 use fleetwire_types::{CreateVmRequest, RuntimeHealth, VmRecord, WireDocument};
 
-use super::certs::NodeCa;
+use parking_lot::RwLock;
+
+use super::certs::{ControllerIdentity, NodeCa};
 
 /// Why a call to a node's agent or runtime failed; the message names the call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -43,10 +45,10 @@ pub enum AgentCallError {
         document: &'static str,
         rejection: String,
     },
-    /// An `https://` runtime address, and no node CA to present a client certificate from.
+    /// An `https://` address, and no node CA to present a client certificate from.
     #[error(
-        "GET {url}: the runtime is in fleet mode (mTLS) and this controller has no node CA \
-         (--ca-dir) to authenticate with"
+        "{url}: the peer takes mTLS only and this controller has no node CA (--ca-dir) to \
+         authenticate with"
     )]
     NoClientCertificate { url: String },
 }
@@ -64,11 +66,22 @@ impl std::fmt::Display for AgentEndpoint {
     }
 }
 
+/// When the controller's client certificate is valid.
+#[derive(Debug, Clone, Copy)]
+pub struct ControllerIdentityDates {
+    pub not_before: std::time::SystemTime,
+    pub not_after: std::time::SystemTime,
+}
+
 pub struct AgentClient {
     http: reqwest::Client,
-    /// For `https://` runtime addresses (smolvm's fleet mode): presents the controller's own
-    /// client certificate and trusts only the node CA. `None` without a node CA.
-    runtime_mtls: Option<reqwest::Client>,
+    /// Presents the controller's own client certificate and trusts only the node CA: for the
+    /// agents in mTLS mode and for `https://` runtime addresses (smolvm's fleet mode). `None`
+    /// without a node CA. Replaced when the certificate is renewed (`own_certs`).
+    mtls: RwLock<Option<(reqwest::Client, ControllerIdentityDates)>>,
+    /// mTLS mode: the agents serve HTTPS with their node certificates.
+    agents_over_tls: bool,
+    timeout: Duration,
 }
 
 /// At most this much of a failing answer is quoted in an error.
@@ -83,36 +96,75 @@ fn quote(body: &[u8]) -> String {
     quoted
 }
 
+fn builder(timeout: Duration) -> reqwest::ClientBuilder {
+    crate::tls::client_builder()
+        .timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(5)))
+        .no_proxy()
+}
+
 impl AgentClient {
     /// `ca`: the node CA, when the controller has one; the controller then issues itself a
-    /// client certificate to probe runtimes in smolvm's fleet mode (docs/controller.md).
-    pub fn new(timeout: Duration, ca: Option<&NodeCa>) -> anyhow::Result<AgentClient> {
-        let builder = || {
-            crate::tls::client_builder()
-                .timeout(timeout)
-                .connect_timeout(timeout.min(Duration::from_secs(5)))
-                .no_proxy()
+    /// client certificate to call the agents over mTLS (`agents_over_tls`, mTLS mode) and to
+    /// probe runtimes in smolvm's fleet mode (docs/security.md).
+    pub fn new(
+        timeout: Duration,
+        ca: Option<&NodeCa>,
+        agents_over_tls: bool,
+    ) -> anyhow::Result<AgentClient> {
+        let client = AgentClient {
+            http: builder(timeout).build()?,
+            mtls: RwLock::new(None),
+            agents_over_tls,
+            timeout,
         };
-        let http = builder().build()?;
-        let runtime_mtls = match ca {
-            None => None,
-            Some(ca) => {
-                let me = ca.issue_controller_client()?;
-                let identity = reqwest::Identity::from_pem(
-                    format!("{}\n{}", me.cert_pem, me.key_pem).as_bytes(),
-                )
+        if let Some(ca) = ca {
+            client.renew_identity(ca)?;
+        }
+        Ok(client)
+    }
+
+    /// Issues the controller a new client certificate and calls with it from now on; calls
+    /// already under way finish with the old one. Returns when the new one expires.
+    pub fn renew_identity(&self, ca: &NodeCa) -> anyhow::Result<ControllerIdentity> {
+        let me = ca.issue_controller_client()?;
+        let identity =
+            reqwest::Identity::from_pem(format!("{}\n{}", me.cert_pem, me.key_pem).as_bytes())
                 .context("the controller's client certificate")?;
-                let trust = reqwest::Certificate::from_pem(ca.ca_pem().as_bytes())
-                    .context("the node CA certificate")?;
-                Some(
-                    builder()
-                        .identity(identity)
-                        .tls_certs_only([trust])
-                        .build()?,
-                )
-            }
+        let trust = reqwest::Certificate::from_pem(ca.ca_pem().as_bytes())
+            .context("the node CA certificate")?;
+        let client = builder(self.timeout)
+            .identity(identity)
+            .tls_certs_only([trust])
+            .build()?;
+        let dates = ControllerIdentityDates {
+            not_before: me.not_before,
+            not_after: me.not_after,
         };
-        Ok(AgentClient { http, runtime_mtls })
+        *self.mtls.write() = Some((client, dates));
+        Ok(me)
+    }
+
+    fn mtls(&self) -> Option<reqwest::Client> {
+        self.mtls.read().as_ref().map(|(client, _)| client.clone())
+    }
+
+    /// The validity of the client certificate in use, if any.
+    pub fn identity_dates(&self) -> Option<ControllerIdentityDates> {
+        self.mtls.read().as_ref().map(|(_, dates)| *dates)
+    }
+
+    /// The client and base URL for a node's agent: HTTPS with the controller's certificate in
+    /// mTLS mode, plain HTTP otherwise.
+    fn agent(&self, agent: AgentEndpoint) -> Result<(reqwest::Client, String), AgentCallError> {
+        if !self.agents_over_tls {
+            return Ok((self.http.clone(), format!("http://{agent}")));
+        }
+        let url = format!("https://{agent}");
+        let client = self
+            .mtls()
+            .ok_or(AgentCallError::NoClientCertificate { url: url.clone() })?;
+        Ok((client, url))
     }
 
     /// `POST /v1/spawn` on the agent; the `VmRecord` it answers.
@@ -121,29 +173,26 @@ impl AgentClient {
         agent: AgentEndpoint,
         request: &CreateVmRequest,
     ) -> Result<VmRecord, AgentCallError> {
-        let url = format!("http://{agent}/v1/spawn");
-        read_answer(
-            "POST",
-            &url,
-            self.http.post(&url).json(request).send().await,
-        )
-        .await
+        let (client, base) = self.agent(agent)?;
+        let url = format!("{base}/v1/spawn");
+        read_answer("POST", &url, client.post(&url).json(request).send().await).await
     }
 
     /// `DELETE /v1/vms/{vm_id}` on the agent. An agent that no longer knows the VM (404) has
     /// nothing left to delete, which is success.
     pub async fn delete(&self, agent: AgentEndpoint, vm_id: &str) -> Result<(), AgentCallError> {
         // VM ids may hold spaces, '/', '%', ... (schemas/node.schema.json's VmId): one segment.
-        let url = format!("http://{agent}/v1/vms/{}", crate::ids::path_segment(vm_id));
+        let (client, base) = self.agent(agent)?;
+        let url = format!("{base}/v1/vms/{}", crate::ids::path_segment(vm_id));
         let response =
-            self.http
+            client
                 .delete(&url)
                 .send()
                 .await
                 .map_err(|e| AgentCallError::Unanswered {
                     method: "DELETE",
                     url: url.clone(),
-                    cause: e.to_string(),
+                    cause: crate::tls::with_causes(&e),
                 })?;
         let status = response.status();
         if status.is_success() || status == reqwest::StatusCode::NOT_FOUND {
@@ -166,11 +215,10 @@ impl AgentClient {
             .get(..8)
             .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
         {
-            self.runtime_mtls
-                .as_ref()
+            self.mtls()
                 .ok_or_else(|| AgentCallError::NoClientCertificate { url: url.clone() })?
         } else {
-            &self.http
+            self.http.clone()
         };
         read_answer("GET", &url, client.get(&url).send().await).await
     }

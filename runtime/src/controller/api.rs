@@ -4,25 +4,30 @@
 //! `api_failures`).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use fleetwire_types::{
-    ApiErrorCode, CreateVmRequest, Health, HealthStatus, HostState, NodeStatusFilter,
-    RegisterNodeRequest, RegisterNodeResponse, SemVer, StateMessage, TenantId, Timestamp, VmRecord,
+    ApiErrorCode, BootstrapTokenIssued, CreateBootstrapTokenRequest, CreateVmRequest, Health,
+    HealthStatus, HostState, NodeStatusFilter, RegisterNodeRequest, RegisterNodeResponse, SemVer,
+    StateMessage, TenantId, Timestamp, VmRecord,
 };
 
 use super::shared::Controller;
 use super::state::{DirtyNode, NodeState, WhenStored};
-use super::{enrollment, heartbeat_answer, nodes, placement};
+use super::{enrollment, heartbeat_answer, nodes, operator_access, placement};
 use crate::http::{ApiFailure, Valid};
+use crate::tls_server::Peer;
 
 type Shared = State<Arc<Controller>>;
+
+/// A bootstrap token's life when `ttl_s` is absent (the schema's default).
+const DEFAULT_BOOTSTRAP_TOKEN_TTL: Duration = Duration::from_secs(3600);
 
 fn json_bytes(body: Bytes) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
@@ -53,9 +58,41 @@ fn node_not_found(node_id: &str) -> ApiFailure {
 /// `POST /v1/nodes/register`
 pub async fn register_node(
     State(controller): Shared,
+    peer: Option<Extension<Peer>>,
+    headers: HeaderMap,
     Valid(request): Valid<RegisterNodeRequest>,
 ) -> Result<Json<RegisterNodeResponse>, ApiFailure> {
-    Ok(Json(enrollment::register(&controller, request).await?))
+    let presented = peer.as_ref().and_then(|p| p.identity.as_deref());
+    let bearer = operator_access::bearer(&headers);
+    Ok(Json(
+        enrollment::register(&controller, request, presented, bearer).await?,
+    ))
+}
+
+/// `POST /v1/tokens`: a single-use bootstrap token for one node id, shown this once.
+pub async fn create_bootstrap_token(
+    State(controller): Shared,
+    Valid(request): Valid<CreateBootstrapTokenRequest>,
+) -> Result<(StatusCode, Json<BootstrapTokenIssued>), ApiFailure> {
+    let ttl = request.ttl_s.map_or(DEFAULT_BOOTSTRAP_TOKEN_TTL, |s| {
+        Duration::from_secs(s as u64)
+    });
+    let Some(tokens) = controller.credentials.bootstrap_tokens.clone() else {
+        return Err(ApiFailure::internal(
+            "this controller keeps no bootstrap tokens".to_string(),
+        ));
+    };
+    let node_id = request.node_id;
+    let issued =
+        tokio::task::spawn_blocking(move || tokens.create(&node_id, ttl, chrono::Utc::now()))
+            .await
+            .map_err(|e| ApiFailure::internal(format!("the token task failed: {e}")))??;
+    tracing::info!(
+        token_id = issued.token.id.as_str(),
+        node_id = issued.node_id.as_str(),
+        "bootstrap token created"
+    );
+    Ok((StatusCode::CREATED, Json(issued.to_wire())))
 }
 
 /// `POST /v1/nodes/heartbeat` as routed by the router. Over HTTP the route is served ahead of
@@ -64,9 +101,11 @@ pub async fn register_node(
 /// router directly).
 pub async fn post_heartbeat(
     State(controller): Shared,
+    peer: Option<Extension<Peer>>,
     crate::http::JsonBody(body): crate::http::JsonBody,
 ) -> Result<Response, ApiFailure> {
-    heartbeat_answer::answer(&controller, &body).await
+    let presented = peer.as_ref().and_then(|p| p.identity.as_deref());
+    heartbeat_answer::answer(&controller, &body, presented).await
 }
 
 /// `GET /v1/nodes[?status=...]`

@@ -5,8 +5,11 @@ use axum::http::StatusCode;
 use fleetwire_types::{ApiErrorCode, Rejection, Violation};
 
 use super::enrollment::EnrollmentError;
+use super::heartbeat::HeartbeatError;
+use super::node_identity::NodeIdentityError;
 use super::placement::PlacementError;
 use crate::http::ApiFailure;
+use crate::store::bootstrap_tokens::TokenRefusal;
 use crate::store::error::StoreError;
 
 /// `503 store_unavailable`: whatever the store's trouble, the request may be retried.
@@ -17,6 +20,31 @@ impl From<StoreError> for ApiFailure {
             ApiErrorCode::StoreUnavailable,
             format!("the controller's store failed: {error}"),
         )
+    }
+}
+
+/// `401` when the sender proved nothing (or a certificate no longer current), `403` when it
+/// proved to be another node.
+impl From<NodeIdentityError> for ApiFailure {
+    fn from(error: NodeIdentityError) -> ApiFailure {
+        let (status, code) = match error {
+            NodeIdentityError::NoCertificate | NodeIdentityError::NotCurrent { .. } => {
+                (StatusCode::UNAUTHORIZED, ApiErrorCode::Unauthorized)
+            }
+            NodeIdentityError::OtherNode { .. } => (StatusCode::FORBIDDEN, ApiErrorCode::Forbidden),
+        };
+        ApiFailure::new(status, code, error.to_string())
+    }
+}
+
+impl From<HeartbeatError> for ApiFailure {
+    fn from(error: HeartbeatError) -> ApiFailure {
+        match error {
+            HeartbeatError::Identity(error) => error.into(),
+            // The agent's cue to register again, as for a node the controller forgot.
+            HeartbeatError::NotEnrolled(_) => ApiFailure::not_found(error.to_string()),
+            HeartbeatError::Store(error) => error.into(),
+        }
     }
 }
 
@@ -46,6 +74,36 @@ impl From<EnrollmentError> for ApiFailure {
                 }];
                 failure
             }
+            EnrollmentError::CsrRequired => {
+                let mut failure = ApiFailure::new(
+                    StatusCode::BAD_REQUEST,
+                    ApiErrorCode::InvalidDocument,
+                    message,
+                );
+                failure.body.violations = vec![Violation {
+                    instance_path: "".parse().expect("a JSON pointer"),
+                    schema_path: "/$defs/RegisterNodeRequest/properties/csr_pem"
+                        .parse()
+                        .expect("a JSON pointer"),
+                    keyword: "required".into(),
+                    message: "csr_pem is required by a controller in mTLS mode".into(),
+                }];
+                failure
+            }
+            EnrollmentError::NoCredential => ApiFailure::new(
+                StatusCode::UNAUTHORIZED,
+                ApiErrorCode::Unauthorized,
+                message,
+            ),
+            EnrollmentError::Identity(error) => error.into(),
+            EnrollmentError::Token(TokenRefusal::OtherNode { .. }) => {
+                ApiFailure::new(StatusCode::FORBIDDEN, ApiErrorCode::Forbidden, message)
+            }
+            EnrollmentError::Token(_) => ApiFailure::new(
+                StatusCode::UNAUTHORIZED,
+                ApiErrorCode::Unauthorized,
+                message,
+            ),
             EnrollmentError::SigningTask(_) => ApiFailure::internal(message),
             EnrollmentError::Store(error) => error.into(),
         }

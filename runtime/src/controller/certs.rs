@@ -129,6 +129,21 @@ impl NodeCa {
         &self.ca_pem
     }
 
+    /// The SHA-256 of the CA certificate's DER, as `openssl x509 -fingerprint -sha256` writes
+    /// it: for an operator to check the CA a node was given.
+    pub fn fingerprint_sha256(&self) -> String {
+        let der = x509_parser::pem::parse_x509_pem(self.ca_pem.as_bytes())
+            .map(|(_, pem)| pem.contents)
+            .unwrap_or_default();
+        let digest = ring::digest::digest(&ring::digest::SHA256, &der);
+        digest
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02X}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    }
+
     /// Signs `csr_pem`'s public key for `node_id`, valid for `wg_ip` and `addresses` only.
     pub fn sign(
         &self,
@@ -285,6 +300,15 @@ impl NodeCa {
 pub enum ServerName {
     Dns(String),
     Ip(IpAddr),
+}
+
+impl std::fmt::Display for ServerName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServerName::Dns(name) => f.write_str(name),
+            ServerName::Ip(ip) => write!(f, "{ip}"),
+        }
+    }
 }
 
 impl std::str::FromStr for ServerName {

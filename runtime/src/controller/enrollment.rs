@@ -1,6 +1,8 @@
-//! Enrollment by registration (`POST /v1/nodes/register`): the runtime check, the node CA's
-//! signature of the node's CSR, the registration applied to the node (enrolling it when new),
-//! and its commit; and why a registration is refused ([`EnrollmentError`]).
+//! Enrollment by registration (`POST /v1/nodes/register`): who may register (in mTLS mode, a
+//! bootstrap token for the node, or the node's current certificate: docs/security.md), the
+//! runtime check, the node CA's signature of the node's CSR, the token spent, the registration
+//! applied to the node (enrolling it when new), and its commit; and why a registration is
+//! refused ([`EnrollmentError`]). A refused registration changes nothing.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,10 +12,13 @@ use fleetwire_types::{
 };
 
 use super::certs::CsrRejected;
+use super::node_identity::{self, NodeCaller, NodeIdentityError};
 use super::nodes;
 use super::shared::Controller;
 use super::state::{DirtyNode, WhenStored};
+use crate::fleet_identity::PeerIdentity;
 use crate::runtimes;
+use crate::store::bootstrap_tokens::TokenRefusal;
 use crate::store::error::StoreError;
 
 /// Why a registration was refused; nothing about the node changed.
@@ -28,7 +33,19 @@ pub enum EnrollmentError {
     /// The node CA refused the node's certificate signing request.
     #[error("not a valid RegisterNodeRequest: /csr_pem: {0}")]
     CsrRejected(#[source] CsrRejected),
-    /// The signing task did not finish.
+    /// mTLS mode: the node's certificate comes from its CSR, so there must be one.
+    #[error("not a valid RegisterNodeRequest: /csr_pem: required by a controller in mTLS mode (the node's certificate is signed from it)")]
+    CsrRequired,
+    /// mTLS mode: neither a bootstrap token nor a node certificate came with the request.
+    #[error("registering takes a bootstrap token for this node (`Authorization: Bearer <token>`, from `fleetwire token create`) or the node's current certificate; the request has neither")]
+    NoCredential,
+    /// The certificate presented is another node's, or not this node's current one.
+    #[error(transparent)]
+    Identity(#[from] NodeIdentityError),
+    /// The bootstrap token presented was refused.
+    #[error("the bootstrap token was refused: {0}")]
+    Token(#[source] TokenRefusal),
+    /// The signing or token task did not finish.
     #[error("the signing task failed: {0}")]
     SigningTask(#[source] tokio::task::JoinError),
     /// The registration could not be committed.
@@ -36,13 +53,59 @@ pub enum EnrollmentError {
     Store(#[from] StoreError),
 }
 
-/// Registers the node: signs its CSR first (a CSR that cannot be signed refuses the
-/// registration and changes nothing), applies the registration, and answers once it is
-/// committed.
+/// What a registration in mTLS mode proved.
+enum Credential<'a> {
+    /// `--plain-http`: nothing asked.
+    Unchecked,
+    /// A bootstrap token, spent once the CSR is signed.
+    Token(&'a str),
+    /// The node's current certificate: a restart or a renewal.
+    Certificate,
+}
+
+/// Who is registering: a bootstrap token wins over a certificate, so that a node whose
+/// certificate is no longer current (unenrolled, replaced) enrolls again with a new token.
+fn credential<'a>(
+    controller: &Controller,
+    request: &RegisterNodeRequest,
+    presented: Option<&PeerIdentity>,
+    bearer: Option<&'a str>,
+) -> Result<Credential<'a>, EnrollmentError> {
+    let caller = controller.node_caller(presented);
+    if let NodeCaller::Unchecked = caller {
+        return Ok(Credential::Unchecked);
+    }
+    if request.csr_pem.is_none() {
+        return Err(EnrollmentError::CsrRequired);
+    }
+    if let Some(token) = bearer {
+        return Ok(Credential::Token(token));
+    }
+    let node_id = request.node_id.as_str();
+    let serial = match node_identity::claim(caller, node_id) {
+        Ok(Some(serial)) => serial,
+        Ok(None) => return Err(EnrollmentError::NoCredential),
+        Err(NodeIdentityError::NoCertificate) => return Err(EnrollmentError::NoCredential),
+        Err(other) => return Err(other.into()),
+    };
+    let recorded = controller
+        .table
+        .get(node_id)
+        .and_then(|slot| slot.lock().record.cert_serial.clone());
+    node_identity::current(node_id, serial, recorded.as_ref())?;
+    Ok(Credential::Certificate)
+}
+
+/// Registers the node: checks who asks, signs its CSR (a CSR that cannot be signed refuses the
+/// registration and changes nothing), spends the bootstrap token, applies the registration,
+/// and answers once it is committed.
 pub async fn register(
     controller: &Arc<Controller>,
     request: RegisterNodeRequest,
+    presented: Option<&PeerIdentity>,
+    bearer: Option<&str>,
 ) -> Result<RegisterNodeResponse, EnrollmentError> {
+    let credential = credential(controller, &request, presented, bearer)?;
     if !runtimes::is_known(&request.runtime) {
         return Err(EnrollmentError::UnknownRuntime {
             runtime: request.runtime.as_str().to_string(),
@@ -69,6 +132,10 @@ pub async fn register(
         _ => None,
     };
     let node_id = request.node_id.to_string();
+    let token_id = match credential {
+        Credential::Token(token) => Some(redeem(controller, token, &node_id).await?),
+        Credential::Unchecked | Credential::Certificate => None,
+    };
     let probe = request.smolvm_address.is_some();
     let now = Instant::now();
     let received = Timestamp::now();
@@ -98,7 +165,8 @@ pub async fn register(
         node_id,
         new,
         runtime_restarted = outcome.runtime_restarted,
-        certificate = issued.is_some(),
+        certificate = issued.as_ref().map(|i| i.serial_hex.as_str()),
+        bootstrap_token = token_id.as_deref(),
         "node registered"
     );
     if probe {
@@ -114,4 +182,27 @@ pub async fn register(
         cert_pem,
         node: record,
     })
+}
+
+/// Spends `token` for `node_id`: single use, whatever else is redeeming at the same time.
+/// Returns the token's id (public, for the log).
+async fn redeem(
+    controller: &Arc<Controller>,
+    token: &str,
+    node_id: &str,
+) -> Result<String, EnrollmentError> {
+    let Some(tokens) = controller.credentials.bootstrap_tokens.clone() else {
+        return Err(EnrollmentError::Token(TokenRefusal::Unknown));
+    };
+    let token = token.to_string();
+    let node_id = node_id.to_string();
+    let redeemed =
+        tokio::task::spawn_blocking(move || tokens.redeem(&token, &node_id, chrono::Utc::now()))
+            .await
+            .map_err(EnrollmentError::SigningTask)?;
+    match redeemed {
+        Ok(redeemed) => Ok(redeemed.token_id),
+        Err(TokenRefusal::Store(error)) => Err(EnrollmentError::Store(error)),
+        Err(refusal) => Err(EnrollmentError::Token(refusal)),
+    }
 }

@@ -9,11 +9,27 @@ use compact_str::CompactString;
 use fleetwire_types::{NodeHeartbeat, RejectedVm, Timestamp};
 
 use super::node_changes::NodeChange;
+use super::node_identity::{self, NodeCaller, NodeIdentityError};
 use super::nodes;
 use super::shared::Controller;
 use super::state::{DirtyNode, WhenStored};
 use crate::store::error::StoreError;
 use crate::store::writer::Change;
+
+/// Why a heartbeat was not taken; a refused heartbeat changes nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum HeartbeatError {
+    /// The sender may not act for the heartbeat's node (mTLS mode).
+    #[error(transparent)]
+    Identity(#[from] NodeIdentityError),
+    /// mTLS mode: a heartbeat never enrolls; the node registers first.
+    #[error(
+        "node {0:?} is not enrolled: it registers (with a bootstrap token) before it heartbeats"
+    )]
+    NotEnrolled(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
 
 /// Takes a heartbeat (tests; both entry points read a body with `heartbeat_answer`): returns once an enrolling heartbeat's new node is committed, any other
 /// once its change is queued (or, while the store is behind, written).
@@ -21,26 +37,33 @@ use crate::store::writer::Change;
 pub async fn take_heartbeat(
     controller: &Controller,
     heartbeat: NodeHeartbeat,
-) -> Result<(), StoreError> {
-    take_heartbeat_with(controller, heartbeat, Vec::new()).await
+) -> Result<(), HeartbeatError> {
+    take_heartbeat_with(controller, heartbeat, Vec::new(), NodeCaller::Unchecked).await
 }
 
 /// Takes a heartbeat whose `rejected` entries of `vms` were set aside (by
-/// `heartbeat_entries::read`): the node record shows them until the next heartbeat.
+/// `heartbeat_entries::read`): the node record shows them until the next heartbeat. `caller`
+/// must be the heartbeat's node (`node_identity`).
 pub async fn take_heartbeat_with(
     controller: &Controller,
     heartbeat: NodeHeartbeat,
     rejected: Vec<RejectedVm>,
-) -> Result<(), StoreError> {
-    apply(controller, heartbeat, rejected).stored().await
+    caller: NodeCaller<'_>,
+) -> Result<(), HeartbeatError> {
+    Ok(apply(controller, heartbeat, rejected, caller)?
+        .stored()
+        .await?)
 }
 
-/// The heartbeat applied to its node (enrolling it when new), and the node's change.
-fn apply(
-    controller: &Controller,
+/// The heartbeat applied to its node (enrolling it when new, unless the caller is checked),
+/// and the node's change.
+fn apply<'c>(
+    controller: &'c Controller,
     heartbeat: NodeHeartbeat,
     rejected: Vec<RejectedVm>,
-) -> NodeChange<'_> {
+    caller: NodeCaller<'_>,
+) -> Result<NodeChange<'c>, HeartbeatError> {
+    let presented = node_identity::claim(caller, heartbeat.node_id.as_str())?;
     if !rejected.is_empty() {
         controller.metrics.rejected_vm_entries(rejected.len());
         tracing::warn!(
@@ -53,11 +76,20 @@ fn apply(
     let now = Instant::now();
     let received = Timestamp::now();
     let node_id = CompactString::from(heartbeat.node_id.as_str());
-    let (slot, new) = controller.table.get_or_insert(&node_id, || {
-        nodes::enroll_by_heartbeat(&heartbeat, received)
-    });
+    let (slot, new) = match presented {
+        None => controller.table.get_or_insert(&node_id, || {
+            nodes::enroll_by_heartbeat(&heartbeat, received)
+        }),
+        Some(_) => match controller.table.get(&node_id) {
+            Some(slot) => (slot, false),
+            None => return Err(HeartbeatError::NotEnrolled(node_id.to_string())),
+        },
+    };
     let (mut outcome, change) = {
         let mut state = slot.lock();
+        if let Some(serial) = presented {
+            node_identity::current(&node_id, serial, state.record.cert_serial.as_ref())?;
+        }
         let mut outcome =
             nodes::apply_heartbeat(&mut state, heartbeat, now, received, &controller.settings);
         outcome.record_changed |= nodes::set_rejected_vms(&mut state, rejected);
@@ -92,13 +124,14 @@ fn apply(
     {
         outcome.log(change.node_id());
     }
-    change
+    Ok(change)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::controller::settings::Settings;
+    use crate::controller::shared::Credentials;
     use crate::controller::test_support::{heartbeat, stored};
     use crate::store::sqlite::SqliteStore;
     use std::time::Duration;
@@ -117,8 +150,13 @@ mod tests {
             flush_interval: Duration::from_millis(600),
             ..Settings::for_tests()
         };
-        let started =
-            Controller::start(settings, Box::new(SqliteStore::open(&path).unwrap()), None).unwrap();
+        let started = Controller::start(
+            settings,
+            Box::new(SqliteStore::open(&path).unwrap()),
+            None,
+            Credentials::none(),
+        )
+        .unwrap();
         let controller = started.controller;
 
         // Enrolling: committed before the answer.

@@ -9,13 +9,20 @@ use axum::response::{IntoResponse, Response};
 use super::heartbeat::take_heartbeat_with;
 use super::heartbeat_entries;
 use super::shared::Controller;
+use crate::fleet_identity::PeerIdentity;
 use crate::http::ApiFailure;
 
-/// Reads `body` as a heartbeat and takes it.
-pub async fn answer(controller: &Controller, body: &[u8]) -> Result<Response, ApiFailure> {
+/// Reads `body` as a heartbeat and takes it, from the sender its connection's certificate
+/// names (`presented`; checked in mTLS mode only).
+pub async fn answer(
+    controller: &Controller,
+    body: &[u8],
+    presented: Option<&PeerIdentity>,
+) -> Result<Response, ApiFailure> {
     let (heartbeat, rejected) = heartbeat_entries::read(body)?;
     let unknown = heartbeat.unknown_fields;
-    take_heartbeat_with(controller, heartbeat.value, rejected).await?;
+    let caller = controller.node_caller(presented);
+    take_heartbeat_with(controller, heartbeat.value, rejected, caller).await?;
     let mut response = StatusCode::OK.into_response();
     // A heartbeat without unknown fields pays nothing for them.
     if !unknown.is_empty() {

@@ -27,6 +27,7 @@ use super::heartbeat_answer;
 use super::routes::{self, HEARTBEAT_PATH};
 use super::shared::Controller;
 use crate::http::{require_json, too_large, unreadable_body, MAX_BODY_BYTES};
+use crate::tls_server::Peer;
 
 /// The controller's HTTP service: the heartbeat route, then the router.
 #[derive(Clone)]
@@ -78,6 +79,10 @@ async fn take(controller: &Controller, request: Request) -> Response {
     if let Err(failure) = require_json(request.headers()) {
         return failure.into_response();
     }
+    let presented = request
+        .extensions()
+        .get::<Peer>()
+        .and_then(|peer| peer.identity.clone());
     let body = match Limited::new(request.into_body(), MAX_BODY_BYTES)
         .collect()
         .await
@@ -86,7 +91,7 @@ async fn take(controller: &Controller, request: Request) -> Response {
         Err(error) if error.is::<LengthLimitError>() => return too_large().into_response(),
         Err(error) => return unreadable_body(format!("reading the body: {error}")).into_response(),
     };
-    heartbeat_answer::answer(controller, &body)
+    heartbeat_answer::answer(controller, &body, presented.as_deref())
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }

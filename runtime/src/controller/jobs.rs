@@ -240,6 +240,7 @@ mod tests {
     use super::*;
     use crate::controller::heartbeat::take_heartbeat;
     use crate::controller::settings::Settings;
+    use crate::controller::shared::Credentials;
     use crate::controller::test_support::{heartbeat, stored};
     use crate::store::sqlite::SqliteStore;
 
@@ -257,7 +258,7 @@ mod tests {
             ..Settings::for_tests()
         };
         let store = Box::new(SqliteStore::in_memory().unwrap());
-        let started = Controller::start(settings, store, None).unwrap();
+        let started = Controller::start(settings, store, None, Credentials::none()).unwrap();
         let controller = started.controller;
         for id in ["quiet", "chatty", "unenrolled"] {
             take_heartbeat(&controller, heartbeat(id, 1000))
@@ -319,7 +320,7 @@ mod tests {
         };
         let start = || {
             let store = Box::new(SqliteStore::open(&path).unwrap());
-            Controller::start(settings.clone(), store, None).unwrap()
+            Controller::start(settings.clone(), store, None, Credentials::none()).unwrap()
         };
         let started = start();
         let controller = started.controller;

@@ -52,6 +52,17 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Adds `fleetwire_controller_transport_info{transport="mtls"|"plain_http"} 1`: how the
+    /// controller's port is served, so a scrape shows a controller left in `--plain-http`.
+    pub fn with_transport(mut self, transport: fleetwire_types::TransportSecurity) -> Metrics {
+        self.registry.register(
+            "transport",
+            "How the controller's port is served: mtls, or plain_http (no authentication)",
+            prometheus_client::metrics::info::Info::new(vec![("transport", transport.as_str())]),
+        );
+        self
+    }
+
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("fleetwire_controller");
         let requests = Family::<RequestLabels, Counter>::default();

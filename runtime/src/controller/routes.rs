@@ -13,6 +13,7 @@ use axum::routing::{delete, get, post, MethodRouter};
 use axum::Router;
 use fleetwire_types::ApiErrorCode;
 
+use super::operator_access::{self, Access};
 use super::shared::Controller;
 use super::{api, docs};
 use crate::http::{unknown_route, wrong_method, ApiFailure, MAX_BODY_BYTES};
@@ -27,6 +28,8 @@ pub struct ApiRoute {
     /// The path as the API document writes it (axum's syntax is the same).
     pub path: &'static str,
     pub operation_id: &'static str,
+    /// Who may call it: the document's `x-fleetwire-access`, enforced by `operator_access`.
+    pub access: Access,
     pub handler: fn() -> MethodRouter<Arc<Controller>>,
 }
 
@@ -36,96 +39,119 @@ pub const API: &[ApiRoute] = &[
         method: Method::POST,
         path: "/v1/nodes/register",
         operation_id: "register_node",
+        access: Access::Node,
         handler: || post(api::register_node),
     },
     ApiRoute {
         method: Method::POST,
         path: HEARTBEAT_PATH,
         operation_id: "post_heartbeat",
+        access: Access::Node,
         handler: || post(api::post_heartbeat),
     },
     ApiRoute {
         method: Method::GET,
         path: "/v1/nodes",
         operation_id: "list_nodes",
+        access: Access::Read,
         handler: || get(api::list_nodes),
     },
     ApiRoute {
         method: Method::GET,
         path: "/v1/nodes/{node_id}",
         operation_id: "get_node",
+        access: Access::Read,
         handler: || get(api::get_node),
     },
     ApiRoute {
         method: Method::DELETE,
         path: "/v1/nodes/{node_id}",
         operation_id: "delete_node",
+        access: Access::Admin,
         handler: || delete(api::delete_node),
     },
     ApiRoute {
         method: Method::POST,
         path: "/v1/nodes/{node_id}/cordon",
         operation_id: "cordon_node",
+        access: Access::Admin,
         handler: || post(api::cordon_node),
     },
     ApiRoute {
         method: Method::POST,
         path: "/v1/nodes/{node_id}/uncordon",
         operation_id: "uncordon_node",
+        access: Access::Admin,
         handler: || post(api::uncordon_node),
     },
     ApiRoute {
         method: Method::POST,
         path: "/v1/nodes/{node_id}/drain",
         operation_id: "drain_node",
+        access: Access::Admin,
         handler: || post(api::drain_node),
     },
     ApiRoute {
         method: Method::GET,
         path: "/v1/fleet",
         operation_id: "get_fleet",
+        access: Access::Read,
         handler: || get(api::get_fleet),
     },
     ApiRoute {
         method: Method::POST,
         path: "/v1/vms",
         operation_id: "create_vm",
+        access: Access::Admin,
         handler: || post(api::create_vm),
     },
     ApiRoute {
         method: Method::GET,
         path: "/v1/vms",
         operation_id: "list_vms",
+        access: Access::Read,
         handler: || get(api::list_vms),
     },
     ApiRoute {
         method: Method::GET,
         path: "/v1/vms/{vm_id}",
         operation_id: "get_vm",
+        access: Access::Read,
         handler: || get(api::get_vm),
     },
     ApiRoute {
         method: Method::DELETE,
         path: "/v1/vms/{vm_id}",
         operation_id: "delete_vm",
+        access: Access::Admin,
         handler: || delete(api::delete_vm),
+    },
+    ApiRoute {
+        method: Method::POST,
+        path: "/v1/tokens",
+        operation_id: "create_bootstrap_token",
+        access: Access::Admin,
+        handler: || post(api::create_bootstrap_token),
     },
     ApiRoute {
         method: Method::GET,
         path: "/healthz",
         operation_id: "get_healthz",
+        access: Access::Open,
         handler: || get(api::get_healthz),
     },
     ApiRoute {
         method: Method::GET,
         path: "/readyz",
         operation_id: "get_readyz",
+        access: Access::Open,
         handler: || get(api::get_readyz),
     },
     ApiRoute {
         method: Method::GET,
         path: "/metrics",
         operation_id: "get_metrics",
+        access: Access::Metrics,
         handler: || get(api::get_metrics),
     },
 ];
@@ -140,7 +166,11 @@ pub fn router(controller: Arc<Controller>) -> Router {
     for path in paths {
         let mut methods: MethodRouter<Arc<Controller>> = MethodRouter::new();
         for route in API.iter().filter(|r| r.path == path) {
-            methods = methods.merge((route.handler)());
+            let access = middleware::from_fn_with_state(
+                (controller.clone(), route.access),
+                operator_access::require,
+            );
+            methods = methods.merge((route.handler)().layer(access));
         }
         router = router.route(path, methods);
     }
@@ -233,7 +263,7 @@ mod tests {
     }
 
     #[test]
-    fn the_route_table_lists_exactly_the_operations_of_the_api_document() {
+    fn the_route_table_lists_exactly_the_operations_of_the_api_document_with_their_access() {
         let doc = document();
         let mut documented = BTreeSet::new();
         for (path, item) in doc["paths"].as_object().unwrap() {
@@ -245,6 +275,10 @@ mod tests {
                         method.to_uppercase(),
                         path.clone(),
                         operation["operationId"].as_str().unwrap().to_string(),
+                        operation["x-fleetwire-access"]
+                            .as_str()
+                            .unwrap_or("(none)")
+                            .to_string(),
                     ));
                 }
             }
@@ -256,6 +290,7 @@ mod tests {
                     r.method.to_string(),
                     r.path.to_string(),
                     r.operation_id.to_string(),
+                    r.access.as_str().to_string(),
                 )
             })
             .collect();

@@ -3,6 +3,7 @@
 //! then flushes the store.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 
@@ -11,9 +12,13 @@ use super::certs::NodeCa;
 use super::heartbeat_route::HeartbeatFirst;
 use super::jobs;
 use super::logging::init_logging;
+use super::operator_tokens::OperatorTokens;
+use super::own_certs::{self, issue_server, renewal_due, server_names};
 use super::settings::Settings;
-use super::shared::{Controller, Started};
+use super::shared::{Controller, Credentials, Started};
+use crate::store::bootstrap_tokens::SqliteBootstrapTokens;
 use crate::store::sqlite::SqliteStore;
+use crate::tls_server::{server_config, ClientCerts, IdentifyPeers, ReloadableCert, TlsListener};
 
 /// `fleetwire controller`.
 pub fn run(args: ControllerArgs) -> ExitCode {
@@ -51,43 +56,99 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| args.data_dir.join("controller.sqlite3"));
     let store = SqliteStore::open(&db)?;
-    let ca = match &args.ca_dir {
+    // mTLS mode cannot run without a CA: it is the data directory's unless placed elsewhere.
+    let ca_dir = match (&args.ca_dir, settings.plain_http) {
+        (Some(dir), _) => Some(dir.clone()),
+        (None, false) => Some(args.data_dir.join("ca")),
+        (None, true) => None,
+    };
+    let ca = match &ca_dir {
         Some(dir) => Some(
             NodeCa::open_or_create(dir, settings.cert_validity)
                 .with_context(|| format!("node CA in {}", dir.display()))?,
         ),
         None => None,
     };
+    let plain_http = settings.plain_http;
+    let operators = match &args.operator_token_file {
+        Some(path) => OperatorTokens::load(path)?,
+        None => OperatorTokens::empty(),
+    };
+    if !plain_http && operators.is_empty() {
+        tracing::warn!(
+            "no operator tokens (--operator-token-file): every operator route answers 401; `fleetwire token operator` makes one"
+        );
+    }
+    let credentials = Credentials {
+        operators,
+        bootstrap_tokens: Some(Arc::new(SqliteBootstrapTokens::open(&db)?)),
+    };
     let Started {
         controller,
         writer,
         probe_requests,
-    } = Controller::start(settings, Box::new(store), ca)?;
-    let listener = tokio::net::TcpListener::bind(args.listen)
+    } = Controller::start(settings, Box::new(store), ca, credentials)?;
+    let tcp = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    tracing::info!(
-        listen = %listener.local_addr()?,
-        db = %db.display(),
-        ca = ?args.ca_dir,
-        "controller serving"
-    );
-    let jobs = jobs::spawn(controller.clone(), probe_requests);
-    // Answers go out as soon as they are written (no Nagle delay behind an unacknowledged
-    // segment, which a large `GET /v1/fleet` answer would otherwise meet).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
-        if let Err(error) = stream.set_nodelay(true) {
-            tracing::debug!(%error, "cannot set TCP_NODELAY");
-        }
-    });
+    let listen = tcp.local_addr()?;
+    let mut jobs = jobs::spawn(controller.clone(), probe_requests);
     let app = HeartbeatFirst::new(controller.clone());
-    axum::serve(listener, tower::make::Shared::new(app))
-        .with_graceful_shutdown(async {
-            crate::shutdown::signal().await;
-            tracing::info!("shutting down");
-        })
-        .await
-        .context("serving HTTP")?;
+    let shutdown = async {
+        crate::shutdown::signal().await;
+        tracing::info!("shutting down");
+    };
+    if plain_http {
+        tracing::warn!(
+            listen = %listen,
+            "--plain-http: serving plain HTTP and authenticating nobody, as a PPN controller does: anyone who reaches this port can act as any node and any operator"
+        );
+        tracing::info!(listen = %listen, db = %db.display(), ca = ?ca_dir, transport = "plain_http", "controller serving");
+        // Answers go out as soon as they are written (no Nagle delay behind an unacknowledged
+        // segment, which a large `GET /v1/fleet` answer would otherwise meet).
+        let listener = axum::serve::ListenerExt::tap_io(tcp, |stream| {
+            if let Err(error) = stream.set_nodelay(true) {
+                tracing::debug!(%error, "cannot set TCP_NODELAY");
+            }
+        });
+        axum::serve(listener, tower::make::Shared::new(app))
+            .with_graceful_shutdown(shutdown)
+            .await
+            .context("serving HTTP")?;
+    } else {
+        let ca = controller.ca.as_ref().expect("mTLS mode always has a CA");
+        let names = server_names(&args.tls_names);
+        let (key, issued) = issue_server(ca, &names)?;
+        let served = ReloadableCert::new(key);
+        let config = server_config(served.clone(), ca.ca_pem(), ClientCerts::Optional)?;
+        let client_due = controller
+            .agents
+            .identity_dates()
+            .map_or(std::time::SystemTime::now(), |d| {
+                renewal_due(d.not_before, d.not_after)
+            });
+        jobs.push(tokio::spawn(own_certs::renew(
+            controller.clone(),
+            served,
+            names.clone(),
+            renewal_due(issued.not_before, issued.not_after),
+            client_due,
+        )));
+        let names: Vec<String> = names.iter().map(ToString::to_string).collect();
+        tracing::info!(
+            listen = %listen,
+            db = %db.display(),
+            ca = ?ca_dir,
+            transport = "mtls",
+            server_names = %names.join(","),
+            "controller serving HTTPS"
+        );
+        let listener = TlsListener::new(tcp, config)?;
+        axum::serve(listener, IdentifyPeers::new(app))
+            .with_graceful_shutdown(shutdown)
+            .await
+            .context("serving HTTPS")?;
+    }
     for job in jobs {
         job.abort();
     }

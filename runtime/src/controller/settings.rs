@@ -116,8 +116,13 @@ impl Settings {
         }
     }
 
+    /// The defaults, in `--plain-http` mode: unit tests call the rules directly, with no TLS
+    /// connection to name the caller (the trust checks have tests of their own).
     #[cfg(test)]
     pub fn for_tests() -> Settings {
-        Settings::from_args(&ControllerArgs::defaults()).expect("defaults are valid")
+        Settings {
+            plain_http: true,
+            ..Settings::from_args(&ControllerArgs::defaults()).expect("defaults are valid")
+        }
     }
 }

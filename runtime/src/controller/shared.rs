@@ -13,12 +13,16 @@ use super::agent_client::AgentClient;
 use super::certs::NodeCa;
 use super::fleet_document::FleetDocument;
 use super::metrics::Metrics;
+use super::node_identity::NodeCaller;
 use super::nodes;
+use super::operator_tokens::OperatorTokens;
 use super::restore::restore;
 use super::settings::Settings;
 use super::state::{DirtyNode, NodeTable};
 use super::table_source::TableSource;
+use crate::fleet_identity::PeerIdentity;
 use crate::store::backend::Store;
+use crate::store::bootstrap_tokens::BootstrapTokenStore;
 use crate::store::error::StoreError;
 use crate::store::writer::{Writer, WriterHandle};
 
@@ -30,7 +34,27 @@ pub struct Controller {
     pub metrics: Metrics,
     pub ca: Option<NodeCa>,
     pub agents: AgentClient,
+    /// Operator tokens and the bootstrap-token store.
+    pub credentials: Credentials,
     probe_requests: tokio::sync::mpsc::UnboundedSender<String>,
+}
+
+/// The credentials a controller checks (docs/security.md).
+pub struct Credentials {
+    /// `--operator-token-file`'s tokens (none: every operator route answers 401 in mTLS mode).
+    pub operators: OperatorTokens,
+    /// Where bootstrap tokens are kept, hashed.
+    pub bootstrap_tokens: Option<Arc<dyn BootstrapTokenStore>>,
+}
+
+impl Credentials {
+    /// No operator tokens and no bootstrap tokens.
+    pub fn none() -> Credentials {
+        Credentials {
+            operators: OperatorTokens::empty(),
+            bootstrap_tokens: None,
+        }
+    }
 }
 
 /// What [`Controller::start`] hands back besides the controller.
@@ -53,6 +77,7 @@ impl Controller {
         settings: Settings,
         mut store: Box<dyn Store>,
         ca: Option<NodeCa>,
+        credentials: Credentials,
     ) -> anyhow::Result<Started> {
         let table = NodeTable::default();
         let stored = store.load_nodes().context("loading the stored fleet")?;
@@ -65,9 +90,9 @@ impl Controller {
             vms += state.vms().len();
             table.insert_loaded(row.node_id, state);
         }
-        let metrics = Metrics::new();
+        let metrics = Metrics::new().with_transport(settings.transport());
         let (probe_tx, probe_rx) = tokio::sync::mpsc::unbounded_channel();
-        let agents = AgentClient::new(settings.agent_timeout, ca.as_ref())?;
+        let agents = AgentClient::new(settings.agent_timeout, ca.as_ref(), !settings.plain_http)?;
         let mut writer = None;
         let controller = Arc::new_cyclic(|weak: &std::sync::Weak<Controller>| {
             let flushes = metrics.flush_observer();
@@ -86,6 +111,7 @@ impl Controller {
                 metrics,
                 ca,
                 agents,
+                credentials,
                 probe_requests: probe_tx,
             }
         });
@@ -109,6 +135,15 @@ impl Controller {
     /// Returns once everything queued for write-behind so far is in the store.
     pub async fn flushed(&self) -> Result<(), StoreError> {
         self.writer.flushed().await
+    }
+
+    /// Who a node-scoped request comes from, as this controller's mode sees it.
+    pub fn node_caller<'a>(&self, presented: Option<&'a PeerIdentity>) -> NodeCaller<'a> {
+        if self.settings.plain_http {
+            NodeCaller::Unchecked
+        } else {
+            NodeCaller::Presented(presented)
+        }
     }
 
     /// Asks the probe job to read the node's runtime version now.

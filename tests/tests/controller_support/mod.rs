@@ -21,11 +21,19 @@ pub struct ControllerProcess {
     pub port: u16,
     pub dir: PathBuf,
     pub args: Vec<String>,
+    /// mTLS mode (HTTPS, certificates and tokens); `false`: `--plain-http`.
+    pub secure: bool,
     _temp: Option<tempfile::TempDir>,
 }
 
+/// The operator tokens `start_secure` gives a controller (`--operator-token-file`).
+pub const ADMIN_TOKEN: &str = "admin-token-0123456789abcdefghijklmnopqrstuvwxyz";
+pub const VIEWER_TOKEN: &str = "viewer-token-0123456789abcdefghijklmnopqrstuvwxyz";
+
 impl ControllerProcess {
-    /// Starts a controller with its database in a new temporary directory.
+    /// Starts a controller in `--plain-http` mode (PPN's wire, no authentication: what most
+    /// of these tests are about) with its database in a new temporary directory. The trust
+    /// tests use [`ControllerProcess::start_secure`].
     pub fn start(extra: &[&str]) -> ControllerProcess {
         let temp = tempfile::tempdir().expect("temp dir");
         let dir = temp.path().to_path_buf();
@@ -34,10 +42,55 @@ impl ControllerProcess {
         controller
     }
 
-    /// Starts a controller on `dir/controller.sqlite3` (kept when it stops).
+    /// Starts a `--plain-http` controller on `dir/controller.sqlite3` (kept when it stops).
     pub fn start_in(dir: &std::path::Path, extra: &[&str]) -> ControllerProcess {
+        let mut args = vec!["--plain-http"];
+        args.extend_from_slice(extra);
+        Self::launch(dir, &args, false)
+    }
+
+    /// Starts a controller in its default mode, mTLS, in a new temporary directory: its CA in
+    /// `dir/ca`, operator tokens [`ADMIN_TOKEN`] (admin) and [`VIEWER_TOKEN`] (read-only).
+    pub fn start_secure(extra: &[&str]) -> ControllerProcess {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let dir = temp.path().to_path_buf();
+        let mut controller = Self::start_secure_in(&dir, extra);
+        controller._temp = Some(temp);
+        controller
+    }
+
+    /// [`ControllerProcess::start_secure`] in `dir` (kept when it stops).
+    pub fn start_secure_in(dir: &std::path::Path, extra: &[&str]) -> ControllerProcess {
+        use std::os::unix::fs::PermissionsExt;
+        let tokens = dir.join("operator-tokens");
+        std::fs::write(
+            &tokens,
+            format!("# test operators\n{ADMIN_TOKEN},ops-admin,admin\n{VIEWER_TOKEN},ops-viewer,read-only\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let data_dir = dir.to_str().unwrap().to_string();
+        let tokens = tokens.to_str().unwrap().to_string();
+        let mut args = vec![
+            "--data-dir",
+            data_dir.as_str(),
+            "--operator-token-file",
+            tokens.as_str(),
+        ];
+        args.extend_from_slice(extra);
+        Self::launch(dir, &args, true)
+    }
+
+    fn launch(dir: &std::path::Path, extra: &[&str], secure: bool) -> ControllerProcess {
         let port = free_port();
         let args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        // mTLS mode logs at info into a file, for the tests that check what reaches the log.
+        let (level, stderr) = if secure {
+            let log = std::fs::File::create(dir.join("controller.log")).unwrap();
+            ("info", Stdio::from(log))
+        } else {
+            ("warn", Stdio::inherit())
+        };
         let process = Running::spawn(
             fleetwire()
                 .arg("controller")
@@ -46,33 +99,76 @@ impl ControllerProcess {
                 .arg("--db")
                 .arg(dir.join("controller.sqlite3"))
                 .args(&args)
-                .env("RUST_LOG", "warn")
+                .env("RUST_LOG", level)
                 .stdout(Stdio::null())
-                .stderr(Stdio::inherit()),
+                .stderr(stderr),
         );
         let mut controller = ControllerProcess {
             process,
             port,
             dir: dir.to_path_buf(),
             args,
+            secure,
             _temp: None,
         };
-        let url = controller.url("/healthz");
+        controller.wait_until_serving();
+        controller
+    }
+
+    fn wait_until_serving(&mut self) {
+        let url = self.url("/healthz");
+        let ca = self.ca_path();
+        let secure = self.secure;
+        let log = self.dir.join("controller.log");
         wait_for(
             "the controller to answer /healthz",
             Duration::from_secs(20),
             || {
-                if let Ok(Some(status)) = controller.process.child.try_wait() {
-                    panic!("the controller exited at start-up: {status}");
+                if let Ok(Some(status)) = self.process.child.try_wait() {
+                    let log = std::fs::read_to_string(&log).unwrap_or_default();
+                    panic!("the controller exited at start-up: {status}\n{log}");
                 }
-                blocking_get(&url).filter(|code| *code == 200)
+                if secure {
+                    // On a thread of its own: reqwest's blocking client runs a runtime, which
+                    // cannot live inside a test's async runtime.
+                    let ca_pem = std::fs::read(&ca).ok()?;
+                    let url = url.clone();
+                    let status = std::thread::spawn(move || {
+                        let client = blocking_tls_client(&ca_pem);
+                        client.get(&url).send().ok().map(|a| a.status().as_u16())
+                    })
+                    .join()
+                    .ok()??;
+                    (status == 200).then_some(200)
+                } else {
+                    blocking_get(&url).filter(|code| *code == 200)
+                }
             },
         );
-        controller
     }
 
     pub fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        let scheme = if self.secure { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// What an mTLS-mode controller logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("controller.log")).unwrap_or_default()
+    }
+
+    /// The fleet CA's certificate (mTLS mode).
+    pub fn ca_path(&self) -> PathBuf {
+        self.dir.join("ca/ca.pem")
+    }
+
+    pub fn ca_pem(&self) -> Vec<u8> {
+        std::fs::read(self.ca_path()).expect("the controller's CA certificate")
+    }
+
+    /// A client trusting only the fleet CA, with no client certificate.
+    pub fn tls_client(&self) -> reqwest::Client {
+        tls_client(&self.ca_pem(), None)
     }
 
     /// SIGKILL: no shutdown, no final flush.
@@ -96,6 +192,32 @@ fn blocking_get(url: &str) -> Option<u16> {
     let mut answer = String::new();
     stream.read_to_string(&mut answer).ok()?;
     answer.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A blocking client trusting only `ca_pem` (start-up polling).
+fn blocking_tls_client(ca_pem: &[u8]) -> reqwest::blocking::Client {
+    fleetwire_e2e::install_crypto_provider();
+    reqwest::blocking::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(2))
+        .tls_certs_only([reqwest::Certificate::from_pem(ca_pem).expect("a PEM CA")])
+        .build()
+        .expect("client")
+}
+
+/// A client trusting only `ca_pem`, presenting `identity` (certificate and key, PEM) if given.
+pub fn tls_client(ca_pem: &[u8], identity: Option<(&str, &str)>) -> reqwest::Client {
+    fleetwire_e2e::install_crypto_provider();
+    let mut builder = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(20))
+        .tls_certs_only([reqwest::Certificate::from_pem(ca_pem).expect("a PEM CA")]);
+    if let Some((cert, key)) = identity {
+        builder = builder.identity(
+            reqwest::Identity::from_pem(format!("{cert}\n{key}").as_bytes()).expect("identity"),
+        );
+    }
+    builder.build().expect("client")
 }
 
 pub fn client() -> reqwest::Client {

@@ -1,0 +1,150 @@
+//! Who may call each route (docs/security.md): every operation of the API document carries
+//! its `x-fleetwire-access`, which the route table repeats (`routes::API`, checked against the
+//! document by a test) and this module enforces for the operator routes. Node routes check
+//! their caller themselves (`node_identity`), since the body says which node is meant.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use fleetwire_types::ApiErrorCode;
+
+use super::arguments::MetricsAuth;
+use super::operator_tokens::OperatorScope;
+use super::shared::Controller;
+use crate::http::ApiFailure;
+
+/// Who may call a route: the API document's `x-fleetwire-access`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone, in every mode (`/healthz`, `/readyz`).
+    Open,
+    /// A node, as itself: checked by the route (`node_identity`).
+    Node,
+    /// An operator token of either scope.
+    Read,
+    /// An operator token with the admin scope.
+    Admin,
+    /// An operator token of either scope, unless `--metrics-auth none`.
+    Metrics,
+}
+
+impl Access {
+    /// The document's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Open => "open",
+            Access::Node => "node",
+            Access::Read => "read",
+            Access::Admin => "admin",
+            Access::Metrics => "metrics",
+        }
+    }
+}
+
+/// The token of an `Authorization: Bearer` header, if the request has one.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+fn unauthorized(message: &str) -> ApiFailure {
+    ApiFailure::new(
+        StatusCode::UNAUTHORIZED,
+        ApiErrorCode::Unauthorized,
+        message.to_string(),
+    )
+}
+
+/// The name of the operator a request comes from, or why it may not call a route of `access`.
+/// `Ok(None)`: the route asks for nobody.
+pub fn authorize(
+    controller: &Controller,
+    access: Access,
+    headers: &HeaderMap,
+) -> Result<Option<String>, ApiFailure> {
+    let needed = match access {
+        Access::Open | Access::Node => return Ok(None),
+        _ if controller.settings.plain_http => return Ok(None),
+        Access::Metrics if controller.settings.metrics_auth == MetricsAuth::None => {
+            return Ok(None)
+        }
+        Access::Read | Access::Metrics => OperatorScope::ReadOnly,
+        Access::Admin => OperatorScope::Admin,
+    };
+    let presented = bearer(headers).ok_or_else(|| {
+        unauthorized("this route takes an operator token: send `Authorization: Bearer <token>` with a token of the controller's --operator-token-file")
+    })?;
+    let operator = controller
+        .credentials
+        .operators
+        .find(presented)
+        .ok_or_else(|| {
+            unauthorized("the bearer token is not one of the controller's operator tokens")
+        })?;
+    if needed == OperatorScope::Admin && !operator.scope.may_write() {
+        return Err(ApiFailure::new(
+            StatusCode::FORBIDDEN,
+            ApiErrorCode::Forbidden,
+            format!(
+                "operator token {:?} is read-only; this route changes the fleet and takes an admin token",
+                operator.name
+            ),
+        ));
+    }
+    Ok(Some(operator.name.clone()))
+}
+
+/// The middleware of one route: answers `401`/`403` for a caller `access` refuses, and logs
+/// each change an operator makes, by the token's name (never the token).
+pub async fn require(
+    State((controller, access)): State<(Arc<Controller>, Access)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match authorize(&controller, access, request.headers()) {
+        Ok(Some(operator)) if access == Access::Admin => {
+            tracing::info!(
+                operator,
+                method = %request.method(),
+                path = request.uri().path(),
+                "operator request"
+            );
+            next.run(request).await
+        }
+        Ok(_) => next.run(request).await,
+        Err(failure) => failure.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn a_bearer_token_is_read_from_the_authorization_header() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(bearer(&headers), None);
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer abc"),
+        );
+        assert_eq!(bearer(&headers), Some("abc"));
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("bearer  abc "),
+        );
+        assert_eq!(bearer(&headers), Some("abc"));
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
+        assert_eq!(bearer(&headers), None);
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer "));
+        assert_eq!(bearer(&headers), None);
+    }
+}

@@ -1,0 +1,609 @@
+//! Bootstrap tokens at rest ([`BootstrapTokenStore`]): minted for one node id, redeemed once by
+//! that node's first registration, then kept as used until they are a day past their expiry.
+//! Only the SHA-256 digest of each secret is stored (docs/security.md), so a copy of the
+//! database enrolls nobody.
+//!
+//! [`SqliteBootstrapTokens`] keeps them in the controller's own database file, on a connection
+//! of its own: the node store's single writer thread batches heartbeats, and a token redeemed
+//! by a registration must not wait behind (or be rolled back with) such a batch.
+
+use std::path::Path;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use fleetwire_types::{BootstrapTokenIssued, NodeId};
+use parking_lot::Mutex;
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use subtle::ConstantTimeEq;
+
+use super::error::StoreError;
+use crate::bootstrap_token::{MalformedToken, SplitToken};
+
+/// Expired tokens are kept this long after their expiry, so that a late agent is told its
+/// token expired rather than that it is unknown; `create` deletes older ones.
+pub const KEEP_EXPIRED: Duration = Duration::from_secs(24 * 3600);
+
+/// How many fresh ids `create` tries before giving up: with 36^6 (about 2 billion) ids a
+/// second collision in a row means something other than chance.
+const CREATE_ATTEMPTS: u32 = 4;
+
+/// A token just minted: the only value that ever holds its secret (Debug redacts it).
+#[derive(Debug, Clone)]
+pub struct IssuedBootstrapToken {
+    pub token: SplitToken,
+    pub node_id: NodeId,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+impl IssuedBootstrapToken {
+    /// The answer of `POST /v1/tokens`: the token, shown this once.
+    pub fn to_wire(&self) -> BootstrapTokenIssued {
+        BootstrapTokenIssued {
+            expires_at: self.expires_at.into(),
+            node_id: self.node_id.clone(),
+            token: self
+                .token
+                .expose()
+                .parse()
+                .expect("a generated token has the schema's format"),
+            token_id: self
+                .token
+                .id
+                .parse()
+                .expect("a generated id has the schema's format"),
+        }
+    }
+}
+
+/// A stored token, without its secret (listings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootstrapTokenInfo {
+    pub token_id: String,
+    pub node_id: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub used_at: Option<DateTime<Utc>>,
+}
+
+/// A token that was just redeemed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redeemed {
+    pub token_id: String,
+}
+
+/// Why a presented token was refused. A refusal changes nothing stored. Messages name at most
+/// the token's id, and only once its secret matched.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenRefusal {
+    #[error(transparent)]
+    Malformed(#[from] MalformedToken),
+    /// No token has this id, or its secret is another: the two are not told apart, so a
+    /// guesser learns nothing about which ids exist.
+    #[error("unknown bootstrap token")]
+    Unknown,
+    #[error("bootstrap token {token_id} was already used at {}", used_at.to_rfc3339())]
+    Used {
+        token_id: String,
+        used_at: DateTime<Utc>,
+    },
+    #[error("bootstrap token {token_id} expired at {}", expired_at.to_rfc3339())]
+    Expired {
+        token_id: String,
+        expired_at: DateTime<Utc>,
+    },
+    /// The token was minted for another node id (which one is not said).
+    #[error("bootstrap token {token_id} is for another node id")]
+    OtherNode { token_id: String },
+    #[error("bootstrap tokens: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// Where bootstrap tokens are kept. Blocking: callers on an async runtime use
+/// `spawn_blocking`. A PostgreSQL implementation is to follow the SQLite one.
+pub trait BootstrapTokenStore: Send + Sync {
+    /// Mints a token for `node_id` valid for `ttl` from `now`, and deletes tokens that expired
+    /// more than [`KEEP_EXPIRED`] ago.
+    fn create(
+        &self,
+        node_id: &NodeId,
+        ttl: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<IssuedBootstrapToken, StoreError>;
+    /// Marks `presented` used by `node_id` at `now`, atomically: of two redeemers of one
+    /// token, exactly one succeeds.
+    fn redeem(
+        &self,
+        presented: &str,
+        node_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Redeemed, TokenRefusal>;
+    /// Every stored token, by id.
+    fn list(&self) -> Result<Vec<BootstrapTokenInfo>, StoreError>;
+    /// Deletes the token `token_id`; whether there was one.
+    fn delete(&self, token_id: &str) -> Result<bool, StoreError>;
+}
+
+/// Created when missing, beside the node store's tables. Times are Unix milliseconds (UTC),
+/// compared as integers.
+const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS bootstrap_tokens (
+    token_id      TEXT PRIMARY KEY NOT NULL,
+    secret_sha256 BLOB NOT NULL,
+    node_id       TEXT NOT NULL,
+    created_at    INTEGER NOT NULL,
+    expires_at    INTEGER NOT NULL,
+    used_at       INTEGER
+)";
+
+/// Bootstrap tokens in the controller's SQLite database.
+pub struct SqliteBootstrapTokens {
+    conn: Mutex<Connection>,
+}
+
+fn err(doing: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
+    move |e| StoreError::sqlite(doing, e)
+}
+
+fn millis(time: DateTime<Utc>) -> i64 {
+    time.timestamp_millis()
+}
+
+fn time(doing: &'static str, millis: i64) -> Result<DateTime<Utc>, StoreError> {
+    Utc.timestamp_millis_opt(millis)
+        .single()
+        .ok_or_else(|| StoreError::Query {
+            doing,
+            cause: format!("{millis} is not a time in milliseconds"),
+        })
+}
+
+impl SqliteBootstrapTokens {
+    /// Opens the database at `path` (the controller's, created if needed) on a connection of
+    /// its own and creates the `bootstrap_tokens` table if it is missing.
+    pub fn open(path: &Path) -> Result<SqliteBootstrapTokens, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::CreateDirectory {
+                dir: dir.to_path_buf(),
+                cause: e.to_string(),
+            })?;
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| StoreError::Open {
+            path: path.to_path_buf(),
+            cause: e.to_string(),
+        })?;
+        // As the node store: waits up to 5 s for the other connection's transaction.
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(err("busy_timeout"))?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(err("journal_mode"))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::NoWal { mode });
+        }
+        // A minted or redeemed token must survive a power loss: an fsync per commit.
+        conn.execute_batch("PRAGMA synchronous = FULL")
+            .map_err(err("pragmas"))?;
+        // Not a migration: `user_version` belongs to the node store's migrations
+        // (store::sqlite), which refuse a database newer than they know. Bumping it here would
+        // make an older controller refuse this database, and a node-store migration would not
+        // know this table. CREATE TABLE IF NOT EXISTS is idempotent, and any later change to
+        // this table must be one too.
+        conn.execute_batch(SCHEMA)
+            .map_err(err("create the bootstrap_tokens table"))?;
+        Ok(SqliteBootstrapTokens {
+            conn: Mutex::new(conn),
+        })
+    }
+}
+
+impl BootstrapTokenStore for SqliteBootstrapTokens {
+    fn create(
+        &self,
+        node_id: &NodeId,
+        ttl: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<IssuedBootstrapToken, StoreError> {
+        let ttl = chrono::Duration::from_std(ttl).map_err(|e| StoreError::Query {
+            doing: "mint a bootstrap token",
+            cause: format!("the time to live is out of range: {e}"),
+        })?;
+        let expires_at = now + ttl;
+        let keep = chrono::Duration::from_std(KEEP_EXPIRED).expect("a day is in range");
+        let mut conn = self.conn.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err("begin minting a bootstrap token"))?;
+        tx.execute(
+            "DELETE FROM bootstrap_tokens WHERE expires_at < ?1",
+            params![millis(now - keep)],
+        )
+        .map_err(err("delete long-expired bootstrap tokens"))?;
+        let mut attempt = 0;
+        let token = loop {
+            attempt += 1;
+            let token = SplitToken::generate();
+            let inserted = tx.execute(
+                "INSERT INTO bootstrap_tokens
+                     (token_id, secret_sha256, node_id, created_at, expires_at, used_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, NULL)",
+                params![
+                    token.id,
+                    token.secret.digest().as_slice(),
+                    node_id.as_str(),
+                    millis(now),
+                    millis(expires_at)
+                ],
+            );
+            match inserted {
+                Ok(_) => break token,
+                // The id is taken: another one.
+                Err(e)
+                    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation)
+                        && attempt < CREATE_ATTEMPTS => {}
+                Err(e) => return Err(StoreError::sqlite("store a bootstrap token", e)),
+            }
+        };
+        tx.commit().map_err(err("commit a bootstrap token"))?;
+        Ok(IssuedBootstrapToken {
+            token,
+            node_id: node_id.clone(),
+            created_at: now,
+            expires_at,
+        })
+    }
+
+    fn redeem(
+        &self,
+        presented: &str,
+        node_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Redeemed, TokenRefusal> {
+        let token = SplitToken::parse(presented)?;
+        let mut conn = self.conn.lock();
+        // IMMEDIATE: the write lock is taken before the row is read, so a second redeemer
+        // (on any connection) reads the row only after the first one committed its use.
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err("begin redeeming a bootstrap token"))?;
+        let row: Option<(Vec<u8>, String, i64, Option<i64>)> = tx
+            .query_row(
+                "SELECT secret_sha256, node_id, expires_at, used_at
+                 FROM bootstrap_tokens WHERE token_id = ?1",
+                params![token.id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .optional()
+            .map_err(err("read a bootstrap token"))?;
+        let Some((stored_digest, bound_node, expires_at, used_at)) = row else {
+            return Err(TokenRefusal::Unknown);
+        };
+        if !bool::from(stored_digest.as_slice().ct_eq(&token.secret.digest())) {
+            return Err(TokenRefusal::Unknown);
+        }
+        let token_id = token.id;
+        if let Some(used_at) = used_at {
+            return Err(TokenRefusal::Used {
+                token_id,
+                used_at: time("read a bootstrap token", used_at)?,
+            });
+        }
+        if expires_at <= millis(now) {
+            return Err(TokenRefusal::Expired {
+                token_id,
+                expired_at: time("read a bootstrap token", expires_at)?,
+            });
+        }
+        if bound_node != node_id {
+            return Err(TokenRefusal::OtherNode { token_id });
+        }
+        // Conditional as well, so that the single use holds even should the lock above ever
+        // be weakened: only an unused, unexpired row changes.
+        let changed = tx
+            .execute(
+                "UPDATE bootstrap_tokens SET used_at = ?2
+                 WHERE token_id = ?1 AND used_at IS NULL AND expires_at > ?2",
+                params![token_id, millis(now)],
+            )
+            .map_err(err("mark a bootstrap token used"))?;
+        if changed != 1 {
+            return Err(TokenRefusal::Store(StoreError::Query {
+                doing: "mark a bootstrap token used",
+                cause: format!("token {token_id} changed while it was being redeemed"),
+            }));
+        }
+        tx.commit().map_err(err("commit a bootstrap token's use"))?;
+        Ok(Redeemed { token_id })
+    }
+
+    fn list(&self) -> Result<Vec<BootstrapTokenInfo>, StoreError> {
+        let conn = self.conn.lock();
+        let mut stmt = conn
+            .prepare(
+                "SELECT token_id, node_id, created_at, expires_at, used_at
+                 FROM bootstrap_tokens ORDER BY token_id",
+            )
+            .map_err(err("list bootstrap tokens"))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, Option<i64>>(4)?,
+                ))
+            })
+            .map_err(err("list bootstrap tokens"))?;
+        let doing = "read a bootstrap token row";
+        let mut tokens = Vec::new();
+        for row in rows {
+            let (token_id, node_id, created_at, expires_at, used_at) = row.map_err(err(doing))?;
+            tokens.push(BootstrapTokenInfo {
+                token_id,
+                node_id,
+                created_at: time(doing, created_at)?,
+                expires_at: time(doing, expires_at)?,
+                used_at: used_at.map(|t| time(doing, t)).transpose()?,
+            });
+        }
+        Ok(tokens)
+    }
+
+    fn delete(&self, token_id: &str) -> Result<bool, StoreError> {
+        let conn = self.conn.lock();
+        let deleted = conn
+            .execute(
+                "DELETE FROM bootstrap_tokens WHERE token_id = ?1",
+                params![token_id],
+            )
+            .map_err(err("delete a bootstrap token"))?;
+        Ok(deleted > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::backend::Store;
+    use crate::store::sqlite::SqliteStore;
+    use std::sync::{Arc, Barrier};
+
+    fn at(seconds: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_800_000_000 + seconds, 0).unwrap()
+    }
+
+    fn node(id: &str) -> NodeId {
+        id.parse().unwrap()
+    }
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    fn open() -> (tempfile::TempDir, std::path::PathBuf, SqliteBootstrapTokens) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state/controller.sqlite3");
+        let tokens = SqliteBootstrapTokens::open(&path).unwrap();
+        (dir, path, tokens)
+    }
+
+    #[test]
+    fn a_token_redeems_once_for_its_node_and_then_is_used() {
+        let (_dir, _path, tokens) = open();
+        let issued = tokens.create(&node("gpu-01"), HOUR, at(0)).unwrap();
+        assert_eq!(issued.expires_at, at(3600));
+        let wire = issued.to_wire();
+        assert_eq!(wire.token_id.as_str(), issued.token.id);
+        let text = issued.token.expose();
+        assert_eq!(
+            tokens.redeem(&text, "gpu-01", at(10)).unwrap(),
+            Redeemed {
+                token_id: issued.token.id.clone()
+            }
+        );
+        assert_eq!(
+            tokens.redeem(&text, "gpu-01", at(20)),
+            Err(TokenRefusal::Used {
+                token_id: issued.token.id.clone(),
+                used_at: at(10)
+            })
+        );
+        let listed = tokens.list().unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].used_at, Some(at(10)));
+        assert_eq!(listed[0].node_id, "gpu-01");
+        assert_eq!(listed[0].created_at, at(0));
+    }
+
+    #[test]
+    fn an_expired_token_is_refused_and_stays_unused() {
+        let (_dir, _path, tokens) = open();
+        let issued = tokens.create(&node("n1"), HOUR, at(0)).unwrap();
+        let refusal = tokens
+            .redeem(&issued.token.expose(), "n1", at(3600))
+            .unwrap_err();
+        assert_eq!(
+            refusal,
+            TokenRefusal::Expired {
+                token_id: issued.token.id.clone(),
+                expired_at: at(3600)
+            }
+        );
+        assert!(refusal.to_string().contains(&issued.token.id));
+        assert_eq!(tokens.list().unwrap()[0].used_at, None);
+    }
+
+    #[test]
+    fn a_token_for_another_node_is_refused_without_naming_it() {
+        let (_dir, _path, tokens) = open();
+        let issued = tokens.create(&node("n1"), HOUR, at(0)).unwrap();
+        let text = issued.token.expose();
+        let refusal = tokens.redeem(&text, "n2", at(1)).unwrap_err();
+        assert_eq!(
+            refusal,
+            TokenRefusal::OtherNode {
+                token_id: issued.token.id.clone()
+            }
+        );
+        assert!(!refusal.to_string().contains("n1"), "{refusal}");
+        // Nothing changed: the right node still redeems it.
+        tokens.redeem(&text, "n1", at(2)).unwrap();
+    }
+
+    #[test]
+    fn a_wrong_secret_is_unknown_and_the_right_one_still_works() {
+        let (_dir, _path, tokens) = open();
+        let issued = tokens.create(&node("n1"), HOUR, at(0)).unwrap();
+        let wrong = format!("{}.0000000000000000", issued.token.id);
+        assert_eq!(
+            tokens.redeem(&wrong, "n1", at(1)),
+            Err(TokenRefusal::Unknown)
+        );
+        // Whatever else is wrong, a wrong secret says only "unknown".
+        assert_eq!(
+            tokens.redeem(&wrong, "n2", at(99_999)),
+            Err(TokenRefusal::Unknown)
+        );
+        assert_eq!(
+            tokens.redeem("zzzzzz.0000000000000000", "n1", at(1)),
+            Err(TokenRefusal::Unknown)
+        );
+        assert!(matches!(
+            tokens.redeem("not-a-token", "n1", at(1)),
+            Err(TokenRefusal::Malformed(_))
+        ));
+        tokens.redeem(&issued.token.expose(), "n1", at(2)).unwrap();
+    }
+
+    #[test]
+    fn two_concurrent_redeemers_on_two_connections_one_wins() {
+        let (_dir, path, tokens) = open();
+        for round in 0..20 {
+            let issued = tokens.create(&node("n1"), HOUR, at(round)).unwrap();
+            let text = Arc::new(issued.token.expose());
+            let barrier = Arc::new(Barrier::new(2));
+            let racers: Vec<_> = (0..2)
+                .map(|_| {
+                    let store = SqliteBootstrapTokens::open(&path).unwrap();
+                    let (text, barrier) = (text.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        store.redeem(&text, "n1", at(round + 1))
+                    })
+                })
+                .collect();
+            let results: Vec<_> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+            let wins = results.iter().filter(|r| r.is_ok()).count();
+            assert_eq!(wins, 1, "round {round}: {results:?}");
+            assert!(
+                results
+                    .iter()
+                    .any(|r| matches!(r, Err(TokenRefusal::Used { .. }))),
+                "{results:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_stored_row_holds_the_digest_never_the_secret() {
+        let (_dir, path, tokens) = open();
+        let issued = tokens.create(&node("n1"), HOUR, at(0)).unwrap();
+        drop(tokens);
+        let conn = Connection::open(&path).unwrap();
+        let (id, digest, node_id): (String, Vec<u8>, String) = conn
+            .query_row(
+                "SELECT token_id, secret_sha256, node_id FROM bootstrap_tokens",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            (id.as_str(), node_id.as_str()),
+            (issued.token.id.as_str(), "n1")
+        );
+        assert_eq!(digest, issued.token.secret.digest());
+        // No column of any row, as text, holds the secret.
+        let secret = issued.token.secret.expose();
+        let mut stmt = conn
+            .prepare("SELECT quote(token_id) || quote(secret_sha256) || quote(node_id) FROM bootstrap_tokens")
+            .unwrap();
+        let rows: Vec<String> = stmt
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(rows.iter().all(|row| !row.contains(secret)), "{rows:?}");
+        let raw = std::fs::read(&path).unwrap();
+        let wal = std::fs::read(path.with_extension("sqlite3-wal")).unwrap_or_default();
+        for bytes in [raw, wal] {
+            assert!(!bytes.windows(secret.len()).any(|w| w == secret.as_bytes()));
+        }
+    }
+
+    #[test]
+    fn create_deletes_tokens_a_day_past_their_expiry() {
+        let (_dir, _path, tokens) = open();
+        let old = tokens.create(&node("n1"), HOUR, at(0)).unwrap();
+        let recent = tokens.create(&node("n2"), HOUR, at(7200)).unwrap();
+        // `old` expired at 3600: kept until 3600 + a day.
+        tokens.create(&node("n3"), HOUR, at(3600 + 86_400)).unwrap();
+        assert_eq!(tokens.list().unwrap().len(), 3);
+        tokens.create(&node("n4"), HOUR, at(3601 + 86_400)).unwrap();
+        let ids: Vec<String> = tokens
+            .list()
+            .unwrap()
+            .into_iter()
+            .map(|t| t.token_id)
+            .collect();
+        assert!(!ids.contains(&old.token.id), "{ids:?}");
+        assert!(ids.contains(&recent.token.id), "{ids:?}");
+        assert_eq!(ids.len(), 3);
+    }
+
+    #[test]
+    fn delete_says_whether_there_was_a_token() {
+        let (_dir, _path, tokens) = open();
+        let issued = tokens.create(&node("n1"), HOUR, at(0)).unwrap();
+        assert!(tokens.delete(&issued.token.id).unwrap());
+        assert!(!tokens.delete(&issued.token.id).unwrap());
+        assert_eq!(
+            tokens.redeem(&issued.token.expose(), "n1", at(1)),
+            Err(TokenRefusal::Unknown)
+        );
+    }
+
+    #[test]
+    fn the_node_store_opens_and_works_alongside_on_the_same_file() {
+        let (_dir, path, tokens) = open();
+        let mut nodes = SqliteStore::open(&path).unwrap();
+        assert_eq!(
+            nodes.schema_version().unwrap(),
+            crate::store::sqlite::SCHEMA_VERSION
+        );
+        nodes.check().unwrap();
+        let issued = tokens.create(&node("n1"), HOUR, at(0)).unwrap();
+        nodes.check().unwrap();
+        drop(nodes);
+        // Tokens on a database the node store made first, and both reopened.
+        let again = SqliteBootstrapTokens::open(&path).unwrap();
+        let mut nodes = SqliteStore::open(&path).unwrap();
+        assert_eq!(
+            nodes.schema_version().unwrap(),
+            crate::store::sqlite::SCHEMA_VERSION
+        );
+        assert_eq!(nodes.load_nodes().unwrap().len(), 0);
+        again.redeem(&issued.token.expose(), "n1", at(1)).unwrap();
+
+        let dir = tempfile::tempdir().unwrap();
+        let fresh = dir.path().join("c.sqlite3");
+        drop(SqliteStore::open(&fresh).unwrap());
+        let tokens = SqliteBootstrapTokens::open(&fresh).unwrap();
+        tokens.create(&node("n1"), HOUR, at(0)).unwrap();
+        let mut nodes = SqliteStore::open(&fresh).unwrap();
+        nodes.check().unwrap();
+    }
+}
