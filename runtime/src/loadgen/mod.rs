@@ -50,11 +50,11 @@ use report::{micros, micros_histogram};
 /// Runs the load and returns what it measured.
 pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
     let plan = args.plan()?;
-    let dialer = Arc::new(Dialer::new(&args.url, args.ca_file.as_deref())?);
     let operator = match plan.transport {
         Transport::Mtls => Some(OperatorToken::load(args.operator_token_file.as_deref())?),
         Transport::Plain => None,
     };
+    let dialer = Arc::new(Dialer::new(&args.url, args.ca_file.as_deref())?);
     if plan.per_node {
         let limit = open_files::raise_for(plan.connections)?;
         eprintln!(
