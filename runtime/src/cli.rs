@@ -28,6 +28,8 @@ enum Command {
     Validate(crate::validate::ValidateArgs),
     /// Run the node agent: enroll, heartbeat, run machines, write reported.json.
     Agent(Box<crate::agent::AgentArgs>),
+    /// Mint bootstrap tokens that enroll nodes, and operator tokens for the API.
+    Token(crate::token_cli::TokenArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -39,5 +41,6 @@ pub fn main() -> ExitCode {
         Command::Controller(args) => crate::controller::run(args),
         Command::Loadgen(args) => crate::loadgen::run(args),
         Command::Agent(args) => crate::agent::run(&args),
+        Command::Token(args) => crate::token_cli::run(args),
     }
 }

@@ -20,6 +20,7 @@ pub mod shutdown;
 pub mod store;
 pub mod tls;
 pub mod tls_server;
+pub mod token_cli;
 pub mod unknown_fields;
 pub mod up;
 pub mod validate;
