@@ -16,6 +16,7 @@ pub mod loadgen;
 pub mod reference_site;
 pub mod reported;
 pub mod runtimes;
+pub mod service_manager;
 pub mod shutdown;
 pub mod store;
 pub mod tls;

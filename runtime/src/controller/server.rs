@@ -81,10 +81,13 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
         }
     });
     let app = HeartbeatFirst::new(controller.clone());
+    // The store is loaded and the port bound: connections queue until `serve` takes them.
+    crate::service_manager::ready("controller");
     axum::serve(listener, tower::make::Shared::new(app))
         .with_graceful_shutdown(async {
             crate::shutdown::signal().await;
             tracing::info!("shutting down");
+            crate::service_manager::stopping("controller");
         })
         .await
         .context("serving HTTP")?;
