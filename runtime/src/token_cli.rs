@@ -183,7 +183,7 @@ fn create(args: &CreateArgs) -> Result<(), Failure> {
     let (issued, ca_pem) = match &args.url {
         None => {
             let db = args.database.db_path();
-            let store = SqliteBootstrapTokens::open(&db).map_err(failed)?;
+            let store = open_existing(&db)?;
             let issued = store
                 .create(&args.node_id, args.ttl, Utc::now())
                 .map_err(|e| failed(format!("{}: {e}", db.display())))?;
@@ -368,11 +368,15 @@ fn list(args: &DatabaseArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The token store of an existing database: `list` and `delete` never create one.
+/// The token store of an existing database. Never a new one: made by this command (run as
+/// root on the controller host) it would be root's, and a controller running as its own user
+/// (packaging/fleetwire-controller.service) could not write it. SQLite gives the WAL files it
+/// makes as root to the database's owner.
 fn open_existing(db: &Path) -> Result<SqliteBootstrapTokens, Failure> {
     if !db.exists() {
         return Err(failed(format!(
-            "no controller database at {} (--data-dir or --db)",
+            "no controller database at {} (--data-dir or --db): start the controller once, \
+             it creates it",
             db.display()
         )));
     }

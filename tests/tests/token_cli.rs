@@ -32,6 +32,11 @@ fn run(args: &[&str], data_dir: &Path) -> Output {
         .expect("running fleetwire token")
 }
 
+/// The database a controller makes when it first starts.
+fn controller_database(path: &Path) {
+    drop(fleetwire::store::sqlite::SqliteStore::open(path).unwrap());
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -40,6 +45,12 @@ fn text(bytes: &[u8]) -> String {
 fn create_list_redeem_and_delete_on_a_data_dir() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
+    // No database, no token: the controller makes the database.
+    let refused = run(&["create", "--node-id", "gpu-01"], &data);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(text(&refused.stderr).contains("no controller database"));
+    assert!(refused.stdout.is_empty() && !data.exists());
+    controller_database(&data.join("controller.sqlite3"));
 
     let created = run(&["create", "--node-id", "gpu-01", "--ttl", "2h"], &data);
     assert!(created.status.success(), "{}", text(&created.stderr));
@@ -137,6 +148,7 @@ fn bad_arguments_exit_2_and_list_needs_a_database() {
     assert!(text(&listed.stderr).contains("no controller database"));
     // --db names the file outright.
     let db = dir.path().join("elsewhere/c.sqlite3");
+    controller_database(&db);
     let created = run(
         &["create", "--node-id", "n1", "--db", db.to_str().unwrap()],
         &dir.path().join("unused"),
