@@ -234,3 +234,39 @@ fn the_controller_says_ready_once_it_answers_and_stopping_when_told_to_stop() {
     let status = controller.child.wait().unwrap();
     assert!(status.success(), "{status}");
 }
+
+#[test]
+fn the_agent_says_ready_once_its_local_api_answers_and_stopping_when_told_to_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket_path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let port = free_port();
+    fleetwire_bin();
+    // No controller answers: readiness is the agent's own (its local API), not the link's.
+    let env = [(
+        "NOTIFY_SOCKET".to_string(),
+        socket_path.display().to_string(),
+    )];
+    let mut agent = Running::spawn(&mut fleetwire_e2e::agent_harness::agent_command(
+        &format!("http://127.0.0.1:{}", free_port()),
+        &dir.path().join("state"),
+        port,
+        &env,
+    ));
+    let ready = receive(&socket, "READY=1");
+    assert_eq!(ready.trim(), "READY=1");
+    fleetwire_e2e::install_crypto_provider();
+    let health = reqwest::blocking::get(format!("http://127.0.0.1:{port}/healthz"))
+        .expect("the local API answers as soon as READY=1 is sent");
+    assert!(health.status().is_success(), "{}", health.status());
+
+    // SAFETY: kill(2) on the child this test started.
+    unsafe { libc::kill(agent.pid() as i32, libc::SIGTERM) };
+    let stopping = receive(&socket, "STOPPING=1");
+    assert_eq!(stopping.trim(), "STOPPING=1");
+    let status = agent.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+}
