@@ -112,9 +112,12 @@ pub async fn serve_until(
     let watcher = tokio::spawn(reconcile::watch_desired(agent.clone(), stop_rx.clone()));
     let link = tokio::spawn(heartbeat::run(agent.clone(), stop_rx.clone()));
     let api = tokio::spawn(local_api::serve(agent.clone(), listener, stop_rx.clone()));
+    // The local API's port is bound and every task runs.
+    crate::service_manager::ready("agent");
 
     shutdown.await;
     tracing::info!("stopping: draining the machines");
+    crate::service_manager::stopping("agent");
     agent.update_link(|l| l.draining = true);
     let _ = stop_tx.send(true);
     let mut pass_state = match reconcile.await {

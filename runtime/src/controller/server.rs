@@ -97,6 +97,7 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
     let shutdown = async {
         crate::shutdown::signal().await;
         tracing::info!("shutting down");
+        crate::service_manager::stopping("controller");
     };
     if plain_http {
         tracing::warn!(
@@ -111,6 +112,8 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
                 tracing::debug!(%error, "cannot set TCP_NODELAY");
             }
         });
+        // The store is loaded and the port bound: connections queue until `serve` takes them.
+        crate::service_manager::ready("controller");
         axum::serve(listener, tower::make::Shared::new(app))
             .with_graceful_shutdown(shutdown)
             .await
@@ -144,6 +147,7 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
             "controller serving HTTPS"
         );
         let listener = TlsListener::new(tcp, config)?;
+        crate::service_manager::ready("controller");
         axum::serve(listener, IdentifyPeers::new(app))
             .with_graceful_shutdown(shutdown)
             .await
