@@ -467,7 +467,7 @@ mod tests {
     fn the_controller_client_certificate_is_for_client_auth_only_and_chains_to_the_ca() {
         let dir = tempfile::tempdir().unwrap();
         let ca = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
-        let me = ca.issue_client("fleetwire controller").unwrap();
+        let me = ca.issue_controller_client().unwrap();
         let (_, pem) = x509_parser::pem::parse_x509_pem(me.cert_pem.as_bytes()).unwrap();
         let cert = pem.parse_x509().unwrap();
         let eku = cert.extended_key_usage().unwrap().unwrap().value;
