@@ -513,8 +513,7 @@ fn the_agent_enrolls_with_its_token_renews_over_mtls_and_serves_only_the_control
 
     let log = std::fs::read_to_string(&log_path).unwrap();
     assert!(
-        log.contains("only a new bootstrap token can enroll this node")
-            || log.contains("was refused"),
+        log.contains("only a bootstrap token can enroll this node") || log.contains("was refused"),
         "{log}"
     );
     assert!(log.contains("VM_BOOTSTRAP_TOKEN_FILE"), "{log}");

@@ -13,6 +13,7 @@ use reqwest::StatusCode;
 use tokio::sync::watch;
 
 use super::backoff::Backoff;
+use super::config::BootstrapTokenSource;
 use super::enroll::{self, Enrolled, RegisterError};
 use super::host_facts::{agent_version, boot_id_of, hostname_of, HostFacts};
 use super::identity::{self, IdentityError, NodeIdentity};
@@ -131,8 +132,15 @@ enum Attempt {
 }
 
 impl Link {
-    fn open(agent: &Agent, identity: NodeIdentity) -> Result<Link, trust::TrustError> {
-        let client = trust::controller_client(&agent.config, Some(&identity))?;
+    /// The link for `identity`; `Err` hands it back with why no client could be built.
+    fn open(
+        agent: &Agent,
+        identity: NodeIdentity,
+    ) -> Result<Link, Box<(NodeIdentity, trust::TrustError)>> {
+        let client = match trust::controller_client(&agent.config, Some(&identity)) {
+            Ok(client) => client,
+            Err(e) => return Err(Box::new((identity, e))),
+        };
         let link = Link {
             identity,
             cert_refused: false,
@@ -228,13 +236,13 @@ impl Link {
                 Ok(Some(token)) => token,
                 Ok(None) => {
                     return Err(Attempt::Failed(format!(
-                        "{}: only a new bootstrap token can enroll this node: set VM_BOOTSTRAP_TOKEN or VM_BOOTSTRAP_TOKEN_FILE (read again at every attempt)",
+                        "{}: only a bootstrap token can enroll this node: set VM_BOOTSTRAP_TOKEN, or VM_BOOTSTRAP_TOKEN_FILE (read again at every attempt)",
                         self.why_token()
                     )))
                 }
                 Err(e) => {
                     return Err(Attempt::Failed(format!(
-                        "{}: only a new bootstrap token can enroll this node: {e}",
+                        "{}: only a bootstrap token can enroll this node: {e}",
                         self.why_token()
                     )))
                 }
@@ -261,8 +269,15 @@ impl Link {
             Err(e @ (RegisterError::Unauthorized(_) | RegisterError::Forbidden(_)))
                 if token.is_some() =>
             {
+                let instead = match &agent.config.bootstrap_token {
+                    Some(BootstrapTokenSource::File(path)) => format!(
+                        "put it in {} (VM_BOOTSTRAP_TOKEN_FILE, read again at every attempt)",
+                        path.display()
+                    ),
+                    _ => "give it as VM_BOOTSTRAP_TOKEN (read at start) or in the file VM_BOOTSTRAP_TOKEN_FILE names (read again at every attempt)".to_string(),
+                };
                 Err(Attempt::Failed(format!(
-                    "the bootstrap token {}.… was refused ({e}): a token enrolls one node id, once, before it expires; create a new one for {} and put it in VM_BOOTSTRAP_TOKEN_FILE",
+                    "the bootstrap token {}.… was refused ({e}): a token enrolls one node id, once, before it expires; create a new one for {} and {instead}",
                     token.as_ref().map_or("", |t| t.id()),
                     agent.config.node_id.as_str()
                 )))
@@ -328,13 +343,25 @@ enum RenewError {
 /// The controller link: register, then heartbeat every interval until stopped. `identity` is
 /// the node's key and certificate as `identity::load` found them.
 pub async fn run(agent: Arc<Agent>, identity: NodeIdentity, mut stop: watch::Receiver<bool>) {
-    let mut link = match Link::open(&agent, identity) {
-        Ok(link) => link,
-        Err(e) => {
-            tracing::error!("cannot reach the controller: {e}");
-            return;
+    let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
+    let mut identity = identity;
+    let mut link = loop {
+        match Link::open(&agent, identity) {
+            Ok(link) => break link,
+            Err(failed) => {
+                let (back, e) = *failed;
+                // E.g. the CA file went away after the settings were checked: an operator can
+                // put it back without restarting the agent.
+                tracing::error!("cannot call the controller: {e} (tried again)");
+                identity = back;
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff.next_delay()) => {}
+            _ = stop.changed() => return,
         }
     };
+    backoff.reset();
     // Registration carries the runtime's boot id, known after the first pass.
     for _ in 0..100 {
         if agent.published().is_some() {
@@ -344,7 +371,6 @@ pub async fn run(agent: Arc<Agent>, identity: NodeIdentity, mut stop: watch::Rec
     }
     let secure = !agent.config.plain_http;
     let mut registered = false;
-    let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
     loop {
         let now = SystemTime::now();
         if secure {
