@@ -69,6 +69,8 @@ struct Seen {
     /// Bootstrap tokens not used yet.
     tokens: Vec<String>,
     refused: Vec<String>,
+    /// Answer registrations over the certificate 503, as a controller that cannot sign now.
+    refuse_renewals: bool,
 }
 
 struct Standin {
@@ -157,6 +159,13 @@ async fn register(State(standin): State<Arc<Standin>>, request: Request) -> Resp
                     StatusCode::UNAUTHORIZED,
                     "unauthorized",
                     "not the node's current certificate",
+                );
+            }
+            if seen.refuse_renewals {
+                return api_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "store_unavailable",
+                    "not now",
                 );
             }
             Via::Cert(serial_hex)
@@ -316,53 +325,186 @@ fn key_of(path: &Path) -> Vec<u8> {
         .to_vec()
 }
 
+/// The stand-in controller with its CA in `dir/ca`, taking `TOKEN` once.
+struct Fleet {
+    ca: NodeCa,
+    ca_pem: String,
+    standin: Arc<Standin>,
+    server: TlsServer,
+}
+
+impl Fleet {
+    fn start(dir: &Path) -> Fleet {
+        let ca = NodeCa::open_or_create(&dir.join("ca"), VALIDITY).unwrap();
+        let ca_pem = ca.ca_pem().to_string();
+        let issuer = Issuer::from_ca_cert_pem(
+            &ca_pem,
+            KeyPair::from_pem(&std::fs::read_to_string(dir.join("ca/ca.key")).unwrap()).unwrap(),
+        )
+        .unwrap();
+        let standin = Arc::new(Standin {
+            seen: Mutex::new(Seen {
+                tokens: vec![TOKEN.to_string()],
+                ..Seen::default()
+            }),
+            issuer,
+            ca_pem: ca_pem.clone(),
+        });
+        let router = Router::new()
+            .route("/v1/nodes/register", post(register))
+            .route("/v1/nodes/heartbeat", post(heartbeat))
+            .with_state(standin.clone());
+        let server = TlsServer::start(router, &ca);
+        Fleet {
+            ca,
+            ca_pem,
+            standin,
+            server,
+        }
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.standin.seen.lock().unwrap()
+    }
+
+    /// The agent in secure mode, trusting the fleet CA from `dir/ca/ca.pem`, its token in
+    /// `token_file`, its log appended to `log_path`.
+    fn agent(
+        &self,
+        dir: &Path,
+        port: u16,
+        token_file: &Path,
+        log_path: &Path,
+        log_level: &str,
+    ) -> Running {
+        let env: Vec<(String, String)> = [
+            ("VM_PLAIN_HTTP", "false".to_string()),
+            (
+                "VM_FLEET_CA_FILE",
+                dir.join("ca/ca.pem").display().to_string(),
+            ),
+            ("VM_BOOTSTRAP_TOKEN_FILE", token_file.display().to_string()),
+            ("RUST_LOG", log_level.to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let endpoint = format!("https://127.0.0.1:{}", self.server.port);
+        let mut command = agent_command(&endpoint, &dir.join("state"), port, &env);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log_path)
+            .unwrap();
+        command.stderr(Stdio::from(log));
+        Running::spawn(&mut command)
+    }
+}
+
+/// Fails the test if either token's secret half is in `log`.
+fn assert_no_token_in(log: &str) {
+    for secret in [TOKEN, SECOND_TOKEN] {
+        let (_, secret_half) = secret.split_once('.').unwrap();
+        assert!(
+            !log.contains(secret_half),
+            "the token reached the log:\n{log}"
+        );
+    }
+}
+
+#[test]
+fn a_restart_registers_over_mtls_and_an_expired_certificate_needs_a_new_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = Fleet::start(dir.path());
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    let log_path = dir.path().join("agent.log");
+    let port = free_port();
+    let mut agent = fleet.agent(dir.path(), port, &token_file, &log_path, "info");
+    let first = wait_for("the enrollment", Duration::from_secs(30), || {
+        fleet.seen().registrations.first().cloned()
+    });
+    assert_eq!(first.via, Via::Token(TOKEN.to_string()));
+    wait_for("a heartbeat", Duration::from_secs(10), || {
+        (!fleet.seen().heartbeats.is_empty()).then_some(())
+    });
+
+    // Killed and started again: it registers with its certificate (the token is spent).
+    agent.kill();
+    let _agent = fleet.agent(dir.path(), port, &token_file, &log_path, "info");
+    let restart = wait_for(
+        "the registration after the restart",
+        Duration::from_secs(30),
+        || fleet.seen().registrations.get(1).cloned(),
+    );
+    assert_eq!(restart.via, Via::Cert(first.issued.clone()));
+    assert_eq!(restart.key, first.key, "the same key after a restart");
+
+    // The controller cannot renew the certificate any more; a new token waits in the file,
+    // unused while the certificate is good. When it expires, the agent says so and enrolls
+    // with the token.
+    fleet.seen().refuse_renewals = true;
+    std::fs::write(&token_file, SECOND_TOKEN).unwrap();
+    fleet.seen().tokens.push(SECOND_TOKEN.to_string());
+    let again = wait_for(
+        "the enrollment with the new token",
+        Duration::from_secs(30),
+        || {
+            fleet
+                .seen()
+                .registrations
+                .iter()
+                .find(|r| r.via == Via::Token(SECOND_TOKEN.to_string()))
+                .cloned()
+        },
+    );
+    let good_for = again.at.duration_since(restart.at);
+    assert!(
+        good_for >= Duration::from_secs(8),
+        "the token was used {good_for:?} after the certificate was issued, before it expired"
+    );
+    wait_for(
+        "heartbeats with the new certificate",
+        Duration::from_secs(10),
+        || {
+            fleet
+                .seen()
+                .heartbeats
+                .iter()
+                .any(|(_, s)| *s == again.issued)
+                .then_some(())
+        },
+    );
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        log.contains("the node certificate expired at ")
+            && log.contains(
+                "re-enroll with a new bootstrap token: VM_BOOTSTRAP_TOKEN or VM_BOOTSTRAP_TOKEN_FILE"
+            ),
+        "{log}"
+    );
+    assert_no_token_in(&log);
+}
+
 #[test]
 fn the_agent_enrolls_with_its_token_renews_over_mtls_and_serves_only_the_controller() {
     let dir = tempfile::tempdir().unwrap();
-    let ca = NodeCa::open_or_create(&dir.path().join("ca"), VALIDITY).unwrap();
-    let ca_pem = ca.ca_pem().to_string();
-    let issuer = Issuer::from_ca_cert_pem(
-        &ca_pem,
-        KeyPair::from_pem(&std::fs::read_to_string(dir.path().join("ca/ca.key")).unwrap()).unwrap(),
-    )
-    .unwrap();
-    let standin = Arc::new(Standin {
-        seen: Mutex::new(Seen {
-            tokens: vec![TOKEN.to_string()],
-            ..Seen::default()
-        }),
-        issuer,
-        ca_pem: ca_pem.clone(),
-    });
-    let router = Router::new()
-        .route("/v1/nodes/register", post(register))
-        .route("/v1/nodes/heartbeat", post(heartbeat))
-        .with_state(standin.clone());
-    let server = TlsServer::start(router, &ca);
-    let seen = || standin.seen.lock().unwrap();
+    let fleet = Fleet::start(dir.path());
+    let Fleet {
+        ca,
+        ca_pem,
+        standin,
+        ..
+    } = &fleet;
+    let ca_pem = ca_pem.clone();
+    let seen = || fleet.seen();
 
-    // The agent, in secure mode, trusting the fleet CA from a file, its token in a file.
     let state_dir = dir.path().join("state");
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
     let log_path = dir.path().join("agent.log");
     let port = free_port();
-    let env: Vec<(String, String)> = [
-        ("VM_PLAIN_HTTP", "false".to_string()),
-        (
-            "VM_FLEET_CA_FILE",
-            dir.path().join("ca/ca.pem").display().to_string(),
-        ),
-        ("VM_BOOTSTRAP_TOKEN_FILE", token_file.display().to_string()),
-        ("RUST_LOG", "debug".to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let endpoint = format!("https://127.0.0.1:{}", server.port);
-    let mut command = agent_command(&endpoint, &state_dir, port, &env);
-    command.stderr(Stdio::from(std::fs::File::create(&log_path).unwrap()));
-    let _agent = Running::spawn(&mut command);
+    let _agent = fleet.agent(dir.path(), port, &token_file, &log_path, "debug");
 
     // Enrollment with the bootstrap token, for the key kept on the node.
     let first = wait_for("the enrollment", Duration::from_secs(30), || {
