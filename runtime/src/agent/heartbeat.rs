@@ -382,6 +382,7 @@ pub async fn run(agent: Arc<Agent>, identity: NodeIdentity, mut stop: watch::Rec
                     );
                     link.expiry_told = true;
                     registered = false;
+                    agent.update_link(|l| l.enrolled = false);
                 }
             }
         }
@@ -410,7 +411,7 @@ pub async fn run(agent: Arc<Agent>, identity: NodeIdentity, mut stop: watch::Rec
                     backoff.next_delay()
                 }
                 Err(Attempt::Failed(e)) => {
-                    tracing::error!("registration refused: {e}");
+                    tracing::error!("registration failed: {e}");
                     agent.update_link(|l| l.unreachable = false);
                     backoff.next_delay()
                 }
@@ -429,6 +430,7 @@ pub async fn run(agent: Arc<Agent>, identity: NodeIdentity, mut stop: watch::Rec
                     Ok(()) => tracing::info!("renewed the node certificate"),
                     Err(RenewError::Unauthorized(e)) => {
                         tracing::warn!("the controller no longer takes the node certificate: {e}");
+                        agent.update_link(|l| l.enrolled = false);
                         registered = false;
                     }
                     Err(RenewError::Local(e)) => {
