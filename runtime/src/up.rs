@@ -102,6 +102,8 @@ async fn up(args: &UpArgs) -> Result<()> {
             .env("VM_NODE_ID", &node_id)
             .env("VM_WG_IP", "127.0.0.1")
             .env("VM_LISTEN_ADDRESS", "127.0.0.1")
+            // `api` is plain http:// (this fleet of one's controller): the agent's plain mode.
+            .env("VM_PLAIN_HTTP", "true")
             .env("VM_SPAWN_PORT", args.spawn_port.to_string())
             .env(
                 "VM_HEARTBEAT_INTERVAL_S",

@@ -472,7 +472,11 @@ async fn metrics_can_be_opened_and_plain_http_takes_ppn_agents_and_says_so() {
     let plain = ControllerProcess::start(&[]);
     heartbeat_ok(&client(), &plain, &ppn_body("ppn-7", "10.0.0.7")).await;
     let (status, node) = get_json(&client(), &plain.url("/v1/nodes/ppn-7")).await;
-    assert_eq!((status, &node["wg_ip"]), (200, &json!("10.0.0.7")), "{node}");
+    assert_eq!(
+        (status, &node["wg_ip"]),
+        (200, &json!("10.0.0.7")),
+        "{node}"
+    );
     let (status, ready) = get_json(&client(), &plain.url("/readyz")).await;
     assert_eq!((status, &ready["transport"]), (200, &json!("plain_http")));
     let text = metrics_text(&client(), &plain).await;
