@@ -32,6 +32,14 @@ const CA_VALIDITY: time::Duration = time::Duration::days(3650);
 /// Tolerated clock skew between the controller and its nodes.
 const BACKDATE: time::Duration = time::Duration::minutes(5);
 
+/// How far before now a certificate valid for `validity` starts: [`BACKDATE`], but at most a
+/// tenth of the validity. Renewal comes two thirds into the span from `not_before`, so five
+/// minutes of backdating on a certificate of seconds (as tests issue) would make every
+/// certificate due for renewal the moment it is issued.
+fn backdate(validity: time::Duration) -> time::Duration {
+    BACKDATE.min(validity / 10)
+}
+
 pub struct NodeCa {
     issuer: Issuer<'static, KeyPair>,
     ca_pem: String,
@@ -189,7 +197,7 @@ impl NodeCa {
             ExtendedKeyUsagePurpose::ClientAuth,
         ];
         let now = OffsetDateTime::now_utc();
-        params.not_before = now - BACKDATE;
+        params.not_before = now - backdate(self.validity);
         params.not_after = now + self.validity;
         let (serial, serial_hex) = random_serial();
         params.serial_number = Some(serial);
@@ -504,6 +512,19 @@ mod tests {
         let ca_cert = ca_pem.parse_x509().unwrap();
         assert_eq!(cert.issuer(), ca_cert.subject());
         assert!(me.key_pem.contains("PRIVATE KEY"));
+    }
+
+    #[test]
+    fn a_short_lived_certificate_is_backdated_by_a_tenth_of_its_life_at_most() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = NodeCa::open_or_create(dir.path(), Duration::from_secs(30)).unwrap();
+        let (csr, _key) = csr_asking_for_too_much();
+        let issued = ca.sign(&csr, "n", "10.0.0.1".parse().unwrap(), &[]).unwrap();
+        let (_, pem) = x509_parser::pem::parse_x509_pem(issued.cert_pem.as_bytes()).unwrap();
+        let cert = pem.parse_x509().unwrap();
+        let lifetime =
+            cert.validity().not_after.timestamp() - cert.validity().not_before.timestamp();
+        assert!((30..=34).contains(&lifetime), "{lifetime}");
     }
 
     #[test]
