@@ -221,23 +221,34 @@ pub fn load(state_dir: &Path) -> Result<(NodeIdentity, Recovery), IdentityError>
     let recovery = recover(state_dir)?;
     let key = node_key(state_dir)?;
     let cert_path = state_dir.join(CERT_FILE);
-    let cert = match read_optional(&cert_path)? {
-        None => None,
-        Some(pem) => {
-            let cert = NodeCert::parse(&pem, &cert_path.display().to_string())?;
-            if cert.is_for(&key) {
-                Some(cert)
-            } else {
-                tracing::error!(
-                    "{} is not the certificate of {}: it is not used; enrolling again needs a bootstrap token (VM_BOOTSTRAP_TOKEN or VM_BOOTSTRAP_TOKEN_FILE)",
-                    cert_path.display(),
-                    state_dir.join(KEY_FILE).display()
-                );
-                None
-            }
+    let cert = match read_certificate(&cert_path)? {
+        Some(cert) if cert.is_for(&key) => Some(cert),
+        Some(_) => {
+            tracing::error!(
+                "{} is not the certificate of {}: it is not used; enrolling again needs a bootstrap token (VM_BOOTSTRAP_TOKEN or VM_BOOTSTRAP_TOKEN_FILE)",
+                cert_path.display(),
+                state_dir.join(KEY_FILE).display()
+            );
+            None
         }
+        None => None,
     };
     Ok((NodeIdentity { key, cert }, recovery))
+}
+
+/// The certificate file, `None` when there is none or it cannot be read as one (logged: the
+/// node then enrolls again with a bootstrap token rather than not starting at all).
+fn read_certificate(path: &Path) -> Result<Option<NodeCert>, IdentityError> {
+    let Some(pem) = read_optional(path)? else {
+        return Ok(None);
+    };
+    match NodeCert::parse(&pem, &path.display().to_string()) {
+        Ok(cert) => Ok(Some(cert)),
+        Err(e) => {
+            tracing::error!("{e}: it is not used; enrolling again needs a bootstrap token (VM_BOOTSTRAP_TOKEN or VM_BOOTSTRAP_TOKEN_FILE)");
+            Ok(None)
+        }
+    }
 }
 
 /// Brings the files back to a matching pair after a renewal a crash interrupted.
@@ -247,10 +258,7 @@ fn recover(state_dir: &Path) -> Result<Recovery, IdentityError> {
         return Ok(Recovery::Nothing);
     };
     let cert_path = state_dir.join(CERT_FILE);
-    let cert = match read_optional(&cert_path)? {
-        Some(pem) => Some(NodeCert::parse(&pem, &cert_path.display().to_string())?),
-        None => None,
-    };
+    let cert = read_certificate(&cert_path)?;
     let current = read_key(&state_dir.join(KEY_FILE))?;
     let current_matches = match (&cert, &current) {
         (Some(cert), Some(key)) => cert.is_for(key),
@@ -496,5 +504,8 @@ mod tests {
         let (identity, recovery) = load(dir.path()).unwrap();
         assert_eq!(recovery, Recovery::Nothing);
         assert!(identity.cert.is_none());
+        // Nor is one that is not a certificate at all; the agent still starts.
+        std::fs::write(dir.path().join(CERT_FILE), "garbage").unwrap();
+        assert!(load(dir.path()).unwrap().0.cert.is_none());
     }
 }
