@@ -47,7 +47,10 @@ fn secure_agent(controller: &ControllerProcess, dir: &std::path::Path, port: u16
     let env: Vec<(String, String)> = [
         ("VM_PLAIN_HTTP", "false".to_string()),
         ("VM_RUNTIME", "process".to_string()),
-        ("VM_FLEET_CA_FILE", controller.ca_path().display().to_string()),
+        (
+            "VM_FLEET_CA_FILE",
+            controller.ca_path().display().to_string(),
+        ),
         ("VM_BOOTSTRAP_TOKEN_FILE", token_file.display().to_string()),
         ("RUST_LOG", "info".to_string()),
     ]
@@ -112,7 +115,10 @@ async fn an_agent_enrolls_with_a_token_is_placed_on_over_mtls_and_rotates_its_ce
         .get(format!("https://127.0.0.1:{port}/v1/vms"))
         .send()
         .await;
-    assert!(refused.is_err(), "the agent served a client without a certificate");
+    assert!(
+        refused.is_err(),
+        "the agent served a client without a certificate"
+    );
 
     // The certificate rotates while the heartbeats go on: a new serial, and the node never
     // becomes unreachable (last_heartbeat keeps advancing).
@@ -139,7 +145,10 @@ async fn an_agent_enrolls_with_a_token_is_placed_on_over_mtls_and_rotates_its_ce
         );
     };
     assert_ne!(rotated, first_serial);
-    assert!(beats >= 5, "heartbeats kept coming during the wait: {beats}");
+    assert!(
+        beats >= 5,
+        "heartbeats kept coming during the wait: {beats}"
+    );
     // Heartbeats go on after the rotation, over the new certificate.
     let before = last_heartbeat.clone();
     eventually(
@@ -167,7 +176,10 @@ async fn an_agent_enrolls_with_a_token_is_placed_on_over_mtls_and_rotates_its_ce
     let secret = token.split('.').next_back().unwrap();
     let agent_log = std::fs::read_to_string(dir.path().join("agent.log")).unwrap();
     for log in [controller.log(), agent_log] {
-        assert!(!log.contains(secret), "the bootstrap token in a log:\n{log}");
+        assert!(
+            !log.contains(secret),
+            "the bootstrap token in a log:\n{log}"
+        );
         assert!(!log.contains(ADMIN_TOKEN), "an operator token in a log");
         assert!(!log.contains("PRIVATE KEY"), "a key in a log");
     }

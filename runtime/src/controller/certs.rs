@@ -519,7 +519,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ca = NodeCa::open_or_create(dir.path(), Duration::from_secs(30)).unwrap();
         let (csr, _key) = csr_asking_for_too_much();
-        let issued = ca.sign(&csr, "n", "10.0.0.1".parse().unwrap(), &[]).unwrap();
+        let issued = ca
+            .sign(&csr, "n", "10.0.0.1".parse().unwrap(), &[])
+            .unwrap();
         let (_, pem) = x509_parser::pem::parse_x509_pem(issued.cert_pem.as_bytes()).unwrap();
         let cert = pem.parse_x509().unwrap();
         let lifetime =

@@ -59,8 +59,9 @@ enum Credential<'a> {
     Unchecked,
     /// A bootstrap token, spent once the CSR is signed.
     Token(&'a str),
-    /// The node's current certificate: a restart or a renewal.
-    Certificate,
+    /// The node's current certificate (or the one its last renewal replaced): a restart or
+    /// a renewal. The serial presented.
+    Certificate(&'a str),
 }
 
 /// Who is registering: a bootstrap token wins over a certificate, so that a node whose
@@ -68,7 +69,7 @@ enum Credential<'a> {
 fn credential<'a>(
     controller: &Controller,
     request: &RegisterNodeRequest,
-    presented: Option<&PeerIdentity>,
+    presented: Option<&'a PeerIdentity>,
     bearer: Option<&'a str>,
 ) -> Result<Credential<'a>, EnrollmentError> {
     let caller = controller.node_caller(presented);
@@ -88,12 +89,15 @@ fn credential<'a>(
         Err(NodeIdentityError::NoCertificate) => return Err(EnrollmentError::NoCredential),
         Err(other) => return Err(other.into()),
     };
-    let recorded = controller
-        .table
-        .get(node_id)
-        .and_then(|slot| slot.lock().record.cert_serial.clone());
-    node_identity::current(node_id, serial, recorded.as_ref())?;
-    Ok(Credential::Certificate)
+    let (recorded, replaced) = controller.table.get(node_id).map_or((None, None), |slot| {
+        let state = slot.lock();
+        (
+            state.record.cert_serial.clone(),
+            state.replaced_cert_serial.clone(),
+        )
+    });
+    node_identity::current(node_id, serial, recorded.as_ref(), replaced.as_ref())?;
+    Ok(Credential::Certificate(serial))
 }
 
 /// Registers the node: checks who asks, signs its CSR (a CSR that cannot be signed refuses the
@@ -134,7 +138,7 @@ pub async fn register(
     let node_id = request.node_id.to_string();
     let token_id = match credential {
         Credential::Token(token) => Some(redeem(controller, token, &node_id).await?),
-        Credential::Unchecked | Credential::Certificate => None,
+        Credential::Unchecked | Credential::Certificate(_) => None,
     };
     let probe = request.smolvm_address.is_some();
     let now = Instant::now();
@@ -152,6 +156,12 @@ pub async fn register(
             controller.settings.stale_after,
         );
         if let Some(issued) = &issued {
+            // A renewal over a certificate keeps that one good until the new one is presented
+            // (its answer may be lost); a token's enrollment retires every earlier one.
+            state.replaced_cert_serial = match credential {
+                Credential::Certificate(serial) => CertSerial::try_from(serial).ok(),
+                Credential::Unchecked | Credential::Token(_) => None,
+            };
             state.record.cert_serial =
                 Some(CertSerial::try_from(issued.serial_hex.as_str()).expect("a hex serial"));
             state.record.cert_not_after = Some(Timestamp::from(issued.not_after));
