@@ -363,32 +363,14 @@ fn tamper(pem: &str) -> String {
     // Inside the subject public key, well past the headers: still parses, no longer verifies.
     let at = der.len() / 2;
     der[at] ^= 0x01;
-    let body = base64_lines(&der);
-    format!("-----BEGIN CERTIFICATE REQUEST-----\n{body}-----END CERTIFICATE REQUEST-----\n")
-}
-
-fn base64_lines(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out.as_bytes()
+    use base64::Engine;
+    let body = base64::engine::general_purpose::STANDARD.encode(&der);
+    let lines: String = body
+        .as_bytes()
         .chunks(64)
         .map(|line| format!("{}\n", std::str::from_utf8(line).unwrap()))
-        .collect()
+        .collect();
+    format!("-----BEGIN CERTIFICATE REQUEST-----\n{lines}-----END CERTIFICATE REQUEST-----\n")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
