@@ -11,6 +11,7 @@ pub mod document_file;
 pub mod drivers;
 pub mod file_error;
 pub mod fleet_identity;
+pub mod fleet_tls_client;
 pub mod http;
 pub mod ids;
 pub mod loadgen;

@@ -491,14 +491,10 @@ async fn an_expired_certificate_is_refused_and_the_node_needs_a_new_token() {
         .json(&heartbeat("brief"))
         .send()
         .await;
-    let error = format!(
-        "{:?}",
-        refused.expect_err("an expired certificate is refused")
-    );
-    assert!(
-        error.contains("Expired") || error.contains("expired"),
-        "{error}"
-    );
+    // TLS 1.3 checks the client's certificate after the client has finished its side of the
+    // handshake: the refusal reaches the client as the alert (certificate_expired) or as the
+    // connection closed under its request, depending on timing. Either way, no answer.
+    refused.expect_err("an expired certificate is refused");
     // A new token enrolls it again.
     let again = mint(&controller, "brief").await;
     enroll(&controller, "brief", &again).await;

@@ -257,6 +257,11 @@ impl Link {
                 self.keep(agent, &answer)?;
                 Ok(Enrolled::Registered(answer))
             }
+            // A controller without the registration route is PPN's, which enrolls by heartbeat
+            // and authenticates nobody: only plain mode may fall back to it.
+            Ok(Enrolled::ByHeartbeat) if secure => Err(Attempt::Failed(
+                "the controller has no registration route (a PPN controller?): secure mode needs a fleetwire controller; set VM_PLAIN_HTTP=true to enroll by heartbeat in a PPN fleet".to_string(),
+            )),
             Ok(Enrolled::ByHeartbeat) => Ok(Enrolled::ByHeartbeat),
             Err(RegisterError::Unreachable(e)) => Err(Attempt::Unreachable(e)),
             Err(RegisterError::Unauthorized(e)) if secure && token.is_none() => {
@@ -320,13 +325,26 @@ impl Link {
                 "the controller answered the renewal without a certificate".to_string(),
             ));
         };
-        let renewed = identity::commit_renewal(
+        let renewed = match identity::commit_renewal(
             state_dir,
             next,
             cert_pem,
             answer.ca_pem.as_deref().map(String::as_str),
-        )
-        .map_err(RenewError::Local)?;
+        ) {
+            Ok(renewed) => renewed,
+            Err(error) => {
+                // The files may hold the new pair half moved into place: carry on with what is
+                // on disk (`load` finishes or undoes the step), so that the next renewal never
+                // replaces the key the stored certificate needs.
+                if let Ok((on_disk, _)) = identity::load(state_dir) {
+                    self.identity = on_disk;
+                    if let Err(refresh) = self.refresh(agent) {
+                        tracing::warn!("after a failed renewal: {refresh}");
+                    }
+                }
+                return Err(RenewError::Local(error));
+            }
+        };
         self.identity = renewed;
         self.refresh(agent).map_err(RenewError::Other)
     }

@@ -44,6 +44,9 @@ pub enum IdentityError {
     NotForThisKey,
     #[error("the node certificate and key cannot serve TLS: {0}")]
     Tls(#[from] crate::tls_server::TlsSetupError),
+    /// The controller's answer names another CA than the one pinned at the first enrollment.
+    #[error("the controller sent another fleet CA than the one pinned in {}: refused (a fleet that really changed its CA: check the new one, then remove that file)", pinned.display())]
+    CaChanged { pinned: PathBuf },
 }
 
 /// The node's identity in the state directory, as the smolvm driver presents it in fleet mode.
@@ -195,11 +198,12 @@ impl NodeIdentity {
         )?))
     }
 
-    /// Certificate and key in one PEM text, as `reqwest::Identity::from_pem` reads them.
-    pub fn client_pem(&self) -> Option<String> {
+    /// The certificate and its key, both PEM, once there is a certificate: the node's TLS
+    /// client identity.
+    pub fn client_pem(&self) -> Option<(String, String)> {
         self.cert
             .as_ref()
-            .map(|cert| format!("{}\n{}", cert.pem, self.key.serialize_pem()))
+            .map(|cert| (cert.pem.clone(), self.key.serialize_pem()))
     }
 }
 
@@ -298,8 +302,17 @@ pub fn store_certificate(
     if let Some(ca) = ca_pem {
         crate::tls_server::certificates_of(ca, "the CA the controller sent")?;
         let path = state_dir.join(CA_FILE);
-        crate::atomic_file::write(&path, ca.as_bytes(), 0o644)
-            .map_err(FileError::doing("storing", &path))?;
+        match std::fs::read_to_string(&path) {
+            // Pinned at the first enrollment, and never replaced by what an answer says: an
+            // answer is only as trustworthy as the CA it came through.
+            Ok(pinned) if pinned.trim() == ca.trim() => {}
+            Ok(_) => return Err(IdentityError::CaChanged { pinned: path }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                crate::atomic_file::write(&path, ca.as_bytes(), 0o644)
+                    .map_err(FileError::doing("storing", &path))?;
+            }
+            Err(e) => return Err(FileError::doing("reading", &path)(e).into()),
+        }
     }
     let path = state_dir.join(CERT_FILE);
     crate::atomic_file::write(&path, cert_pem.as_bytes(), 0o644)
@@ -428,6 +441,31 @@ mod tests {
     }
 
     #[test]
+    fn the_ca_is_pinned_once_and_another_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let issuer = ca();
+        let (identity, _) = load(dir.path()).unwrap();
+        let pem = |issuer: &Issuer<'static, KeyPair>| {
+            let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+            params.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            params.self_signed(issuer.key()).unwrap().pem()
+        };
+        let first = pem(&issuer);
+        let cert = cert_for(&issuer, &identity.key);
+        store_certificate(dir.path(), &identity.key, &cert, Some(&first)).unwrap();
+        store_certificate(dir.path(), &identity.key, &cert, Some(&first)).unwrap();
+        let other = pem(&ca());
+        assert!(matches!(
+            store_certificate(dir.path(), &identity.key, &cert, Some(&other)),
+            Err(IdentityError::CaChanged { .. })
+        ));
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(CA_FILE)).unwrap(),
+            first
+        );
+    }
+
+    #[test]
     fn a_crash_after_staging_the_next_key_keeps_the_old_pair() {
         let dir = tempfile::tempdir().unwrap();
         let issuer = ca();
@@ -475,7 +513,11 @@ mod tests {
         assert_eq!(identity.key.der_bytes(), next_der);
         assert!(!identity.cert.as_ref().unwrap().is_for(&old));
         assert!(identity.certified_key().unwrap().is_some());
-        assert!(identity.client_pem().unwrap().contains("BEGIN PRIVATE KEY"));
+        assert!(identity
+            .client_pem()
+            .unwrap()
+            .1
+            .contains("BEGIN PRIVATE KEY"));
     }
 
     #[test]

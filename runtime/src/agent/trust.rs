@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use super::config::{AgentConfig, BootstrapSecret, BootstrapTokenSource, BOOTSTRAP_TOKEN_SHAPE};
 use super::identity::{NodeIdentity, CA_FILE};
+use crate::fleet_tls_client::{client_config, ServerRole};
+use crate::tls_server::TlsSetupError;
 
 /// How long one call to the controller may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -21,15 +23,10 @@ pub enum TrustError {
         path: PathBuf,
         error: std::io::Error,
     },
-    #[error("the fleet CA {}: {error}", path.display())]
-    Ca {
-        path: PathBuf,
-        error: reqwest::Error,
-    },
+    #[error("the fleet CA {} or the node certificate: {error}", path.display())]
+    Tls { path: PathBuf, error: TlsSetupError },
     #[error("no fleet CA to trust the controller with: neither {} nor VM_FLEET_CA_FILE", pinned.display())]
     NoCa { pinned: PathBuf },
-    #[error("the node certificate and key as TLS client identity: {0}")]
-    Identity(reqwest::Error),
     #[error("building the HTTP client: {0}")]
     Client(reqwest::Error),
     #[error("VM_BOOTSTRAP_TOKEN_FILE {}: {error}", path.display())]
@@ -76,16 +73,21 @@ pub fn controller_client(
         return builder.build().map_err(TrustError::Client);
     }
     let (path, pem) = trusted_ca(config)?;
-    let ca = reqwest::Certificate::from_pem(pem.as_bytes())
-        .map_err(|error| TrustError::Ca { path, error })?;
-    // Only the fleet CA: the system's roots must not vouch for a stranger posing as the
-    // controller.
-    let mut builder = builder.tls_certs_only([ca]);
-    if let Some(pem) = identity.and_then(NodeIdentity::client_pem) {
-        builder = builder
-            .identity(reqwest::Identity::from_pem(pem.as_bytes()).map_err(TrustError::Identity)?);
-    }
-    builder.build().map_err(TrustError::Client)
+    // Only the fleet CA, and only a certificate with the controller's mark: neither the
+    // system's roots nor another node's certificate may pass for the controller.
+    let client_pem = identity.and_then(NodeIdentity::client_pem);
+    let tls = client_config(
+        &pem,
+        ServerRole::Controller,
+        client_pem
+            .as_ref()
+            .map(|(cert, key)| (cert.as_str(), key.as_str())),
+    )
+    .map_err(|error| TrustError::Tls { path, error })?;
+    builder
+        .tls_backend_preconfigured(tls)
+        .build()
+        .map_err(TrustError::Client)
 }
 
 /// The bootstrap token for this attempt: `VM_BOOTSTRAP_TOKEN`, or the content of
