@@ -78,9 +78,10 @@ pub struct CreateArgs {
     /// Ask a running controller instead (https://HOST:9203), with an admin operator token.
     #[arg(long, conflicts_with = "db")]
     pub url: Option<String>,
-    /// With --url: a file holding just the operator token [else env FLEETWIRE_OPERATOR_TOKEN].
+    /// With --url: a file holding just the operator token (not the controller's
+    /// `token,name,scope` file) [else env FLEETWIRE_OPERATOR_TOKEN].
     #[arg(long, requires = "url")]
-    pub operator_token_file: Option<PathBuf>,
+    pub bearer_file: Option<PathBuf>,
     /// With --url: the CA certificate(s), PEM, that the controller's certificate chains to (the
     /// controller's <data-dir>/ca/ca.pem). Only these are trusted, never the system's roots.
     #[arg(long, requires = "url")]
@@ -216,7 +217,7 @@ fn create(args: &CreateArgs) -> Result<(), Failure> {
 
 /// The operator token for `--url`: the file's content, else `FLEETWIRE_OPERATOR_TOKEN`.
 fn operator_token(args: &CreateArgs) -> Result<String, Failure> {
-    let token = match &args.operator_token_file {
+    let token = match &args.bearer_file {
         Some(path) => std::fs::read_to_string(path)
             .map_err(|e| {
                 failed(format!(
@@ -231,9 +232,9 @@ fn operator_token(args: &CreateArgs) -> Result<String, Failure> {
             .unwrap_or_default(),
     };
     if token.is_empty() {
-        return Err(Failure::Usage(match &args.operator_token_file {
+        return Err(Failure::Usage(match &args.bearer_file {
             Some(path) => format!("the operator token file {} is empty", path.display()),
-            None => "--url needs an operator token: --operator-token-file FILE or \
+            None => "--url needs an operator token: --bearer-file FILE or \
                      FLEETWIRE_OPERATOR_TOKEN"
                 .to_string(),
         }));

@@ -41,44 +41,45 @@ pub struct UpArgs {
 }
 
 /// How this fleet of one is reached: the URL, and in mTLS mode the CA to trust and the file
-/// holding the admin operator token the user's commands send.
+/// holding the `Authorization` header (with the admin operator token) the user's commands send.
 struct Access {
     api: String,
     tls: Option<(PathBuf, PathBuf)>,
 }
 
 impl Access {
-    /// `curl -s` with whatever the fleet needs, as the banner prints it.
+    /// `curl -s` with whatever the fleet needs, as the banner prints it. The token is read by
+    /// curl from its file (`-H @file`), so it never shows in the process list.
     fn curl(&self) -> String {
         match &self.tls {
             None => "curl -s".to_string(),
-            Some((ca, token)) => format!(
-                "curl -s --cacert {} -H \"Authorization: Bearer $(cat {})\"",
-                ca.display(),
-                token.display()
-            ),
+            Some((ca, header)) => {
+                format!("curl -s --cacert {} -H @{}", ca.display(), header.display())
+            }
         }
     }
 }
 
 /// The admin operator token of this fleet of one, made on first use: `operator-tokens` (the
-/// controller's `--operator-token-file`) and `operator-token` (the token alone, for the
-/// user's commands), both 0600.
-fn operator_token(dir: &Path) -> Result<(PathBuf, PathBuf)> {
+/// controller's `--operator-token-file`), `operator-token` (the token alone, for scripts and
+/// `fleetwire token create --bearer-file`) and `operator-header` (the `Authorization` header,
+/// for `curl -H @file`), all 0600.
+fn operator_token(dir: &Path) -> Result<(PathBuf, PathBuf, PathBuf)> {
     let tokens = dir.join("operator-tokens");
     let mine = dir.join("operator-token");
-    if !(tokens.exists() && mine.exists()) {
+    let header = dir.join("operator-header");
+    if !(tokens.exists() && mine.exists() && header.exists()) {
         let token = crate::controller::operator_tokens::generate_token();
-        crate::atomic_file::write(
-            &tokens,
-            format!("{token},up-admin,admin\n").as_bytes(),
-            0o600,
-        )
-        .with_context(|| format!("writing {}", tokens.display()))?;
-        crate::atomic_file::write(&mine, format!("{token}\n").as_bytes(), 0o600)
-            .with_context(|| format!("writing {}", mine.display()))?;
+        for (path, text) in [
+            (&tokens, format!("{token},up-admin,admin\n")),
+            (&mine, format!("{token}\n")),
+            (&header, format!("Authorization: Bearer {token}\n")),
+        ] {
+            crate::atomic_file::write(path, text.as_bytes(), 0o600)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
     }
-    Ok((tokens, mine))
+    Ok((tokens, mine, header))
 }
 
 /// How long each program gets to come up before `up` gives up and says why.
@@ -121,8 +122,6 @@ async fn up(args: &UpArgs) -> Result<()> {
         .arg(args.listen.to_string())
         .arg("--data-dir")
         .arg(&controller_dir)
-        .arg("--ca-dir")
-        .arg(&ca_dir)
         // A fleet of one lives on a workstation's disk: cordon it only when that is nearly
         // full, not at a production host's 20 GB.
         .args(["--disk-cordon-below", "1", "--disk-uncordon-above", "2"]);
@@ -137,8 +136,12 @@ async fn up(args: &UpArgs) -> Result<()> {
         // The CA first, so that this process trusts it before the controller answers.
         let ca = NodeCa::open_or_create(&ca_dir, Duration::from_secs(3600))
             .with_context(|| format!("the fleet CA in {}", ca_dir.display()))?;
-        let (tokens, token_file) = operator_token(&dir)?;
-        command.arg("--operator-token-file").arg(&tokens);
+        let (tokens, token_file, header_file) = operator_token(&dir)?;
+        command
+            .arg("--ca-dir")
+            .arg(&ca_dir)
+            .arg("--operator-token-file")
+            .arg(&tokens);
         let token = std::fs::read_to_string(&token_file)?.trim().to_string();
         let mut auth = reqwest::header::HeaderMap::new();
         auth.insert(
@@ -156,7 +159,7 @@ async fn up(args: &UpArgs) -> Result<()> {
         (
             Access {
                 api,
-                tls: Some((ca_dir.join("ca.pem"), token_file)),
+                tls: Some((ca_dir.join("ca.pem"), header_file)),
             },
             http,
         )

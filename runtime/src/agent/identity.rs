@@ -115,15 +115,9 @@ pub struct Validity {
 }
 
 impl Validity {
-    /// Two thirds into the validity: from then on the certificate is renewed, which leaves a
-    /// third of its life to retry while the controller is away (docs/security.md; kubelet
-    /// renews at 70 to 90 %).
+    /// When the certificate is renewed (`fleet_identity::renewal_due`: two thirds in).
     pub fn renew_at(&self) -> SystemTime {
-        let life = self
-            .not_after
-            .duration_since(self.not_before)
-            .unwrap_or(Duration::ZERO);
-        self.not_before + life * 2 / 3
+        crate::fleet_identity::renewal_due(self.not_before, self.not_after)
     }
 
     pub fn renewal_due(&self, now: SystemTime) -> bool {

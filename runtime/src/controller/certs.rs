@@ -23,7 +23,7 @@ use time::OffsetDateTime;
 use x509_parser::prelude::FromDer;
 use x509_parser::public_key::PublicKey;
 
-use crate::fleet_identity::{CONTROLLER_ORGANIZATION, NODE_ORGANIZATION};
+use crate::fleet_identity::{serial_hex, CONTROLLER_ORGANIZATION, NODE_ORGANIZATION};
 
 const CA_CERT_FILE: &str = "ca.pem";
 const CA_KEY_FILE: &str = "ca.key";
@@ -84,7 +84,7 @@ impl NodeCa {
         let cert_path = dir.join(CA_CERT_FILE);
         let key_path = dir.join(CA_KEY_FILE);
         let validity = time::Duration::try_from(validity).context("certificate validity")?;
-        if cert_path.exists() || key_path.exists() {
+        if cert_path.exists() {
             let ca_pem = std::fs::read_to_string(&cert_path)
                 .with_context(|| format!("reading {}", cert_path.display()))?;
             let key_pem = std::fs::read_to_string(&key_path)
@@ -101,7 +101,20 @@ impl NodeCa {
             });
         }
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let key = KeyPair::generate().context("generating the CA key")?;
+        // The key is written first: a key without its certificate is a creation that stopped
+        // half way, finished now with the same key.
+        let key = match std::fs::read_to_string(&key_path) {
+            Ok(pem) => KeyPair::from_pem(&pem)
+                .with_context(|| format!("{} is not a private key", key_path.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let key = KeyPair::generate().context("generating the CA key")?;
+                write_private(&key_path, key.serialize_pem().as_bytes())?;
+                key
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("reading {}", key_path.display()));
+            }
+        };
         let mut params = CertificateParams::default();
         let mut name = DistinguishedName::new();
         name.push(DnType::CommonName, "fleetwire node CA");
@@ -118,7 +131,6 @@ impl NodeCa {
         params.serial_number = Some(random_serial().0);
         let cert = params.self_signed(&key).context("self-signing the CA")?;
         let ca_pem = cert.pem();
-        write_private(&key_path, key.serialize_pem().as_bytes())?;
         write_file(&cert_path, ca_pem.as_bytes())?;
         tracing::info!(dir = %dir.display(), "node CA created");
         Ok(NodeCa {
@@ -379,8 +391,7 @@ fn check_key_strength(csr_pem: &str) -> Result<(), CsrRejected> {
 fn random_serial() -> (SerialNumber, String) {
     let mut bytes: [u8; 16] = rand::random();
     bytes[0] = (bytes[0] & 0x7f).max(1);
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    (SerialNumber::from_slice(&bytes), hex)
+    (SerialNumber::from_slice(&bytes), serial_hex(&bytes))
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
@@ -527,6 +538,22 @@ mod tests {
         let lifetime =
             cert.validity().not_after.timestamp() - cert.validity().not_before.timestamp();
         assert!((30..=34).contains(&lifetime), "{lifetime}");
+    }
+
+    #[test]
+    fn a_creation_stopped_after_the_key_is_finished_with_that_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        let key = std::fs::read_to_string(dir.path().join(CA_KEY_FILE)).unwrap();
+        std::fs::remove_file(dir.path().join(CA_CERT_FILE)).unwrap();
+        let again = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(CA_KEY_FILE)).unwrap(),
+            key
+        );
+        assert_ne!(again.ca_pem(), first.ca_pem(), "a new certificate");
+        let reopened = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        assert_eq!(reopened.ca_pem(), again.ca_pem());
     }
 
     #[test]

@@ -18,7 +18,7 @@ use super::shared::Controller;
 use super::state::{DirtyNode, WhenStored};
 use crate::fleet_identity::PeerIdentity;
 use crate::runtimes;
-use crate::store::bootstrap_tokens::TokenRefusal;
+use crate::store::bootstrap_tokens::{BootstrapTokenStore, Redeemed, TokenRefusal};
 use crate::store::error::StoreError;
 
 /// Why a registration was refused; nothing about the node changed.
@@ -110,6 +110,10 @@ pub async fn register(
     bearer: Option<&str>,
 ) -> Result<RegisterNodeResponse, EnrollmentError> {
     let credential = credential(controller, &request, presented, bearer)?;
+    // A token is judged before any work is spent on the request; it is spent only after.
+    if let Credential::Token(token) = credential {
+        judge_token(controller, token, request.node_id.as_str()).await?;
+    }
     if !runtimes::is_known(&request.runtime) {
         return Err(EnrollmentError::UnknownRuntime {
             runtime: request.runtime.as_str().to_string(),
@@ -143,11 +147,35 @@ pub async fn register(
     let probe = request.smolvm_address.is_some();
     let now = Instant::now();
     let received = Timestamp::now();
-    let (slot, new) = controller.table.get_or_insert(&node_id, || {
-        nodes::enroll_by_registration(&request, received)
-    });
+    let (slot, new) = match credential {
+        // A renewal never brings back a node unenrolled since its certificate was checked.
+        Credential::Certificate(serial) => match controller.table.get(&node_id) {
+            Some(slot) => (slot, false),
+            None => {
+                return Err(NodeIdentityError::NotCurrent {
+                    node_id,
+                    presented: serial.to_string(),
+                }
+                .into())
+            }
+        },
+        Credential::Unchecked | Credential::Token(_) => {
+            controller.table.get_or_insert(&node_id, || {
+                nodes::enroll_by_registration(&request, received)
+            })
+        }
+    };
     let (record, outcome, change) = {
         let mut state = slot.lock();
+        if let Credential::Certificate(serial) = credential {
+            // Checked again under the node's lock: a renewal that raced another is refused.
+            node_identity::current(
+                &node_id,
+                serial,
+                state.record.cert_serial.as_ref(),
+                state.replaced_cert_serial.as_ref(),
+            )?;
+        }
         let outcome = nodes::apply_registration(
             &mut state,
             request,
@@ -194,6 +222,18 @@ pub async fn register(
     })
 }
 
+/// Whether `token` would enroll `node_id`, changing nothing.
+async fn judge_token(
+    controller: &Arc<Controller>,
+    token: &str,
+    node_id: &str,
+) -> Result<String, EnrollmentError> {
+    with_tokens(controller, token, node_id, |tokens, token, node_id, now| {
+        tokens.check(token, node_id, now)
+    })
+    .await
+}
+
 /// Spends `token` for `node_id`: single use, whatever else is redeeming at the same time.
 /// Returns the token's id (public, for the log).
 async fn redeem(
@@ -201,15 +241,37 @@ async fn redeem(
     token: &str,
     node_id: &str,
 ) -> Result<String, EnrollmentError> {
+    with_tokens(controller, token, node_id, |tokens, token, node_id, now| {
+        tokens.redeem(token, node_id, now)
+    })
+    .await
+}
+
+/// The question a registration asks the bootstrap-token store.
+type TokenQuestion = fn(
+    &dyn BootstrapTokenStore,
+    &str,
+    &str,
+    chrono::DateTime<chrono::Utc>,
+) -> Result<Redeemed, TokenRefusal>;
+
+/// Asks the bootstrap-token store `ask` about `token`, off the async threads.
+async fn with_tokens(
+    controller: &Arc<Controller>,
+    token: &str,
+    node_id: &str,
+    ask: TokenQuestion,
+) -> Result<String, EnrollmentError> {
     let Some(tokens) = controller.credentials.bootstrap_tokens.clone() else {
         return Err(EnrollmentError::Token(TokenRefusal::Unknown));
     };
     let token = token.to_string();
     let node_id = node_id.to_string();
-    let redeemed =
-        tokio::task::spawn_blocking(move || tokens.redeem(&token, &node_id, chrono::Utc::now()))
-            .await
-            .map_err(EnrollmentError::SigningTask)?;
+    let redeemed = tokio::task::spawn_blocking(move || {
+        ask(tokens.as_ref(), &token, &node_id, chrono::Utc::now())
+    })
+    .await
+    .map_err(EnrollmentError::SigningTask)?;
     match redeemed {
         Ok(redeemed) => Ok(redeemed.token_id),
         Err(TokenRefusal::Store(error)) => Err(EnrollmentError::Store(error)),

@@ -13,9 +13,10 @@ use super::heartbeat_route::HeartbeatFirst;
 use super::jobs;
 use super::logging::init_logging;
 use super::operator_tokens::OperatorTokens;
-use super::own_certs::{self, issue_server, renewal_due, server_names};
+use super::own_certs::{self, issue_server, server_names};
 use super::settings::Settings;
 use super::shared::{Controller, Credentials, Started};
+use crate::fleet_identity::renewal_due;
 use crate::store::bootstrap_tokens::SqliteBootstrapTokens;
 use crate::store::sqlite::SqliteStore;
 use crate::tls_server::{server_config, ClientCerts, IdentifyPeers, ReloadableCert, TlsListener};
@@ -104,6 +105,11 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
             listen = %listen,
             "--plain-http: serving plain HTTP and authenticating nobody, as a PPN controller does: anyone who reaches this port can act as any node and any operator"
         );
+        if controller.ca.is_some() {
+            tracing::warn!(
+                "--plain-http with a CA (--ca-dir): every registration gets a certificate of that CA without proving anything; never share this CA with a fleet in mTLS mode"
+            );
+        }
         tracing::info!(listen = %listen, db = %db.display(), ca = ?ca_dir, transport = "plain_http", "controller serving");
         // Answers go out as soon as they are written (no Nagle delay behind an unacknowledged
         // segment, which a large `GET /v1/fleet` answer would otherwise meet).
