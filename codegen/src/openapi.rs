@@ -52,7 +52,62 @@ pub fn document_31(bundle: &Bundle) -> Result<Option<Value>> {
         }
     }
     assemble(&mut doc, OPENAPI_31, schemas)?;
+    name_node_certificates(&mut doc)?;
     Ok(Some(doc))
+}
+
+/// OpenAPI 3.1 can say what 3.0 cannot: that the node routes (`x-fleetwire-access: node`) take
+/// the node's client certificate (mutual TLS, docs/security.md). Adds the `nodeCertificate`
+/// scheme and offers it, as an alternative, on each such operation beside what its `security`
+/// already lists (registration's bootstrap token).
+fn name_node_certificates(doc: &mut Value) -> Result<()> {
+    let mut uses = false;
+    let paths = doc
+        .get_mut("paths")
+        .and_then(Value::as_object_mut)
+        .context("the API description has no paths")?;
+    for item in paths.values_mut() {
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
+        for operation in item.values_mut() {
+            if operation.get("x-fleetwire-access").and_then(Value::as_str) != Some("node") {
+                continue;
+            }
+            uses = true;
+            let mut security = vec![serde_json::json!({"nodeCertificate": []})];
+            let listed = operation
+                .get("security")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            // An empty requirement (`{}`: anyone) is --plain-http's; the certificate replaces it.
+            security.extend(
+                listed
+                    .into_iter()
+                    .filter(|r| r.as_object().is_some_and(|o| !o.is_empty())),
+            );
+            operation["security"] = Value::Array(security);
+        }
+    }
+    if uses {
+        let schemes = doc["components"]
+            .as_object_mut()
+            .context("`components` must be an object")?
+            .entry("securitySchemes")
+            .or_insert_with(|| Value::Object(Map::new()));
+        schemes
+            .as_object_mut()
+            .context("`components.securitySchemes` must be an object")?
+            .insert(
+                "nodeCertificate".into(),
+                serde_json::json!({
+                    "type": "mutualTLS",
+                    "description": "The node's client certificate, issued by the fleet CA from its CSR at registration: its one DNS name must be the body's node_id, and it must be the node's current certificate. Not asked for with --plain-http."
+                }),
+            );
+    }
+    Ok(())
 }
 
 /// The API description with its references rewritten, and every definition its paths reach.

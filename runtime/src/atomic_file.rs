@@ -95,6 +95,18 @@ fn replace(
     result
 }
 
+/// Renames `from` over `to` (same directory) and fsyncs the directory, so the rename survives a
+/// crash: the last step of replacing a pair of files one after the other (the agent's key
+/// renewal, `agent::identity`).
+pub fn rename(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::rename(from, to)?;
+    let dir = to
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    File::open(dir)?.sync_all()
+}
+
 /// Removes the temporary files of writes a crash interrupted in `dir` (the targets themselves
 /// are always whole).
 pub fn remove_stale_temp_files(dir: &Path) {

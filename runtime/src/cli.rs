@@ -30,6 +30,8 @@ enum Command {
     Agent(Box<crate::agent::AgentArgs>),
     /// The fleet CA: create it before the controller's first start, or check an operator's.
     Ca(crate::ca_cli::CaArgs),
+    /// Mint bootstrap tokens that enroll nodes, and operator tokens for the API.
+    Token(crate::token_cli::TokenArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -42,5 +44,6 @@ pub fn main() -> ExitCode {
         Command::Loadgen(args) => crate::loadgen::run(args),
         Command::Agent(args) => crate::agent::run(&args),
         Command::Ca(args) => crate::ca_cli::run(&args),
+        Command::Token(args) => crate::token_cli::run(args),
     }
 }

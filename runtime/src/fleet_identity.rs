@@ -59,6 +59,19 @@ pub fn identify(cert_der: &[u8]) -> Option<PeerIdentity> {
     }
 }
 
+/// When a certificate valid from `not_before` to `not_after` is renewed, by whoever holds it
+/// (the agent its node certificate, the controller its own): two thirds in, which leaves a
+/// third of its life to retry while the issuer is away (kubelet renews at 70 to 90 %).
+pub fn renewal_due(
+    not_before: std::time::SystemTime,
+    not_after: std::time::SystemTime,
+) -> std::time::SystemTime {
+    let lifetime = not_after
+        .duration_since(not_before)
+        .unwrap_or(std::time::Duration::ZERO);
+    not_before + lifetime * 2 / 3
+}
+
 /// A serial's DER integer bytes in lower-case hex, two digits a byte: the form the CA records
 /// (`controller::certs::IssuedCert::serial_hex`; its serials are positive and minimal, so
 /// the bytes it chose are the bytes the certificate carries).
@@ -102,6 +115,21 @@ mod tests {
         assert_eq!(
             identify(&certificate(CONTROLLER_ORGANIZATION, &[])),
             Some(PeerIdentity::Controller)
+        );
+    }
+
+    #[test]
+    fn renewal_comes_two_thirds_in() {
+        let start = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1000);
+        let end = start + std::time::Duration::from_secs(300);
+        assert_eq!(
+            renewal_due(start, end),
+            start + std::time::Duration::from_secs(200)
+        );
+        assert_eq!(
+            renewal_due(end, start),
+            end,
+            "a backwards span renews at once"
         );
     }
 

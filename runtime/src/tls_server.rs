@@ -54,6 +54,8 @@ pub enum TlsSetupError {
     },
     #[error("the fleet CA: {0}")]
     Verifier(#[from] rustls::server::VerifierBuilderError),
+    #[error("the fleet CA, to check servers with: {0}")]
+    ServerVerifier(String),
 }
 
 /// Every certificate of a PEM text, in order.

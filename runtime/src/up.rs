@@ -1,6 +1,8 @@
 //! `fleetwire up`: a fleet of one on this machine. A controller on 127.0.0.1 (SQLite) and a
 //! local agent with the process driver enrolled in it, both real child processes of this
-//! binary, all state under one folder; stopped together on Ctrl-C.
+//! binary, all state under one folder; stopped together on Ctrl-C. Secure as any fleet is
+//! (docs/security.md): HTTPS with the fleet CA, an admin operator token written for the user,
+//! and the agent enrolled with a bootstrap token; `--plain-http` runs PPN's plain mode.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -11,6 +13,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use fleetwire_types::{read, NodeId, NodeRecord};
+
+use crate::controller::certs::NodeCa;
+use crate::store::bootstrap_tokens::{BootstrapTokenStore, SqliteBootstrapTokens};
 use tokio::process::{Child, Command};
 
 #[derive(Args, Debug, Clone)]
@@ -30,6 +35,51 @@ pub struct UpArgs {
     /// Seconds between the agent's heartbeats.
     #[arg(long, default_value_t = 2)]
     pub heartbeat_interval: u64,
+    /// PPN's plain mode: plain HTTP and no authentication, for both programs.
+    #[arg(long)]
+    pub plain_http: bool,
+}
+
+/// How this fleet of one is reached: the URL, and in mTLS mode the CA to trust and the file
+/// holding the `Authorization` header (with the admin operator token) the user's commands send.
+struct Access {
+    api: String,
+    tls: Option<(PathBuf, PathBuf)>,
+}
+
+impl Access {
+    /// `curl -s` with whatever the fleet needs, as the banner prints it. The token is read by
+    /// curl from its file (`-H @file`), so it never shows in the process list.
+    fn curl(&self) -> String {
+        match &self.tls {
+            None => "curl -s".to_string(),
+            Some((ca, header)) => {
+                format!("curl -s --cacert {} -H @{}", ca.display(), header.display())
+            }
+        }
+    }
+}
+
+/// The admin operator token of this fleet of one, made on first use: `operator-tokens` (the
+/// controller's `--operator-token-file`), `operator-token` (the token alone, for scripts and
+/// `fleetwire token create --bearer-file`) and `operator-header` (the `Authorization` header,
+/// for `curl -H @file`), all 0600.
+fn operator_token(dir: &Path) -> Result<(PathBuf, PathBuf, PathBuf)> {
+    let tokens = dir.join("operator-tokens");
+    let mine = dir.join("operator-token");
+    let header = dir.join("operator-header");
+    if !(tokens.exists() && mine.exists() && header.exists()) {
+        let token = crate::controller::operator_tokens::generate_token();
+        for (path, text) in [
+            (&tokens, format!("{token},up-admin,admin\n")),
+            (&mine, format!("{token}\n")),
+            (&header, format!("Authorization: Bearer {token}\n")),
+        ] {
+            crate::atomic_file::write(path, text.as_bytes(), 0o600)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    Ok((tokens, mine, header))
 }
 
 /// How long each program gets to come up before `up` gives up and says why.
@@ -63,25 +113,59 @@ async fn up(args: &UpArgs) -> Result<()> {
         .parse::<NodeId>()
         .map_err(|e| anyhow::anyhow!("--node-id {node_id:?}: {e}"))?;
     let exe = std::env::current_exe().context("locating the fleetwire binary")?;
-    let api = format!("http://{}", args.listen);
-    let http = crate::tls::client_builder()
-        .timeout(Duration::from_secs(2))
-        .build()?;
-
-    let mut controller = spawn(
-        Command::new(&exe)
-            .arg("controller")
-            .arg("--listen")
-            .arg(args.listen.to_string())
-            .arg("--data-dir")
-            .arg(dir.join("controller"))
+    let controller_dir = dir.join("controller");
+    let ca_dir = controller_dir.join("ca");
+    let mut command = Command::new(&exe);
+    command
+        .arg("controller")
+        .arg("--listen")
+        .arg(args.listen.to_string())
+        .arg("--data-dir")
+        .arg(&controller_dir)
+        // A fleet of one lives on a workstation's disk: cordon it only when that is nearly
+        // full, not at a production host's 20 GB.
+        .args(["--disk-cordon-below", "1", "--disk-uncordon-above", "2"]);
+    let (access, http) = if args.plain_http {
+        command.arg("--plain-http");
+        let http = crate::tls::client_builder()
+            .timeout(Duration::from_secs(2))
+            .build()?;
+        let api = format!("http://{}", args.listen);
+        (Access { api, tls: None }, http)
+    } else {
+        // The CA first, so that this process trusts it before the controller answers.
+        let ca = NodeCa::open_or_create(&ca_dir, Duration::from_secs(3600))
+            .with_context(|| format!("the fleet CA in {}", ca_dir.display()))?;
+        let (tokens, token_file, header_file) = operator_token(&dir)?;
+        command
             .arg("--ca-dir")
-            .arg(dir.join("controller/ca"))
-            // A fleet of one lives on a workstation's disk: cordon it only when that is nearly
-            // full, not at a production host's 20 GB.
-            .args(["--disk-cordon-below", "1", "--disk-uncordon-above", "2"]),
-        &dir.join("controller.log"),
-    )?;
+            .arg(&ca_dir)
+            .arg("--operator-token-file")
+            .arg(&tokens);
+        let token = std::fs::read_to_string(&token_file)?.trim().to_string();
+        let mut auth = reqwest::header::HeaderMap::new();
+        auth.insert(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {token}")
+                .parse()
+                .context("the operator token")?,
+        );
+        let http = crate::tls::client_builder()
+            .timeout(Duration::from_secs(2))
+            .tls_certs_only([reqwest::Certificate::from_pem(ca.ca_pem().as_bytes())?])
+            .default_headers(auth)
+            .build()?;
+        let api = format!("https://{}", args.listen);
+        (
+            Access {
+                api,
+                tls: Some((ca_dir.join("ca.pem"), header_file)),
+            },
+            http,
+        )
+    };
+    let api = access.api.clone();
+    let mut controller = spawn(&mut command, &dir.join("controller.log"))?;
     step(&format!("controller on {api}"), &mut controller, || async {
         let ok = http
             .get(format!("{api}/readyz"))
@@ -95,9 +179,33 @@ async fn up(args: &UpArgs) -> Result<()> {
     .await?;
 
     let reported = dir.join("agent/reported.json");
+    let mut command = Command::new(&exe);
+    command.arg("agent");
+    match &access.tls {
+        None => {
+            command.env("VM_PLAIN_HTTP", "true");
+        }
+        Some((ca, _)) => {
+            // A token for the agent, in case it has no usable certificate yet (its first start,
+            // or a certificate that expired while the fleet was down): single use, short.
+            let token_file = dir.join("agent-bootstrap-token");
+            let tokens = SqliteBootstrapTokens::open(&controller_dir.join("controller.sqlite3"))?;
+            let node: NodeId = node_id.parse().expect("checked above");
+            let issued = tokens.create(&node, Duration::from_secs(600), chrono::Utc::now())?;
+            crate::atomic_file::write(
+                &token_file,
+                format!("{}\n", issued.token.expose()).as_bytes(),
+                0o600,
+            )
+            .with_context(|| format!("writing {}", token_file.display()))?;
+            command
+                .env("VM_PLAIN_HTTP", "false")
+                .env("VM_FLEET_CA_FILE", ca)
+                .env("VM_BOOTSTRAP_TOKEN_FILE", &token_file);
+        }
+    }
     let mut agent = spawn(
-        Command::new(&exe)
-            .arg("agent")
+        command
             .env("VM_FLEET_ENDPOINT", &api)
             .env("VM_NODE_ID", &node_id)
             .env("VM_WG_IP", "127.0.0.1")
@@ -135,17 +243,30 @@ async fn up(args: &UpArgs) -> Result<()> {
             return Err(err);
         }
     };
+    // Spent (or not needed): a bootstrap token is not left lying around.
+    let _ = std::fs::remove_file(dir.join("agent-bootstrap-token"));
 
+    let curl = access.curl();
+    let (mode, reference) = match &access.tls {
+        None => ("plain HTTP, no authentication", format!("{api}/docs/")),
+        Some((ca, _)) => (
+            "mTLS",
+            format!(
+                "{api}/docs/ (a browser does not know this fleet's CA: trust {})",
+                ca.display()
+            ),
+        ),
+    };
     println!(
-        "\nfleetwire is up: a fleet of one.\n\
-         \n  API         {api}/v1/fleet\
-         \n  reference   {api}/docs/\
-         \n  metrics     {api}/metrics\
+        "\nfleetwire is up: a fleet of one ({mode}).\n\
+         \n  fleet       {curl} {api}/v1/fleet\
+         \n  reference   {reference}\
+         \n  metrics     {curl} {api}/metrics\
          \n  node        {id} ({cpus} CPUs, {mem} MB free), agent on 127.0.0.1:{port}\
          \n  reported    {reported}\
          \n  logs        {logs}\
          \n\nPlace a machine (a supervised process on this host):\
-         \n\n  curl -s -X POST {api}/v1/vms -H 'content-type: application/json' \\\
+         \n\n  {curl} -X POST {api}/v1/vms -H 'content-type: application/json' \\\
          \n    -d '{{\"vm_type\": \"process\", \"ram_mb\": 64, \"vcpu_count\": 1, \"command\": [\"/bin/sh\", \"-c\", \"while true; do date; sleep 5; done\"]}}'\
          \n\nthen watch it in {reported}. Ctrl-C stops both.",
         id = node.node_id.as_str(),

@@ -20,7 +20,9 @@ pub struct AgentProcess {
 }
 
 /// The command for an agent with the three required variables, a state directory, a port and
-/// a short reconcile interval; `env` adds or overrides variables.
+/// a short reconcile interval, in plain mode (`VM_PLAIN_HTTP=true`: the stand-in controllers
+/// speak plain HTTP; `tests/tests/agent_trust.rs` starts it in secure mode); `env` adds or
+/// overrides variables.
 pub fn agent_command(
     controller: &str,
     state_dir: &Path,
@@ -36,6 +38,7 @@ pub fn agent_command(
         .env("VM_WG_IP", "127.0.0.1")
         .env("VM_SPAWN_PORT", port.to_string())
         .env("VM_LISTEN_ADDRESS", "127.0.0.1")
+        .env("VM_PLAIN_HTTP", "true")
         .env("VM_STATE_DIR", state_dir)
         .env("VM_HEARTBEAT_INTERVAL_S", "1")
         .env("VM_RECONCILE_INTERVAL_MS", "100")

@@ -12,12 +12,15 @@ const REQUIRED: [(&str, &str); 3] = [
     ("VM_WG_IP", "10.8.0.12"),
 ];
 
+/// Plain mode (`VM_PLAIN_HTTP=true`) unless `env` says otherwise, so the http:// endpoint
+/// above is taken; the secure mode's own rules are tested below.
 fn agent(env: &[(&str, &str)], args: &[&str]) -> Command {
     let mut cmd = fleetwire();
     cmd.arg("agent")
         .args(args)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("VM_PLAIN_HTTP", "true")
         .stdin(Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
@@ -105,6 +108,9 @@ fn defaults_apply_when_only_the_required_three_are_set() {
     assert_eq!(s["VM_RUNTIME"], "process");
     assert_eq!(s["VM_STATE_DIR"], ".fleetwire/agent-node-1");
     assert_eq!(s["VM_FLEET_ENDPOINT"], "http://127.0.0.1:9203");
+    assert_eq!(s["VM_PLAIN_HTTP"], "true");
+    // The local API listens on the WireGuard address, not on every address.
+    assert_eq!(s["VM_LISTEN_ADDRESS"], "10.8.0.12");
 
     // PPN's spellings of VM_RESERVED, in any case.
     for (raw, want) in [("TRUE", "true"), ("1", "true"), ("False", "false")] {
@@ -114,6 +120,74 @@ fn defaults_apply_when_only_the_required_three_are_set() {
         assert_eq!(code, 0);
         assert_eq!(settings(&stdout)["VM_RESERVED"], want, "{raw}");
     }
+}
+
+#[test]
+fn secure_mode_is_the_default_and_says_what_it_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state").display().to_string();
+    let mut env = REQUIRED.to_vec();
+    env.push(("VM_STATE_DIR", &state));
+    env.push(("VM_PLAIN_HTTP", "false"));
+    let (code, _, stderr) = run(agent(&env, &["--check"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("VM_FLEET_ENDPOINT=\"http://127.0.0.1:9203\" is not an https:// URL")
+            && stderr.contains("VM_PLAIN_HTTP=true"),
+        "{stderr}"
+    );
+    env[0] = ("VM_FLEET_ENDPOINT", "https://127.0.0.1:9203");
+    let (code, _, stderr) = run(agent(&env, &["--check"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("VM_FLEET_CA_FILE is required"), "{stderr}");
+
+    // A token given on the command line or in the environment is never printed back.
+    let ca = dir.path().join("ca.pem");
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(Vec::<String>::new())
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    std::fs::write(&ca, cert.pem()).unwrap();
+    let ca = ca.display().to_string();
+    env.push(("VM_FLEET_CA_FILE", &ca));
+    env.push(("VM_BOOTSTRAP_TOKEN", "abc123.0123456789abcdef"));
+    let (code, stdout, stderr) = run(agent(&env, &["--check"]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stdout.contains("0123456789abcdef"), "{stdout}");
+    let s = settings(&stdout);
+    assert_eq!(s["VM_BOOTSTRAP_TOKEN"], "<set>");
+    assert_eq!(s["VM_PLAIN_HTTP"], "false");
+    assert_eq!(s["VM_FLEET_CA_FILE"], ca);
+    let (_, help, _) = run(agent(&env, &["--help"]));
+    assert!(help.contains("VM_BOOTSTRAP_TOKEN"), "{help}");
+    assert!(!help.contains("0123456789abcdef"), "{help}");
+
+    env.push(("VM_BOOTSTRAP_TOKEN_FILE", "/etc/fleetwire/token"));
+    let (code, _, stderr) = run(agent(&env, &["--check"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("VM_BOOTSTRAP_TOKEN is set together with VM_BOOTSTRAP_TOKEN_FILE"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn plain_mode_refuses_to_listen_beyond_the_wireguard_address_unless_told() {
+    let mut env = REQUIRED.to_vec();
+    env.push(("VM_LISTEN_ADDRESS", "0.0.0.0"));
+    let (code, _, stderr) = run(agent(&env, &[]));
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("VM_LISTEN_ADDRESS=\"0.0.0.0\"")
+            && stderr.contains("VM_PLAIN_HTTP_ANY_ADDRESS=true"),
+        "{stderr}"
+    );
+    env.push(("VM_PLAIN_HTTP_ANY_ADDRESS", "true"));
+    let (code, stdout, stderr) = run(agent(&env, &["--check"]));
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(settings(&stdout)["VM_LISTEN_ADDRESS"], "0.0.0.0");
 }
 
 #[test]
@@ -131,6 +205,8 @@ fn flags_mirror_the_variables() {
             "9300",
             "--reserved",
             "1",
+            "--plain-http",
+            "1",
             "--check",
         ],
     ));
@@ -139,6 +215,7 @@ fn flags_mirror_the_variables() {
     assert_eq!(s["VM_NODE_ID"], "n-7");
     assert_eq!(s["VM_SPAWN_PORT"], "9300");
     assert_eq!(s["VM_RESERVED"], "true");
+    assert_eq!(s["VM_PLAIN_HTTP"], "true");
 }
 
 #[test]

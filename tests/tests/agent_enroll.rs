@@ -100,6 +100,9 @@ fn registers_with_a_csr_stores_the_certificate_and_registers_again_after_a_404()
     agent.wait_reported("ready", Duration::from_secs(20), |r| {
         (r.state == HostState::Ready).then_some(())
     });
+    // Plain mode (the harness's) says so on /healthz.
+    let health: Value = agent.get("/healthz");
+    assert_eq!(health["transport"], "plain_http", "{health}");
     {
         let s = seen.lock().unwrap();
         let req = &s.registrations[0];

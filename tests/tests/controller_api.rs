@@ -873,4 +873,25 @@ async fn mtls_refusals_answer_what_the_api_document_says() {
     )
     .await;
     assert_eq!(status, 200);
+
+    // Unenrolled: its heartbeat is 404, the cue to register again (with a new token).
+    let (status, _) = send_checked(
+        &api,
+        "delete_node",
+        anonymous
+            .delete(url("/v1/nodes/n1"))
+            .bearer_auth(ADMIN_TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(status, 204);
+    let (status, _) = post_checked(
+        &n1,
+        &api,
+        "post_heartbeat",
+        &url("/v1/nodes/heartbeat"),
+        &body,
+    )
+    .await;
+    assert_eq!(status, 404);
 }

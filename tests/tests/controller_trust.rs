@@ -297,13 +297,14 @@ async fn nodes_enroll_with_single_use_tokens_and_act_only_as_themselves() {
         cert_pem: answer["cert_pem"].as_str().unwrap().to_string(),
     };
     assert_ne!(renewed.cert_pem, n1.cert_pem);
-    let (status, answer) = send(
+    // Until the new certificate is presented the old one is still taken (the renewal's answer
+    // might have been lost); from then on it is done.
+    let old_beat = || {
         n1.client(&controller)
             .post(controller.url("/v1/nodes/heartbeat"))
-            .json(&heartbeat("n1")),
-    )
-    .await;
-    assert_refused(status, &answer, 401, "unauthorized");
+            .json(&heartbeat("n1"))
+    };
+    assert_eq!(send(old_beat()).await.0, 200);
     let (status, _) = send(
         renewed
             .client(&controller)
@@ -312,6 +313,8 @@ async fn nodes_enroll_with_single_use_tokens_and_act_only_as_themselves() {
     )
     .await;
     assert_eq!(status, 200);
+    let (status, answer) = send(old_beat()).await;
+    assert_refused(status, &answer, 401, "unauthorized");
 
     // Unenrolled: the certificate is no longer accepted, and only a new token enrolls it.
     let (status, _) = send(
@@ -360,32 +363,14 @@ fn tamper(pem: &str) -> String {
     // Inside the subject public key, well past the headers: still parses, no longer verifies.
     let at = der.len() / 2;
     der[at] ^= 0x01;
-    let body = base64_lines(&der);
-    format!("-----BEGIN CERTIFICATE REQUEST-----\n{body}-----END CERTIFICATE REQUEST-----\n")
-}
-
-fn base64_lines(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out.as_bytes()
+    use base64::Engine;
+    let body = base64::engine::general_purpose::STANDARD.encode(&der);
+    let lines: String = body
+        .as_bytes()
         .chunks(64)
         .map(|line| format!("{}\n", std::str::from_utf8(line).unwrap()))
-        .collect()
+        .collect();
+    format!("-----BEGIN CERTIFICATE REQUEST-----\n{lines}-----END CERTIFICATE REQUEST-----\n")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -472,7 +457,11 @@ async fn metrics_can_be_opened_and_plain_http_takes_ppn_agents_and_says_so() {
     let plain = ControllerProcess::start(&[]);
     heartbeat_ok(&client(), &plain, &ppn_body("ppn-7", "10.0.0.7")).await;
     let (status, node) = get_json(&client(), &plain.url("/v1/nodes/ppn-7")).await;
-    assert_eq!((status, &node["wg_ip"]), (200, &json!("10.0.0.7")), "{node}");
+    assert_eq!(
+        (status, &node["wg_ip"]),
+        (200, &json!("10.0.0.7")),
+        "{node}"
+    );
     let (status, ready) = get_json(&client(), &plain.url("/readyz")).await;
     assert_eq!((status, &ready["transport"]), (200, &json!("plain_http")));
     let text = metrics_text(&client(), &plain).await;
@@ -502,14 +491,10 @@ async fn an_expired_certificate_is_refused_and_the_node_needs_a_new_token() {
         .json(&heartbeat("brief"))
         .send()
         .await;
-    let error = format!(
-        "{:?}",
-        refused.expect_err("an expired certificate is refused")
-    );
-    assert!(
-        error.contains("Expired") || error.contains("expired"),
-        "{error}"
-    );
+    // TLS 1.3 checks the client's certificate after the client has finished its side of the
+    // handshake: the refusal reaches the client as the alert (certificate_expired) or as the
+    // connection closed under its request, depending on timing. Either way, no answer.
+    refused.expect_err("an expired certificate is refused");
     // A new token enrolls it again.
     let again = mint(&controller, "brief").await;
     enroll(&controller, "brief", &again).await;

@@ -1,6 +1,7 @@
 //! `fleetwire up` end to end: a real controller and a real agent come up enrolled, a machine
 //! placed through the controller's API runs as a real process through the agent, deleting it
-//! stops the process, and Ctrl-C (SIGINT) stops both programs cleanly.
+//! stops the process, and Ctrl-C (SIGINT) stops both programs cleanly. The commands the banner
+//! prints work as printed: they carry the fleet's CA and the operator token `up` wrote.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use fleetwire_e2e::{fleetwire, free_port, wait_for, Running};
 use fleetwire_types::{read_strict as read, HostReportedState, NodeRecord, VmRecord};
-use serde_json::json;
+use serde_json::{json, Value};
 
 fn pid_alive(pid: i32) -> bool {
     // A reaped process has no /proc entry; a zombie is not running either.
@@ -26,12 +27,27 @@ fn pid_alive(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
+/// Runs `command` with `sh -c`, as a user pasting it would, and returns its standard output.
+fn shell(command: &str) -> Vec<u8> {
+    let output = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{command}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
 #[test]
 fn up_runs_a_fleet_of_one_places_a_machine_and_stops_on_ctrl_c() {
     let dir = tempfile::tempdir().unwrap();
     let api_port = free_port();
     let spawn_port = free_port();
-    let api = format!("http://127.0.0.1:{api_port}");
+    let api = format!("https://127.0.0.1:{api_port}");
     let mut up = Running::spawn(
         fleetwire()
             .arg("up")
@@ -65,15 +81,63 @@ fn up_runs_a_fleet_of_one_places_a_machine_and_stops_on_ctrl_c() {
         },
     );
     let text = printed.join("\n");
-    for expected in [&format!("{api}/docs/"), "reported.json", "curl -s -X POST"] {
+    for expected in [&format!("{api}/docs/"), "reported.json", "-X POST"] {
         assert!(
             text.contains(expected),
             "the banner names {expected}:\n{text}"
         );
     }
 
+    // The banner's commands work as printed (they carry the CA and the operator token).
+    let fleet_line = printed
+        .iter()
+        .find_map(|l| l.trim_start().strip_prefix("fleet "))
+        .unwrap_or_else(|| panic!("no fleet command in the banner:\n{text}"))
+        .trim()
+        .to_string();
+    assert!(fleet_line.starts_with("curl "), "{fleet_line}");
+    let fleet: Value = serde_json::from_slice(&shell(&fleet_line)).unwrap();
+    assert!(
+        fleet["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["node_id"] == "up-test" && n["status"] == "ready"),
+        "{fleet}"
+    );
+    let place_at = printed.iter().position(|l| l.contains("-X POST")).unwrap();
+    let place = format!("{}\n{}", printed[place_at], printed[place_at + 1]);
+    let placed: VmRecord = read(&shell(place.trim())).unwrap();
+    assert_eq!(placed.node_id.as_ref().map(|n| n.as_str()), Some("up-test"));
+
+    // Without the token, the API refuses.
+    let ca = dir.path().join("state/controller/ca/ca.pem");
     fleetwire_e2e::install_crypto_provider();
-    let http = reqwest::blocking::Client::new();
+    let anonymous = reqwest::blocking::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(&std::fs::read(&ca).unwrap()).unwrap()])
+        .build()
+        .unwrap();
+    assert_eq!(
+        anonymous
+            .get(format!("{api}/v1/nodes"))
+            .send()
+            .unwrap()
+            .status(),
+        401
+    );
+    let token = std::fs::read_to_string(dir.path().join("state/operator-token")).unwrap();
+    let http = reqwest::blocking::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(&std::fs::read(&ca).unwrap()).unwrap()])
+        .default_headers(
+            [(
+                reqwest::header::AUTHORIZATION,
+                format!("Bearer {}", token.trim()).parse().unwrap(),
+            )]
+            .into_iter()
+            .collect(),
+        )
+        .build()
+        .unwrap();
     let nodes: Vec<NodeRecord> = serde_json::from_slice(
         &http
             .get(format!("{api}/v1/nodes"))
@@ -86,6 +150,15 @@ fn up_runs_a_fleet_of_one_places_a_machine_and_stops_on_ctrl_c() {
     assert!(nodes
         .iter()
         .any(|n| n.node_id.as_str() == "up-test" && n.status.to_string() == "ready"));
+    assert!(
+        !dir.path().join("state/agent-bootstrap-token").exists(),
+        "the spent bootstrap token is removed"
+    );
+    let deleted = http
+        .delete(format!("{api}/v1/vms/{}", placed.vm_id.as_str()))
+        .send()
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
 
     // Place a machine through the controller: the agent runs it as a real process.
     let pid_file = dir.path().join("tenant.pid");
@@ -174,6 +247,8 @@ fn a_killed_up_takes_its_controller_and_agent_with_it() {
                 &free_port().to_string(),
                 "--node-id",
                 "killed-up",
+                // PPN's plain mode, which `up` runs too.
+                "--plain-http",
             ])
             .stdout(Stdio::null())
             .stderr(Stdio::null()),

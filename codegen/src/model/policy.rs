@@ -60,6 +60,18 @@ const TABLE: &[Entry] = &[
     ),
     ("FleetStatus", &[], &["the controller, at GET /v1/fleet"], false),
     (
+        "CreateBootstrapTokenRequest",
+        &["operators, at POST /v1/tokens"],
+        &["`fleetwire token create --url`, asking a controller for a token"],
+        true,
+    ),
+    (
+        "BootstrapTokenIssued",
+        &["the controller, by `fleetwire token create --url`"],
+        &["the controller, answering POST /v1/tokens"],
+        false,
+    ),
+    (
         "VmRecord",
         &["node agents (fleetwire's and PPN's), answering the controller's spawn call"],
         &["the controller's answers, fleetwire's agent answering a spawn, heartbeats"],

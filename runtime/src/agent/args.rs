@@ -6,7 +6,8 @@ use clap::Args;
 /// Flags mirror the environment variables; each flag falls back to its variable.
 #[derive(Args, Debug, Default, Clone)]
 pub struct AgentArgs {
-    /// The fleet controller's URL, e.g. http://10.0.0.1:9203 (required).
+    /// The fleet controller's URL, e.g. https://10.0.0.1:9203 (required; http:// only with
+    /// VM_PLAIN_HTTP=true).
     #[arg(long, env = "VM_FLEET_ENDPOINT", value_name = "URL")]
     pub fleet_endpoint: Option<String>,
     /// This node's fleet-unique id (required).
@@ -51,7 +52,7 @@ pub struct AgentArgs {
     /// group) [default: the agent's own group].
     #[arg(long, env = "VM_RUNTIME_TLS_GID", value_name = "GID")]
     pub runtime_tls_gid: Option<String>,
-    /// Address the local API listens on [default: 0.0.0.0].
+    /// Address the local API listens on [default: VM_WG_IP].
     #[arg(long, env = "VM_LISTEN_ADDRESS", value_name = "IP")]
     pub listen_address: Option<String>,
     /// Longest time between two reconcile passes, in ms [default: 1000].
@@ -63,7 +64,50 @@ pub struct AgentArgs {
     /// Command the process driver runs for a spawn that names none [default: sleep infinity].
     #[arg(long, env = "VM_DEFAULT_COMMAND", value_name = "ARGV")]
     pub default_command: Option<String>,
+    /// Plain HTTP to the controller and on the local API, without certificates or tokens:
+    /// true or 1 [default: false, i.e. HTTPS and mTLS (docs/security.md)].
+    #[arg(long, env = "VM_PLAIN_HTTP", value_name = "BOOL")]
+    pub plain_http: Option<String>,
+    /// Plain mode only: let the local API listen on an address other than VM_WG_IP or
+    /// loopback: true or 1 [default: false].
+    #[arg(long, env = "VM_PLAIN_HTTP_ANY_ADDRESS", value_name = "BOOL")]
+    pub plain_http_any_address: Option<String>,
+    /// The single-use bootstrap token for the first enrollment (`POST /v1/tokens`). Prefer
+    /// VM_BOOTSTRAP_TOKEN_FILE: a command line is visible to every user of the host.
+    #[arg(
+        long,
+        env = "VM_BOOTSTRAP_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub bootstrap_token: Option<SecretText>,
+    /// A file holding the bootstrap token, read again at every enrollment attempt.
+    #[arg(long, env = "VM_BOOTSTRAP_TOKEN_FILE", value_name = "PATH")]
+    pub bootstrap_token_file: Option<String>,
+    /// The fleet CA (PEM, the controller's <data dir>/ca/ca.pem) trusted before the first
+    /// enrollment; afterwards the CA pinned in the state directory (ca.crt) is used.
+    #[arg(long, env = "VM_FLEET_CA_FILE", value_name = "PATH")]
+    pub fleet_ca_file: Option<String>,
     /// Check the settings, print them one per line, and exit (0 when they are good).
     #[arg(long)]
     pub check: bool,
+}
+
+/// A secret setting as given: `Debug` never shows it, so neither a debug print of the
+/// arguments nor of a value holding them leaks it (docs/security.md).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct SecretText(pub String);
+
+impl std::str::FromStr for SecretText {
+    type Err = std::convert::Infallible;
+
+    fn from_str(text: &str) -> Result<SecretText, Self::Err> {
+        Ok(SecretText(text.to_string()))
+    }
+}
+
+impl std::fmt::Debug for SecretText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretText(<redacted>)")
+    }
 }

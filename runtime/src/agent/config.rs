@@ -6,9 +6,10 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use fleetwire_types::{HostId, Ipv4Address, NodeId};
+use fleetwire_types::{BootstrapToken, HostId, Ipv4Address, NodeId};
 
-use super::args::AgentArgs;
+use super::args::{AgentArgs, SecretText};
+use super::identity::CA_FILE;
 use crate::runtimes::Runtime;
 
 /// The agent's settings, every one checked.
@@ -43,6 +44,56 @@ pub struct AgentConfig {
     pub stop_timeout: Duration,
     /// The argv the process driver runs for a spawn request that names no command.
     pub default_command: Vec<String>,
+    /// `VM_PLAIN_HTTP`: plain HTTP everywhere, no certificates, no tokens (today's wire);
+    /// false is the secure mode: HTTPS to the controller, mTLS on the local API
+    /// (docs/security.md).
+    pub plain_http: bool,
+    /// `VM_PLAIN_HTTP_ANY_ADDRESS`: plain mode may listen beyond VM_WG_IP and loopback.
+    pub plain_http_any_address: bool,
+    /// Where the bootstrap token for an enrollment comes from, if anywhere.
+    pub bootstrap_token: Option<BootstrapTokenSource>,
+    /// `VM_FLEET_CA_FILE`: the fleet CA trusted until the first enrollment pins one.
+    pub fleet_ca_file: Option<PathBuf>,
+}
+
+/// A bootstrap token (`[a-z0-9]{6}.[a-z0-9]{16}`). Its `Debug` shows only the public id, so
+/// the secret half never reaches a log (docs/security.md).
+#[derive(Clone, PartialEq, Eq)]
+pub struct BootstrapSecret(BootstrapToken);
+
+/// What a bootstrap token must look like, for messages that never show the value itself.
+pub const BOOTSTRAP_TOKEN_SHAPE: &str =
+    "six lower-case letters or digits, a dot, and sixteen more, as POST /v1/tokens issues it";
+
+impl BootstrapSecret {
+    /// `None` when `text` (surrounding whitespace aside) is not a bootstrap token.
+    pub fn parse(text: &str) -> Option<BootstrapSecret> {
+        text.trim().parse().ok().map(BootstrapSecret)
+    }
+
+    /// The public part before the dot: safe to log.
+    pub fn id(&self) -> &str {
+        self.0.split('.').next().unwrap_or_default()
+    }
+
+    /// The whole token, for the `Authorization` header and nothing else.
+    pub fn expose(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl std::fmt::Debug for BootstrapSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BootstrapSecret({}.<redacted>)", self.id())
+    }
+}
+
+/// `VM_BOOTSTRAP_TOKEN` (checked at start) or `VM_BOOTSTRAP_TOKEN_FILE` (read at every
+/// enrollment attempt, so an operator can put a new token there while the agent retries).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BootstrapTokenSource {
+    Value(BootstrapSecret),
+    File(PathBuf),
 }
 
 /// Where the agent keeps the node certificate, its key and the fleet CA for smolvm's
@@ -57,7 +108,7 @@ pub struct RuntimeTlsExport {
 /// A setting that stops the agent: which variable, and what was expected. Shown as
 /// `VM_NODE_ID is required: ...` or `VM_NODE_ID="bad id" is not ...`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{variable}{}{problem}", if problem.starts_with("is required") { " " } else { "=" })]
+#[error("{variable}{}{problem}", if problem.starts_with("is ") { " " } else { "=" })]
 pub struct ConfigError {
     pub variable: &'static str,
     pub problem: String,
@@ -133,7 +184,7 @@ fn boolean(variable: &'static str, value: &Option<String>) -> Result<bool, Confi
 impl AgentConfig {
     /// Checks every setting in the order of the contract: the required three first.
     pub fn from_args(args: &AgentArgs) -> Result<AgentConfig, ConfigError> {
-        let endpoint_expected = "the fleet controller's URL, e.g. http://10.0.0.1:9203";
+        let endpoint_expected = "the fleet controller's URL, e.g. https://10.0.0.1:9203";
         let fleet_endpoint = http_url(
             "VM_FLEET_ENDPOINT",
             required(&args.fleet_endpoint, "VM_FLEET_ENDPOINT", endpoint_expected)?,
@@ -153,6 +204,9 @@ impl AgentConfig {
             .ok()
             .and_then(|ip| ip.to_string().parse().ok())
             .ok_or_else(|| err("VM_WG_IP", format!("{raw_ip:?} is not {ip_expected}")))?;
+
+        let plain_http = boolean("VM_PLAIN_HTTP", &args.plain_http)?;
+        endpoint_scheme(&fleet_endpoint, plain_http)?;
 
         let heartbeat_s = number(
             "VM_HEARTBEAT_INTERVAL_S",
@@ -203,14 +257,35 @@ impl AgentConfig {
             runtime_urls(args, &runtime_address, &wg_ip, node_id.as_str(), &state_dir)?;
 
         let listen_address = match optional(&args.listen_address) {
-            None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            None => IpAddr::V4(wg_ip.0),
             Some(raw) => raw.parse().map_err(|_| {
                 err(
                     "VM_LISTEN_ADDRESS",
-                    format!("{raw:?} is not an IP address to listen on, e.g. 0.0.0.0"),
+                    format!("{raw:?} is not an IP address to listen on, e.g. 10.8.0.12"),
                 )
             })?,
         };
+        let plain_http_any_address =
+            boolean("VM_PLAIN_HTTP_ANY_ADDRESS", &args.plain_http_any_address)?;
+        // Plain mode serves the local API to whoever reaches it: only the WireGuard network
+        // (or this host) unless the operator says otherwise in so many words
+        // (docs/security.md).
+        if plain_http
+            && !plain_http_any_address
+            && !listen_address.is_loopback()
+            && listen_address != IpAddr::V4(wg_ip.0)
+        {
+            return Err(err(
+                "VM_LISTEN_ADDRESS",
+                format!(
+                    "\"{listen_address}\" would serve the local API without authentication (VM_PLAIN_HTTP=true) beyond \
+                     VM_WG_IP ({}) and loopback: listen on one of them, or set VM_PLAIN_HTTP_ANY_ADDRESS=true to allow it",
+                    wg_ip.0
+                ),
+            ));
+        }
+        let bootstrap_token = bootstrap_token(args)?;
+        let fleet_ca_file = fleet_ca_file(args, plain_http, &state_dir)?;
         let reconcile_ms = number(
             "VM_RECONCILE_INTERVAL_MS",
             &args.reconcile_interval_ms,
@@ -249,8 +324,102 @@ impl AgentConfig {
             reconcile_interval: Duration::from_millis(reconcile_ms),
             stop_timeout: Duration::from_millis(stop_timeout_ms),
             default_command,
+            plain_http,
+            plain_http_any_address,
+            bootstrap_token,
+            fleet_ca_file,
         })
     }
+}
+
+/// Secure mode speaks HTTPS to the controller, plain mode HTTP: the URL must say the same.
+fn endpoint_scheme(endpoint: &str, plain_http: bool) -> Result<(), ConfigError> {
+    let https = endpoint.to_ascii_lowercase().starts_with("https://");
+    match (plain_http, https) {
+        (false, false) => Err(err(
+            "VM_FLEET_ENDPOINT",
+            format!(
+                "{endpoint:?} is not an https:// URL: the agent reaches the controller over HTTPS only; \
+                 use https://, or set VM_PLAIN_HTTP=true for plain HTTP without certificates"
+            ),
+        )),
+        (true, true) => Err(err(
+            "VM_FLEET_ENDPOINT",
+            format!(
+                "{endpoint:?} is not an http:// URL, which plain mode (VM_PLAIN_HTTP=true) needs: \
+                 use http://, or leave VM_PLAIN_HTTP unset for HTTPS"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `VM_BOOTSTRAP_TOKEN` or `VM_BOOTSTRAP_TOKEN_FILE`, never both. The token's value is never
+/// part of a message.
+fn bootstrap_token(args: &AgentArgs) -> Result<Option<BootstrapTokenSource>, ConfigError> {
+    let value = args
+        .bootstrap_token
+        .as_ref()
+        .map(|SecretText(text)| text.trim())
+        .filter(|text| !text.is_empty());
+    let file = optional(&args.bootstrap_token_file);
+    match (value, file) {
+        (Some(_), Some(_)) => Err(err(
+            "VM_BOOTSTRAP_TOKEN",
+            "is set together with VM_BOOTSTRAP_TOKEN_FILE: set only one of them",
+        )),
+        (Some(text), None) => match BootstrapSecret::parse(text) {
+            Some(secret) => Ok(Some(BootstrapTokenSource::Value(secret))),
+            None => Err(err(
+                "VM_BOOTSTRAP_TOKEN",
+                format!(
+                    "is not a bootstrap token (its value is not shown): {BOOTSTRAP_TOKEN_SHAPE}"
+                ),
+            )),
+        },
+        (None, Some(path)) => Ok(Some(BootstrapTokenSource::File(PathBuf::from(path)))),
+        (None, None) => Ok(None),
+    }
+}
+
+/// The fleet CA trusted before the first enrollment. Secure mode needs one until the state
+/// directory has the pinned `ca.crt`, which wins from then on.
+fn fleet_ca_file(
+    args: &AgentArgs,
+    plain_http: bool,
+    state_dir: &std::path::Path,
+) -> Result<Option<PathBuf>, ConfigError> {
+    let file = optional(&args.fleet_ca_file).map(PathBuf::from);
+    let pinned = state_dir.join(CA_FILE).exists();
+    if plain_http || pinned {
+        return Ok(file);
+    }
+    let Some(path) = file else {
+        return Err(err(
+            "VM_FLEET_CA_FILE",
+            format!(
+                "is required: the fleet CA's certificate (PEM; the controller's <data dir>/ca/ca.pem) to trust \
+                 the controller before the first enrollment ({} has no {CA_FILE} yet), or VM_PLAIN_HTTP=true",
+                state_dir.display()
+            ),
+        ));
+    };
+    let pem = std::fs::read_to_string(&path).map_err(|e| {
+        err(
+            "VM_FLEET_CA_FILE",
+            format!("{:?} cannot be read: {e}", path.display().to_string()),
+        )
+    })?;
+    crate::tls_server::certificates_of(&pem, "VM_FLEET_CA_FILE").map_err(|e| {
+        err(
+            "VM_FLEET_CA_FILE",
+            format!(
+                "{:?} is not the fleet CA's PEM certificate: {e}",
+                path.display().to_string()
+            ),
+        )
+    })?;
+    Ok(Some(path))
 }
 
 /// The runtime's loopback door, the address the controller reaches it at, and (fleet mode,
@@ -384,6 +553,31 @@ impl AgentConfig {
                 self.stop_timeout.as_millis().to_string(),
             ),
             ("VM_DEFAULT_COMMAND", self.default_command.join(" ")),
+            ("VM_PLAIN_HTTP", self.plain_http.to_string()),
+            (
+                "VM_PLAIN_HTTP_ANY_ADDRESS",
+                self.plain_http_any_address.to_string(),
+            ),
+            (
+                "VM_BOOTSTRAP_TOKEN",
+                match &self.bootstrap_token {
+                    Some(BootstrapTokenSource::Value(_)) => "<set>".to_string(),
+                    _ => String::new(),
+                },
+            ),
+            (
+                "VM_BOOTSTRAP_TOKEN_FILE",
+                match &self.bootstrap_token {
+                    Some(BootstrapTokenSource::File(path)) => path.display().to_string(),
+                    _ => String::new(),
+                },
+            ),
+            (
+                "VM_FLEET_CA_FILE",
+                self.fleet_ca_file
+                    .as_ref()
+                    .map_or(String::new(), |p| p.display().to_string()),
+            ),
         ];
         lines.iter().map(|(k, v)| format!("{k}={v}\n")).collect()
     }
@@ -398,8 +592,161 @@ mod tests {
             fleet_endpoint: Some("http://127.0.0.1:9203/".into()),
             node_id: Some("n1".into()),
             wg_ip: Some("10.0.0.1".into()),
+            plain_http: Some("true".into()),
             ..AgentArgs::default()
         }
+    }
+
+    const TOKEN: &str = "abc123.0123456789abcdef";
+
+    /// Secure mode, with a fleet CA file and a fresh state directory.
+    fn secure(dir: &std::path::Path) -> AgentArgs {
+        let ca = dir.join("fleet-ca.pem");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(Vec::<String>::new())
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        std::fs::write(&ca, cert.pem()).unwrap();
+        AgentArgs {
+            fleet_endpoint: Some("https://ctl.example:9203".into()),
+            node_id: Some("n1".into()),
+            wg_ip: Some("10.0.0.1".into()),
+            state_dir: Some(dir.join("state").display().to_string()),
+            fleet_ca_file: Some(ca.display().to_string()),
+            ..AgentArgs::default()
+        }
+    }
+
+    fn refusal(a: &AgentArgs) -> String {
+        AgentConfig::from_args(a).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn secure_mode_is_the_default_and_needs_https() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = AgentConfig::from_args(&secure(dir.path())).unwrap();
+        assert!(!c.plain_http);
+        // The local API listens on the WireGuard address unless told otherwise.
+        assert_eq!(c.listen_address, "10.0.0.1".parse::<IpAddr>().unwrap());
+        let mut a = secure(dir.path());
+        a.fleet_endpoint = Some("http://ctl.example:9203".into());
+        assert_eq!(
+            refusal(&a),
+            "VM_FLEET_ENDPOINT=\"http://ctl.example:9203\" is not an https:// URL: the agent reaches the controller \
+             over HTTPS only; use https://, or set VM_PLAIN_HTTP=true for plain HTTP without certificates"
+        );
+        let mut a = args();
+        a.fleet_endpoint = Some("https://ctl.example:9203".into());
+        assert_eq!(
+            refusal(&a),
+            "VM_FLEET_ENDPOINT=\"https://ctl.example:9203\" is not an http:// URL, which plain mode (VM_PLAIN_HTTP=true) \
+             needs: use http://, or leave VM_PLAIN_HTTP unset for HTTPS"
+        );
+        a.plain_http = Some("yes".into());
+        assert_eq!(
+            AgentConfig::from_args(&a).unwrap_err().variable,
+            "VM_PLAIN_HTTP"
+        );
+    }
+
+    #[test]
+    fn secure_mode_needs_a_fleet_ca_until_one_is_pinned() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = secure(dir.path());
+        a.fleet_ca_file = None;
+        let state = dir.path().join("state");
+        assert_eq!(
+            refusal(&a),
+            format!(
+                "VM_FLEET_CA_FILE is required: the fleet CA's certificate (PEM; the controller's <data dir>/ca/ca.pem) \
+                 to trust the controller before the first enrollment ({} has no ca.crt yet), or VM_PLAIN_HTTP=true",
+                state.display()
+            )
+        );
+        let missing = dir.path().join("missing.pem");
+        a.fleet_ca_file = Some(missing.display().to_string());
+        let e = refusal(&a);
+        assert!(
+            e.starts_with(&format!(
+                "VM_FLEET_CA_FILE={:?} cannot be read: ",
+                missing.display().to_string()
+            )),
+            "{e}"
+        );
+        std::fs::write(&missing, "not PEM").unwrap();
+        let e = refusal(&a);
+        assert!(e.contains("is not the fleet CA's PEM certificate"), "{e}");
+        // Once enrolled, the pinned CA is enough (and wins: trust::trusted_ca).
+        std::fs::create_dir_all(&state).unwrap();
+        std::fs::write(state.join(CA_FILE), "pinned").unwrap();
+        a.fleet_ca_file = None;
+        assert!(AgentConfig::from_args(&a).is_ok());
+    }
+
+    #[test]
+    fn plain_mode_listens_only_on_the_wireguard_address_or_loopback_unless_told() {
+        let mut a = args();
+        let c = AgentConfig::from_args(&a).unwrap();
+        assert_eq!(c.listen_address, "10.0.0.1".parse::<IpAddr>().unwrap());
+        for ok in ["127.0.0.1", "::1", "10.0.0.1"] {
+            a.listen_address = Some(ok.into());
+            assert!(AgentConfig::from_args(&a).is_ok(), "{ok}");
+        }
+        a.listen_address = Some("0.0.0.0".into());
+        assert_eq!(
+            refusal(&a),
+            "VM_LISTEN_ADDRESS=\"0.0.0.0\" would serve the local API without authentication (VM_PLAIN_HTTP=true) beyond \
+             VM_WG_IP (10.0.0.1) and loopback: listen on one of them, or set VM_PLAIN_HTTP_ANY_ADDRESS=true to allow it"
+        );
+        a.plain_http_any_address = Some("true".into());
+        assert!(AgentConfig::from_args(&a).is_ok());
+        // Secure mode takes only the controller's certificate: any address is fine.
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = secure(dir.path());
+        a.listen_address = Some("0.0.0.0".into());
+        assert!(AgentConfig::from_args(&a).is_ok());
+    }
+
+    #[test]
+    fn the_bootstrap_token_is_never_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = secure(dir.path());
+        a.bootstrap_token = Some(SecretText(format!(" {TOKEN}\n")));
+        let c = AgentConfig::from_args(&a).unwrap();
+        let Some(BootstrapTokenSource::Value(secret)) = &c.bootstrap_token else {
+            panic!("{:?}", c.bootstrap_token)
+        };
+        assert_eq!(secret.expose(), TOKEN);
+        for shown in [format!("{c:?}"), format!("{a:?}"), c.describe()] {
+            assert!(!shown.contains("0123456789abcdef"), "{shown}");
+        }
+        assert!(format!("{c:?}").contains("abc123.<redacted>"));
+        assert!(c.describe().contains("VM_BOOTSTRAP_TOKEN=<set>\n"));
+
+        a.bootstrap_token = Some(SecretText("abc123.SECRETSECRETSECRE".into()));
+        let e = refusal(&a);
+        assert!(!e.contains("SECRET"), "{e}");
+        assert_eq!(
+            e,
+            format!("VM_BOOTSTRAP_TOKEN is not a bootstrap token (its value is not shown): {BOOTSTRAP_TOKEN_SHAPE}")
+        );
+        a.bootstrap_token = Some(SecretText(TOKEN.into()));
+        a.bootstrap_token_file = Some("/etc/fleetwire/token".into());
+        assert_eq!(
+            refusal(&a),
+            "VM_BOOTSTRAP_TOKEN is set together with VM_BOOTSTRAP_TOKEN_FILE: set only one of them"
+        );
+        a.bootstrap_token = None;
+        let c = AgentConfig::from_args(&a).unwrap();
+        assert_eq!(
+            c.bootstrap_token,
+            Some(BootstrapTokenSource::File("/etc/fleetwire/token".into()))
+        );
+        assert!(c.describe().contains("VM_BOOTSTRAP_TOKEN=\n"));
+        assert!(c
+            .describe()
+            .contains("VM_BOOTSTRAP_TOKEN_FILE=/etc/fleetwire/token\n"));
     }
 
     #[test]

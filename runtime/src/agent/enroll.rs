@@ -1,84 +1,28 @@
-//! Enrollment: the node's key (generated once, kept in the state directory with mode 0600,
-//! never sent anywhere), a CSR for it, `POST /v1/nodes/register`, and the certificate that
-//! comes back (handed on to the runtime in fleet mode, `runtime_tls`). While the controller is
-//! down the caller retries with `backoff::Backoff`.
+//! Enrollment: a CSR for the node's key (`identity`), `POST /v1/nodes/register`, and what the
+//! controller answered. In secure mode the first registration carries the bootstrap token and
+//! later ones (restarts, renewals) the node certificate as TLS client identity
+//! (docs/security.md); the caller keeps what comes back and retries with `backoff::Backoff`.
 
 use std::net::IpAddr;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
 
 use fleetwire_types::{BoundedVec, PemCsr, RegisterNodeRequest, RegisterNodeResponse, RuntimeUrl};
 use rcgen::{CertificateParams, DnType, KeyPair, SanType};
 use reqwest::StatusCode;
 
-use super::config::RuntimeTlsExport;
+use super::config::BootstrapSecret;
 use super::host_facts::{agent_version, boot_id_of, hostname_of, HostFacts};
-use super::runtime_tls::export_runtime_tls;
 use super::shared::Agent;
-use crate::drivers::driver::ClientTlsFiles;
-use crate::file_error::FileError;
 use crate::runtimes::Runtime;
 
-/// What went wrong on the node's side of enrollment: its key, its CSR, or keeping what the
-/// controller issued.
+/// What went wrong on the node's side of a registration: building its CSR.
 #[derive(Debug, thiserror::Error)]
 pub enum EnrollError {
-    /// A file of the state directory or of `VM_RUNTIME_TLS_DIR` could not be read or written.
-    #[error(transparent)]
-    File(#[from] FileError),
-    #[error("{}: not a PEM private key: {error}", path.display())]
-    NotAKey { path: PathBuf, error: rcgen::Error },
-    #[error("generating the node key: {0}")]
-    KeyGeneration(rcgen::Error),
     #[error("{0}")]
     Csr(rcgen::Error),
     #[error("the CSR is not a PemCsr: {0}")]
     CsrNotPem(String),
     #[error("VM_RUNTIME_ADVERTISE_ADDRESS: {0}")]
     AdvertiseAddress(String),
-}
-
-pub const KEY_FILE: &str = "node.key";
-pub const CERT_FILE: &str = "node.crt";
-pub const CA_FILE: &str = "ca.crt";
-
-/// The node's identity in the state directory: the certificate the controller issued, its key
-/// and the CA that signed it. The smolvm driver presents them in fleet mode.
-pub fn identity_files(state_dir: &Path) -> ClientTlsFiles {
-    ClientTlsFiles {
-        cert: state_dir.join(CERT_FILE),
-        key: state_dir.join(KEY_FILE),
-        ca: state_dir.join(CA_FILE),
-    }
-}
-
-/// The node's private key: read from the state directory, or generated and stored there
-/// (mode 0600) on first start. A key file with looser permissions is tightened.
-pub fn node_key(state_dir: &Path) -> Result<KeyPair, EnrollError> {
-    let path = state_dir.join(KEY_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(pem) => {
-            let meta = std::fs::metadata(&path).map_err(FileError::doing("reading", &path))?;
-            if meta.permissions().mode() & 0o077 != 0 {
-                tracing::warn!(
-                    "{}: permissions were {:o}, set to 600",
-                    path.display(),
-                    meta.permissions().mode() & 0o777
-                );
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-                    .map_err(FileError::doing("setting the mode of", &path))?;
-            }
-            KeyPair::from_pem(&pem).map_err(|error| EnrollError::NotAKey { path, error })
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let key = KeyPair::generate().map_err(EnrollError::KeyGeneration)?;
-            crate::atomic_file::write(&path, key.serialize_pem().as_bytes(), 0o600)
-                .map_err(FileError::doing("writing", &path))?;
-            tracing::info!("generated the node key {}", path.display());
-            Ok(key)
-        }
-        Err(e) => Err(FileError::doing("reading", &path)(e).into()),
-    }
 }
 
 /// A CSR for `key` naming the node and its WireGuard address. The controller decides what the
@@ -99,10 +43,10 @@ pub fn csr_pem(key: &KeyPair, node_id: &str, wg_ip: IpAddr) -> Result<PemCsr, En
 }
 
 /// How a registration ended.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Enrolled {
-    /// The controller took the registration.
-    Registered,
+    /// The controller took the registration: its answer, with the certificate it issued.
+    Registered(Box<RegisterNodeResponse>),
     /// The controller has no registration route (a PPN controller): heartbeats enroll.
     ByHeartbeat,
 }
@@ -116,6 +60,13 @@ pub enum RegisterError {
     /// The controller answered no (422 unknown runtime, 400 ...): logged, retried later.
     #[error("{0}")]
     Refused(String),
+    /// 401: the credential (bootstrap token or node certificate) is unknown, used, expired or
+    /// no longer the node's.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 403: the credential is good but not for this node id.
+    #[error("{0}")]
+    Forbidden(String),
     /// The request could not be built, or what came back could not be kept.
     #[error(transparent)]
     Local(#[from] EnrollError),
@@ -166,20 +117,24 @@ pub fn register_request(agent: &Agent, key: &KeyPair) -> Result<RegisterNodeRequ
 /// schema limit).
 const REFUSAL_QUOTE_CHARS: usize = 500;
 
-/// One registration attempt.
+/// One registration attempt with a CSR for `key`, sent with `token` as bearer credential when
+/// given (the first enrollment), else with whatever client certificate `http` presents.
 pub async fn register(
     agent: &Agent,
     http: &reqwest::Client,
     key: &KeyPair,
+    token: Option<&BootstrapSecret>,
 ) -> Result<Enrolled, RegisterError> {
     let request = register_request(agent, key)?;
     let url = format!("{}/v1/nodes/register", agent.config.fleet_endpoint);
-    let resp = http
-        .post(&url)
-        .json(&request)
-        .send()
-        .await
-        .map_err(|e| RegisterError::Unreachable(format!("POST {url}: {e}")))?;
+    let mut post = http.post(&url).json(&request);
+    if let Some(token) = token {
+        // reqwest marks a bearer header sensitive: it is never shown in its debug output.
+        post = post.bearer_auth(token.expose());
+    }
+    let resp = post.send().await.map_err(|e| {
+        RegisterError::Unreachable(format!("POST {url}: {}", crate::tls::with_causes(&e)))
+    })?;
     let status = resp.status();
     let body = resp
         .bytes()
@@ -192,45 +147,26 @@ pub async fn register(
             })?;
             crate::unknown_fields::note(&accepted, &format!("POST {url}"));
             let answer = accepted.value;
-            store_certificate(
-                &agent.config.state_dir,
-                agent.config.runtime_tls.as_ref(),
-                &answer,
-            )?;
             tracing::info!(status = ?answer.node.status, "registered");
-            Ok(Enrolled::Registered)
+            Ok(Enrolled::Registered(Box::new(answer)))
         }
         StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => Ok(Enrolled::ByHeartbeat),
         s if s.is_server_error() => Err(RegisterError::Unreachable(format!("POST {url}: {s}"))),
-        s => Err(RegisterError::Refused(format!(
-            "POST {url}: {s}: {}",
-            String::from_utf8_lossy(&body)
-                .chars()
-                .take(REFUSAL_QUOTE_CHARS)
-                .collect::<String>()
-        ))),
-    }
-}
-
-fn store_certificate(
-    state_dir: &Path,
-    runtime_tls: Option<&RuntimeTlsExport>,
-    answer: &RegisterNodeResponse,
-) -> Result<(), EnrollError> {
-    for (name, pem) in [(CERT_FILE, &answer.cert_pem), (CA_FILE, &answer.ca_pem)] {
-        if let Some(pem) = pem {
-            let path = state_dir.join(name);
-            crate::atomic_file::write(&path, pem.as_bytes(), 0o644)
-                .map_err(FileError::doing("storing", &path))?;
+        s => {
+            let why = format!(
+                "POST {url}: {s}: {}",
+                String::from_utf8_lossy(&body)
+                    .chars()
+                    .take(REFUSAL_QUOTE_CHARS)
+                    .collect::<String>()
+            );
+            Err(match s {
+                StatusCode::UNAUTHORIZED => RegisterError::Unauthorized(why),
+                StatusCode::FORBIDDEN => RegisterError::Forbidden(why),
+                _ => RegisterError::Refused(why),
+            })
         }
     }
-    if answer.cert_pem.is_some() {
-        tracing::info!("stored the node certificate");
-    }
-    if let Some(tls) = runtime_tls {
-        export_runtime_tls(&identity_files(state_dir), tls)?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -239,16 +175,8 @@ mod tests {
     use rcgen::PublicKeyData;
 
     #[test]
-    fn the_key_is_kept_with_mode_600_and_the_csr_carries_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let key = node_key(dir.path()).unwrap();
-        let mode = std::fs::metadata(dir.path().join(KEY_FILE))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600);
-        let again = node_key(dir.path()).unwrap();
-        assert_eq!(key.der_bytes(), again.der_bytes(), "the same key is reused");
+    fn the_csr_carries_the_public_key() {
+        let key = KeyPair::generate().unwrap();
         let csr = csr_pem(&key, "n1", "10.0.0.1".parse().unwrap()).unwrap();
         let parsed = rcgen::CertificateSigningRequestParams::from_pem(csr.as_str()).unwrap();
         assert_eq!(parsed.public_key.der_bytes(), key.der_bytes());

@@ -1,18 +1,21 @@
 //! The agent's local API on `VM_SPAWN_PORT`: PPN's agent routes (`POST /v1/spawn`,
 //! `DELETE /v1/vms/{vm_id}`) plus `GET /v1/vms`, `GET /healthz`, `GET /metrics`,
 //! `GET /v1/reported` and `PUT /v1/desired`. Every body goes through the generated validators.
+//! In secure mode it serves HTTPS with the node certificate and takes only the controller's
+//! client certificate (docs/security.md); plain mode serves plain HTTP.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{header, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use fleetwire_types::{
     ApiErrorCode, AppId, Command, CreateVmRequest, DesiredInstance, DesiredInstanceState, Health,
-    HealthStatus, HostDesiredState, InstanceResources, InstanceState, VmRecord,
+    HealthStatus, HostDesiredState, InstanceResources, InstanceState, TransportSecurity, VmRecord,
 };
 use tokio::sync::watch;
 
@@ -20,6 +23,7 @@ use super::desired::DesiredError;
 use super::shared::Agent;
 use super::vm_records::vm_records;
 use crate::document_file::WriteError;
+use crate::fleet_identity::PeerIdentity;
 use crate::http::{unknown_route, wrong_method, ApiFailure, Valid, MAX_BODY_BYTES};
 use crate::runtimes::Runtime;
 
@@ -27,7 +31,8 @@ use crate::runtimes::Runtime;
 const SPAWN_WAIT: Duration = Duration::from_secs(10);
 
 pub fn router(agent: Arc<Agent>) -> Router {
-    Router::new()
+    let plain = agent.config.plain_http;
+    let router = Router::new()
         .route("/v1/spawn", post(spawn))
         .route("/v1/vms", get(list_vms))
         .route("/v1/vms/{vm_id}", delete(delete_vm))
@@ -41,24 +46,98 @@ pub fn router(agent: Arc<Agent>) -> Router {
             crate::unknown_fields::answer_with_warnings,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(agent)
+        .with_state(agent);
+    if plain {
+        router
+    } else {
+        // Outermost, so unknown routes and wrong methods are refused to strangers too.
+        router.layer(axum::middleware::from_fn(only_the_controller))
+    }
 }
 
+/// Secure mode: the TLS layer let in only certificates of the fleet CA; of those, only the
+/// controller's may call the agent (a node's certificate may not: docs/security.md).
+async fn only_the_controller(request: Request, next: Next) -> Response {
+    match crate::tls_server::identity_of(&request) {
+        Some(PeerIdentity::Controller) => next.run(request).await,
+        Some(PeerIdentity::Node { node_id, .. }) => ApiFailure::new(
+            StatusCode::FORBIDDEN,
+            ApiErrorCode::Forbidden,
+            format!("the certificate of node {node_id} cannot call a node agent: only the controller's can"),
+        )
+        .into_response(),
+        None => ApiFailure::new(
+            StatusCode::FORBIDDEN,
+            ApiErrorCode::Forbidden,
+            "only the fleet controller's client certificate can call a node agent",
+        )
+        .into_response(),
+    }
+}
+
+/// Serves the local API on `listener` until `stop`: plain HTTP in plain mode; in secure mode
+/// HTTPS from the first node certificate the controller link publishes on (nothing is
+/// answered before: connections wait), swapping in each renewed one without a restart.
 pub async fn serve(
     agent: Arc<Agent>,
     listener: tokio::net::TcpListener,
     mut stop: watch::Receiver<bool>,
 ) {
-    let app = router(agent);
+    let app = router(agent.clone());
+    let mut stopping = stop.clone();
     let shutdown = async move {
-        let _ = stop.wait_for(|s| *s).await;
+        let _ = stopping.wait_for(|s| *s).await;
     };
-    if let Err(e) = axum::serve(listener, app)
+    if agent.config.plain_http {
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await
+        {
+            tracing::error!("local API: {e}");
+        }
+        return;
+    }
+    let mut served = agent.serving_tls.subscribe();
+    let first = tokio::select! {
+        first = served.wait_for(Option::is_some) => match first {
+            Ok(first) => first.clone().expect("waited for Some"),
+            Err(_) => return,
+        },
+        _ = stop.wait_for(|s| *s) => return,
+    };
+    let cert = crate::tls_server::ReloadableCert::new(first.certified);
+    let tls = crate::tls_server::server_config(
+        cert.clone(),
+        &first.ca_pem,
+        crate::tls_server::ClientCerts::Required,
+    )
+    .map_err(|e| e.to_string())
+    .and_then(|config| {
+        crate::tls_server::TlsListener::new(listener, config).map_err(|e| e.to_string())
+    });
+    let tls = match tls {
+        Ok(tls) => tls,
+        Err(e) => {
+            tracing::error!("local API: cannot serve TLS: {e}");
+            return;
+        }
+    };
+    tracing::info!("local API serving HTTPS with the node certificate");
+    let swap = tokio::spawn(async move {
+        while served.changed().await.is_ok() {
+            if let Some(next) = served.borrow_and_update().clone() {
+                cert.replace(next.certified);
+                tracing::info!("local API serving the renewed node certificate");
+            }
+        }
+    });
+    if let Err(e) = axum::serve(tls, crate::tls_server::IdentifyPeers::new(app))
         .with_graceful_shutdown(shutdown)
         .await
     {
         tracing::error!("local API: {e}");
     }
+    swap.abort();
 }
 
 /// Desired-state intake as the local API answers it: `422` for a document this host refuses,
@@ -290,11 +369,15 @@ async fn metrics(State(agent): State<Arc<Agent>>) -> Result<Response, ApiFailure
         .into_response())
 }
 
-async fn healthz() -> Json<Health> {
+async fn healthz(State(agent): State<Arc<Agent>>) -> Json<Health> {
     Json(Health {
         status: HealthStatus::Ok,
         version: env!("CARGO_PKG_VERSION").parse().ok(),
         store: None,
-        transport: None,
+        transport: Some(if agent.config.plain_http {
+            TransportSecurity::PlainHttp
+        } else {
+            TransportSecurity::Mtls
+        }),
     })
 }

@@ -9,12 +9,14 @@ pub mod desired;
 pub mod enroll;
 pub mod heartbeat;
 pub mod host_facts;
+pub mod identity;
 pub mod local_api;
 pub mod meters;
 pub mod reconcile;
 pub mod runtime_tls;
 pub mod serve;
 pub mod shared;
+pub mod trust;
 pub mod vm_records;
 
 pub use args::AgentArgs;

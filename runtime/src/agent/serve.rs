@@ -12,7 +12,7 @@ use super::config::AgentConfig;
 use super::desired::DesiredStore;
 use super::runtime_tls::export_runtime_tls;
 use super::shared::Agent;
-use super::{enroll, heartbeat, local_api, reconcile};
+use super::{heartbeat, identity, local_api, reconcile};
 use crate::drivers::driver::DriverSettings;
 
 /// Entry point of `fleetwire agent`. Exit codes: 0 stopped cleanly, 1 failed, 2 bad settings.
@@ -67,10 +67,16 @@ pub async fn serve_until(
         )
     })?;
     crate::atomic_file::remove_stale_temp_files(&config.state_dir);
+    // Before anything reads the key: a renewal a crash interrupted is finished or undone.
+    let (node_identity, recovery) =
+        identity::load(&config.state_dir).context("the node's key and certificate")?;
+    if recovery == identity::Recovery::DroppedUnusedKey {
+        tracing::info!("dropped the key of a certificate renewal a stop interrupted");
+    }
     if let Some(tls) = &config.runtime_tls {
         // After a restart: smolvm finds what the last registration issued, in the place and
         // with the group this start is configured with.
-        export_runtime_tls(&enroll::identity_files(&config.state_dir), tls)?;
+        export_runtime_tls(&identity::identity_files(&config.state_dir), tls)?;
     }
     let desired = DesiredStore::open(
         config.state_dir.join("desired.json"),
@@ -87,7 +93,7 @@ pub async fn serve_until(
             runtime_client_tls: config
                 .runtime_tls
                 .as_ref()
-                .map(|_| enroll::identity_files(&config.state_dir)),
+                .map(|_| identity::identity_files(&config.state_dir)),
         },
     )?;
     let listener = tokio::net::TcpListener::bind((config.listen_address, config.spawn_port))
@@ -104,17 +110,25 @@ pub async fn serve_until(
         runtime = agent.driver.runtime().as_str(),
         state_dir = %agent.config.state_dir.display(),
         local_api = %listener.local_addr()?,
+        transport = if agent.config.plain_http { "plain HTTP" } else { "HTTPS and mTLS" },
         "agent starting"
     );
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let reconcile = tokio::spawn(reconcile::run(agent.clone(), stop_rx.clone()));
     let watcher = tokio::spawn(reconcile::watch_desired(agent.clone(), stop_rx.clone()));
-    let link = tokio::spawn(heartbeat::run(agent.clone(), stop_rx.clone()));
+    let link = tokio::spawn(heartbeat::run(
+        agent.clone(),
+        node_identity,
+        stop_rx.clone(),
+    ));
     let api = tokio::spawn(local_api::serve(agent.clone(), listener, stop_rx.clone()));
+    // The local API's port is bound and every task runs.
+    crate::service_manager::ready("agent");
 
     shutdown.await;
     tracing::info!("stopping: draining the machines");
+    crate::service_manager::stopping("agent");
     agent.update_link(|l| l.draining = true);
     let _ = stop_tx.send(true);
     let mut pass_state = match reconcile.await {

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
 use fleetwire_types::{HostDesiredState, HostReportedState, HostState};
-use tokio::sync::Notify;
+use rustls::sign::CertifiedKey;
+use tokio::sync::{watch, Notify};
 
 use super::config::AgentConfig;
 use super::desired::DesiredStore;
@@ -45,6 +46,14 @@ pub struct Published {
     pub desired: Arc<HostDesiredState>,
 }
 
+/// What the local API serves in secure mode: the node certificate with its key, and the fleet
+/// CA whose controller certificate it accepts.
+#[derive(Clone)]
+pub struct ServingTls {
+    pub certified: Arc<CertifiedKey>,
+    pub ca_pem: String,
+}
+
 /// The agent's shared state. Locks are held only to copy or swap a value, never across I/O.
 pub struct Agent {
     pub config: AgentConfig,
@@ -52,6 +61,10 @@ pub struct Agent {
     pub driver: Arc<dyn Driver>,
     /// Asks the reconcile loop for a pass now.
     pub wake: Notify,
+    /// The node certificate to serve (secure mode), set by the controller link at start and
+    /// after every new certificate; the local API starts serving on the first one and swaps
+    /// in each next one (docs/security.md).
+    pub serving_tls: watch::Sender<Option<ServingTls>>,
     link: Mutex<Link>,
     published: RwLock<Option<Arc<Published>>>,
 }
@@ -64,6 +77,7 @@ impl Agent {
             desired,
             driver,
             wake: Notify::new(),
+            serving_tls: watch::channel(None).0,
             link: Mutex::new(Link::default()),
             published: RwLock::new(None),
         }

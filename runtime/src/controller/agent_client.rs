@@ -11,6 +11,7 @@ use fleetwire_types::{CreateVmRequest, RuntimeHealth, VmRecord, WireDocument};
 use parking_lot::RwLock;
 
 use super::certs::{ControllerIdentity, NodeCa};
+use crate::fleet_tls_client::{client_config, ServerRole};
 
 /// Why a call to a node's agent or runtime failed; the message names the call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -128,14 +129,15 @@ impl AgentClient {
     /// already under way finish with the old one. Returns when the new one expires.
     pub fn renew_identity(&self, ca: &NodeCa) -> anyhow::Result<ControllerIdentity> {
         let me = ca.issue_controller_client()?;
-        let identity =
-            reqwest::Identity::from_pem(format!("{}\n{}", me.cert_pem, me.key_pem).as_bytes())
-                .context("the controller's client certificate")?;
-        let trust = reqwest::Certificate::from_pem(ca.ca_pem().as_bytes())
-            .context("the node CA certificate")?;
+        // Only node certificates of the fleet CA: a runtime or an agent serves its node's.
+        let tls = client_config(
+            ca.ca_pem(),
+            ServerRole::Node,
+            Some((&me.cert_pem, &me.key_pem)),
+        )
+        .context("the controller's client certificate")?;
         let client = builder(self.timeout)
-            .identity(identity)
-            .tls_certs_only([trust])
+            .tls_backend_preconfigured(tls)
             .build()?;
         let dates = ControllerIdentityDates {
             not_before: me.not_before,

@@ -23,7 +23,7 @@ use time::OffsetDateTime;
 use x509_parser::prelude::FromDer;
 use x509_parser::public_key::PublicKey;
 
-use crate::fleet_identity::{CONTROLLER_ORGANIZATION, NODE_ORGANIZATION};
+use crate::fleet_identity::{serial_hex, CONTROLLER_ORGANIZATION, NODE_ORGANIZATION};
 
 const CA_CERT_FILE: &str = "ca.pem";
 const CA_KEY_FILE: &str = "ca.key";
@@ -31,6 +31,14 @@ const CA_KEY_FILE: &str = "ca.key";
 const CA_VALIDITY: time::Duration = time::Duration::days(3650);
 /// Tolerated clock skew between the controller and its nodes.
 const BACKDATE: time::Duration = time::Duration::minutes(5);
+
+/// How far before now a certificate valid for `validity` starts: [`BACKDATE`], but at most a
+/// tenth of the validity. Renewal comes two thirds into the span from `not_before`, so five
+/// minutes of backdating on a certificate of seconds (as tests issue) would make every
+/// certificate due for renewal the moment it is issued.
+fn backdate(validity: time::Duration) -> time::Duration {
+    BACKDATE.min(validity / 10)
+}
 
 pub struct NodeCa {
     issuer: Issuer<'static, KeyPair>,
@@ -76,7 +84,7 @@ impl NodeCa {
         let cert_path = dir.join(CA_CERT_FILE);
         let key_path = dir.join(CA_KEY_FILE);
         let validity = time::Duration::try_from(validity).context("certificate validity")?;
-        if cert_path.exists() || key_path.exists() {
+        if cert_path.exists() {
             let ca_pem = std::fs::read_to_string(&cert_path)
                 .with_context(|| format!("reading {}", cert_path.display()))?;
             let key_pem = std::fs::read_to_string(&key_path)
@@ -93,7 +101,20 @@ impl NodeCa {
             });
         }
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let key = KeyPair::generate().context("generating the CA key")?;
+        // The key is written first: a key without its certificate is a creation that stopped
+        // half way, finished now with the same key.
+        let key = match std::fs::read_to_string(&key_path) {
+            Ok(pem) => KeyPair::from_pem(&pem)
+                .with_context(|| format!("{} is not a private key", key_path.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let key = KeyPair::generate().context("generating the CA key")?;
+                write_private(&key_path, key.serialize_pem().as_bytes())?;
+                key
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("reading {}", key_path.display()));
+            }
+        };
         let mut params = CertificateParams::default();
         let mut name = DistinguishedName::new();
         name.push(DnType::CommonName, "fleetwire node CA");
@@ -110,7 +131,6 @@ impl NodeCa {
         params.serial_number = Some(random_serial().0);
         let cert = params.self_signed(&key).context("self-signing the CA")?;
         let ca_pem = cert.pem();
-        write_private(&key_path, key.serialize_pem().as_bytes())?;
         write_file(&cert_path, ca_pem.as_bytes())?;
         tracing::info!(dir = %dir.display(), "node CA created");
         Ok(NodeCa {
@@ -189,7 +209,7 @@ impl NodeCa {
             ExtendedKeyUsagePurpose::ClientAuth,
         ];
         let now = OffsetDateTime::now_utc();
-        params.not_before = now - BACKDATE;
+        params.not_before = now - backdate(self.validity);
         params.not_after = now + self.validity;
         let (serial, serial_hex) = random_serial();
         params.serial_number = Some(serial);
@@ -371,8 +391,7 @@ fn check_key_strength(csr_pem: &str) -> Result<(), CsrRejected> {
 fn random_serial() -> (SerialNumber, String) {
     let mut bytes: [u8; 16] = rand::random();
     bytes[0] = (bytes[0] & 0x7f).max(1);
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    (SerialNumber::from_slice(&bytes), hex)
+    (SerialNumber::from_slice(&bytes), serial_hex(&bytes))
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
@@ -504,6 +523,37 @@ mod tests {
         let ca_cert = ca_pem.parse_x509().unwrap();
         assert_eq!(cert.issuer(), ca_cert.subject());
         assert!(me.key_pem.contains("PRIVATE KEY"));
+    }
+
+    #[test]
+    fn a_short_lived_certificate_is_backdated_by_a_tenth_of_its_life_at_most() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = NodeCa::open_or_create(dir.path(), Duration::from_secs(30)).unwrap();
+        let (csr, _key) = csr_asking_for_too_much();
+        let issued = ca
+            .sign(&csr, "n", "10.0.0.1".parse().unwrap(), &[])
+            .unwrap();
+        let (_, pem) = x509_parser::pem::parse_x509_pem(issued.cert_pem.as_bytes()).unwrap();
+        let cert = pem.parse_x509().unwrap();
+        let lifetime =
+            cert.validity().not_after.timestamp() - cert.validity().not_before.timestamp();
+        assert!((30..=34).contains(&lifetime), "{lifetime}");
+    }
+
+    #[test]
+    fn a_creation_stopped_after_the_key_is_finished_with_that_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        let key = std::fs::read_to_string(dir.path().join(CA_KEY_FILE)).unwrap();
+        std::fs::remove_file(dir.path().join(CA_CERT_FILE)).unwrap();
+        let again = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(CA_KEY_FILE)).unwrap(),
+            key
+        );
+        assert_ne!(again.ca_pem(), first.ca_pem(), "a new certificate");
+        let reopened = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        assert_eq!(reopened.ca_pem(), again.ca_pem());
     }
 
     #[test]

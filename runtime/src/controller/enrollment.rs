@@ -18,7 +18,7 @@ use super::shared::Controller;
 use super::state::{DirtyNode, WhenStored};
 use crate::fleet_identity::PeerIdentity;
 use crate::runtimes;
-use crate::store::bootstrap_tokens::TokenRefusal;
+use crate::store::bootstrap_tokens::{BootstrapTokenStore, Redeemed, TokenRefusal};
 use crate::store::error::StoreError;
 
 /// Why a registration was refused; nothing about the node changed.
@@ -59,8 +59,9 @@ enum Credential<'a> {
     Unchecked,
     /// A bootstrap token, spent once the CSR is signed.
     Token(&'a str),
-    /// The node's current certificate: a restart or a renewal.
-    Certificate,
+    /// The node's current certificate (or the one its last renewal replaced): a restart or
+    /// a renewal. The serial presented.
+    Certificate(&'a str),
 }
 
 /// Who is registering: a bootstrap token wins over a certificate, so that a node whose
@@ -68,7 +69,7 @@ enum Credential<'a> {
 fn credential<'a>(
     controller: &Controller,
     request: &RegisterNodeRequest,
-    presented: Option<&PeerIdentity>,
+    presented: Option<&'a PeerIdentity>,
     bearer: Option<&'a str>,
 ) -> Result<Credential<'a>, EnrollmentError> {
     let caller = controller.node_caller(presented);
@@ -88,12 +89,15 @@ fn credential<'a>(
         Err(NodeIdentityError::NoCertificate) => return Err(EnrollmentError::NoCredential),
         Err(other) => return Err(other.into()),
     };
-    let recorded = controller
-        .table
-        .get(node_id)
-        .and_then(|slot| slot.lock().record.cert_serial.clone());
-    node_identity::current(node_id, serial, recorded.as_ref())?;
-    Ok(Credential::Certificate)
+    let (recorded, replaced) = controller.table.get(node_id).map_or((None, None), |slot| {
+        let state = slot.lock();
+        (
+            state.record.cert_serial.clone(),
+            state.replaced_cert_serial.clone(),
+        )
+    });
+    node_identity::current(node_id, serial, recorded.as_ref(), replaced.as_ref())?;
+    Ok(Credential::Certificate(serial))
 }
 
 /// Registers the node: checks who asks, signs its CSR (a CSR that cannot be signed refuses the
@@ -106,6 +110,10 @@ pub async fn register(
     bearer: Option<&str>,
 ) -> Result<RegisterNodeResponse, EnrollmentError> {
     let credential = credential(controller, &request, presented, bearer)?;
+    // A token is judged before any work is spent on the request; it is spent only after.
+    if let Credential::Token(token) = credential {
+        judge_token(controller, token, request.node_id.as_str()).await?;
+    }
     if !runtimes::is_known(&request.runtime) {
         return Err(EnrollmentError::UnknownRuntime {
             runtime: request.runtime.as_str().to_string(),
@@ -134,16 +142,40 @@ pub async fn register(
     let node_id = request.node_id.to_string();
     let token_id = match credential {
         Credential::Token(token) => Some(redeem(controller, token, &node_id).await?),
-        Credential::Unchecked | Credential::Certificate => None,
+        Credential::Unchecked | Credential::Certificate(_) => None,
     };
     let probe = request.smolvm_address.is_some();
     let now = Instant::now();
     let received = Timestamp::now();
-    let (slot, new) = controller.table.get_or_insert(&node_id, || {
-        nodes::enroll_by_registration(&request, received)
-    });
+    let (slot, new) = match credential {
+        // A renewal never brings back a node unenrolled since its certificate was checked.
+        Credential::Certificate(serial) => match controller.table.get(&node_id) {
+            Some(slot) => (slot, false),
+            None => {
+                return Err(NodeIdentityError::NotCurrent {
+                    node_id,
+                    presented: serial.to_string(),
+                }
+                .into())
+            }
+        },
+        Credential::Unchecked | Credential::Token(_) => {
+            controller.table.get_or_insert(&node_id, || {
+                nodes::enroll_by_registration(&request, received)
+            })
+        }
+    };
     let (record, outcome, change) = {
         let mut state = slot.lock();
+        if let Credential::Certificate(serial) = credential {
+            // Checked again under the node's lock: a renewal that raced another is refused.
+            node_identity::current(
+                &node_id,
+                serial,
+                state.record.cert_serial.as_ref(),
+                state.replaced_cert_serial.as_ref(),
+            )?;
+        }
         let outcome = nodes::apply_registration(
             &mut state,
             request,
@@ -152,6 +184,12 @@ pub async fn register(
             controller.settings.stale_after,
         );
         if let Some(issued) = &issued {
+            // A renewal over a certificate keeps that one good until the new one is presented
+            // (its answer may be lost); a token's enrollment retires every earlier one.
+            state.replaced_cert_serial = match credential {
+                Credential::Certificate(serial) => CertSerial::try_from(serial).ok(),
+                Credential::Unchecked | Credential::Token(_) => None,
+            };
             state.record.cert_serial =
                 Some(CertSerial::try_from(issued.serial_hex.as_str()).expect("a hex serial"));
             state.record.cert_not_after = Some(Timestamp::from(issued.not_after));
@@ -184,6 +222,18 @@ pub async fn register(
     })
 }
 
+/// Whether `token` would enroll `node_id`, changing nothing.
+async fn judge_token(
+    controller: &Arc<Controller>,
+    token: &str,
+    node_id: &str,
+) -> Result<String, EnrollmentError> {
+    with_tokens(controller, token, node_id, |tokens, token, node_id, now| {
+        tokens.check(token, node_id, now)
+    })
+    .await
+}
+
 /// Spends `token` for `node_id`: single use, whatever else is redeeming at the same time.
 /// Returns the token's id (public, for the log).
 async fn redeem(
@@ -191,15 +241,37 @@ async fn redeem(
     token: &str,
     node_id: &str,
 ) -> Result<String, EnrollmentError> {
+    with_tokens(controller, token, node_id, |tokens, token, node_id, now| {
+        tokens.redeem(token, node_id, now)
+    })
+    .await
+}
+
+/// The question a registration asks the bootstrap-token store.
+type TokenQuestion = fn(
+    &dyn BootstrapTokenStore,
+    &str,
+    &str,
+    chrono::DateTime<chrono::Utc>,
+) -> Result<Redeemed, TokenRefusal>;
+
+/// Asks the bootstrap-token store `ask` about `token`, off the async threads.
+async fn with_tokens(
+    controller: &Arc<Controller>,
+    token: &str,
+    node_id: &str,
+    ask: TokenQuestion,
+) -> Result<String, EnrollmentError> {
     let Some(tokens) = controller.credentials.bootstrap_tokens.clone() else {
         return Err(EnrollmentError::Token(TokenRefusal::Unknown));
     };
     let token = token.to_string();
     let node_id = node_id.to_string();
-    let redeemed =
-        tokio::task::spawn_blocking(move || tokens.redeem(&token, &node_id, chrono::Utc::now()))
-            .await
-            .map_err(EnrollmentError::SigningTask)?;
+    let redeemed = tokio::task::spawn_blocking(move || {
+        ask(tokens.as_ref(), &token, &node_id, chrono::Utc::now())
+    })
+    .await
+    .map_err(EnrollmentError::SigningTask)?;
     match redeemed {
         Ok(redeemed) => Ok(redeemed.token_id),
         Err(TokenRefusal::Store(error)) => Err(EnrollmentError::Store(error)),

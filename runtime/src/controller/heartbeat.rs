@@ -9,7 +9,7 @@ use compact_str::CompactString;
 use fleetwire_types::{NodeHeartbeat, RejectedVm, Timestamp};
 
 use super::node_changes::NodeChange;
-use super::node_identity::{self, NodeCaller, NodeIdentityError};
+use super::node_identity::{self, NodeCaller, NodeIdentityError, Presented};
 use super::nodes;
 use super::shared::Controller;
 use super::state::{DirtyNode, WhenStored};
@@ -88,7 +88,16 @@ fn apply<'c>(
     let (mut outcome, change) = {
         let mut state = slot.lock();
         if let Some(serial) = presented {
-            node_identity::current(&node_id, serial, state.record.cert_serial.as_ref())?;
+            let which = node_identity::current(
+                &node_id,
+                serial,
+                state.record.cert_serial.as_ref(),
+                state.replaced_cert_serial.as_ref(),
+            )?;
+            // The new certificate arrived: the one it replaced is done.
+            if which == Presented::Current {
+                state.replaced_cert_serial = None;
+            }
         }
         let mut outcome =
             nodes::apply_heartbeat(&mut state, heartbeat, now, received, &controller.settings);

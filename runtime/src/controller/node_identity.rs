@@ -57,19 +57,33 @@ pub fn claim<'a>(
     }
 }
 
-/// Whether `presented` is the certificate `recorded` for `node_id` (none recorded: the node
-/// holds no certificate of this CA, so nothing presented is current).
+/// Which of the node's certificates was presented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presented {
+    /// The one its record holds.
+    Current,
+    /// The one its last renewal replaced, taken until the new one is first presented.
+    Replaced,
+}
+
+/// Whether `presented` is the certificate `recorded` for `node_id`, or the one its last
+/// renewal `replaced` (none recorded: the node holds no certificate of this CA, so nothing
+/// presented is current).
 pub fn current(
     node_id: &str,
     presented: &str,
     recorded: Option<&CertSerial>,
-) -> Result<(), NodeIdentityError> {
-    match recorded {
-        Some(serial) if serial.as_str() == presented => Ok(()),
-        _ => Err(NodeIdentityError::NotCurrent {
+    replaced: Option<&CertSerial>,
+) -> Result<Presented, NodeIdentityError> {
+    if recorded.is_some_and(|serial| serial.as_str() == presented) {
+        Ok(Presented::Current)
+    } else if replaced.is_some_and(|serial| serial.as_str() == presented) {
+        Ok(Presented::Replaced)
+    } else {
+        Err(NodeIdentityError::NotCurrent {
             node_id: node_id.to_string(),
             presented: presented.to_string(),
-        }),
+        })
     }
 }
 
@@ -104,10 +118,19 @@ mod tests {
     }
 
     #[test]
-    fn only_the_recorded_certificate_is_current() {
+    fn only_the_recorded_certificate_and_the_one_it_replaced_are_taken() {
         let recorded = CertSerial::try_from("1f").unwrap();
-        assert_eq!(current("a", "1f", Some(&recorded)), Ok(()));
-        assert!(current("a", "20", Some(&recorded)).is_err());
-        assert!(current("a", "1f", None).is_err());
+        let replaced = CertSerial::try_from("0e").unwrap();
+        assert_eq!(
+            current("a", "1f", Some(&recorded), None),
+            Ok(Presented::Current)
+        );
+        assert_eq!(
+            current("a", "0e", Some(&recorded), Some(&replaced)),
+            Ok(Presented::Replaced)
+        );
+        assert!(current("a", "0e", Some(&recorded), None).is_err());
+        assert!(current("a", "20", Some(&recorded), Some(&replaced)).is_err());
+        assert!(current("a", "1f", None, None).is_err());
     }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use super::certs::{ControllerIdentity, NodeCa, ServerName};
 use super::shared::Controller;
+use crate::fleet_identity::renewal_due;
 use crate::tls_server::{certified_key, ReloadableCert};
 
 /// The names the server certificate is valid for: `extra` (`--tls-name`), this host's name,
@@ -53,15 +54,6 @@ pub fn issue_server(
         "the controller's server certificate",
     )?;
     Ok((key, issued))
-}
-
-/// When a certificate valid from `not_before` to `not_after` is renewed: two thirds in, as
-/// kubelet renews its own.
-pub fn renewal_due(not_before: SystemTime, not_after: SystemTime) -> SystemTime {
-    let lifetime = not_after
-        .duration_since(not_before)
-        .unwrap_or(Duration::ZERO);
-    not_before + lifetime * 2 / 3
 }
 
 /// How long from `now` until `due` (zero when past).
@@ -119,10 +111,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn renewal_comes_two_thirds_in() {
+    fn the_wait_runs_to_the_renewal_and_not_below_zero() {
         let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
         let due = renewal_due(start, start + Duration::from_secs(300));
-        assert_eq!(due, start + Duration::from_secs(200));
         assert_eq!(until(due, start), Duration::from_secs(200));
         assert_eq!(until(start, due), Duration::ZERO);
     }

@@ -13,9 +13,10 @@ use super::heartbeat_route::HeartbeatFirst;
 use super::jobs;
 use super::logging::init_logging;
 use super::operator_tokens::OperatorTokens;
-use super::own_certs::{self, issue_server, renewal_due, server_names};
+use super::own_certs::{self, issue_server, server_names};
 use super::settings::Settings;
 use super::shared::{Controller, Credentials, Started};
+use crate::fleet_identity::renewal_due;
 use crate::store::bootstrap_tokens::SqliteBootstrapTokens;
 use crate::store::sqlite::SqliteStore;
 use crate::tls_server::{server_config, ClientCerts, IdentifyPeers, ReloadableCert, TlsListener};
@@ -97,12 +98,18 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
     let shutdown = async {
         crate::shutdown::signal().await;
         tracing::info!("shutting down");
+        crate::service_manager::stopping("controller");
     };
     if plain_http {
         tracing::warn!(
             listen = %listen,
             "--plain-http: serving plain HTTP and authenticating nobody, as a PPN controller does: anyone who reaches this port can act as any node and any operator"
         );
+        if controller.ca.is_some() {
+            tracing::warn!(
+                "--plain-http with a CA (--ca-dir): every registration gets a certificate of that CA without proving anything; never share this CA with a fleet in mTLS mode"
+            );
+        }
         tracing::info!(listen = %listen, db = %db.display(), ca = ?ca_dir, transport = "plain_http", "controller serving");
         // Answers go out as soon as they are written (no Nagle delay behind an unacknowledged
         // segment, which a large `GET /v1/fleet` answer would otherwise meet).
@@ -111,6 +118,8 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
                 tracing::debug!(%error, "cannot set TCP_NODELAY");
             }
         });
+        // The store is loaded and the port bound: connections queue until `serve` takes them.
+        crate::service_manager::ready("controller");
         axum::serve(listener, tower::make::Shared::new(app))
             .with_graceful_shutdown(shutdown)
             .await
@@ -144,6 +153,7 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
             "controller serving HTTPS"
         );
         let listener = TlsListener::new(tcp, config)?;
+        crate::service_manager::ready("controller");
         axum::serve(listener, IdentifyPeers::new(app))
             .with_graceful_shutdown(shutdown)
             .await

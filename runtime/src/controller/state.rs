@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use compact_str::CompactString;
-use fleetwire_types::{NodeCounts, NodeRecord, VmRecord};
+use fleetwire_types::{CertSerial, NodeCounts, NodeRecord, VmRecord};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
@@ -112,6 +112,9 @@ pub struct NodeState {
     forgotten: bool,
     /// The node's word on the table's liveness board (`None` outside a table).
     liveness: Option<Cell>,
+    /// The certificate a renewal replaced, still taken until the node presents its new one:
+    /// the renewal's answer may have been lost on its way (docs/security.md). Memory only.
+    pub replaced_cert_serial: Option<CertSerial>,
 }
 
 impl NodeState {
@@ -131,6 +134,7 @@ impl NodeState {
             queued: false,
             forgotten: false,
             liveness: None,
+            replaced_cert_serial: None,
         }
     }
 

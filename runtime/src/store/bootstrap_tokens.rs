@@ -110,6 +110,15 @@ pub trait BootstrapTokenStore: Send + Sync {
         ttl: Duration,
         now: DateTime<Utc>,
     ) -> Result<IssuedBootstrapToken, StoreError>;
+    /// Whether `presented` would redeem for `node_id` at `now`, changing nothing: asked before
+    /// the work a registration costs (signing its CSR), so a stranger's guess costs no more
+    /// than a lookup.
+    fn check(
+        &self,
+        presented: &str,
+        node_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Redeemed, TokenRefusal>;
     /// Marks `presented` used by `node_id` at `now`, atomically: of two redeemers of one
     /// token, exactly one succeeds.
     fn redeem(
@@ -258,6 +267,18 @@ impl BootstrapTokenStore for SqliteBootstrapTokens {
         })
     }
 
+    fn check(
+        &self,
+        presented: &str,
+        node_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Redeemed, TokenRefusal> {
+        let token = SplitToken::parse(presented)?;
+        let conn = self.conn.lock();
+        let token_id = judge(&conn, token, node_id, now)?;
+        Ok(Redeemed { token_id })
+    }
+
     fn redeem(
         &self,
         presented: &str,
@@ -271,37 +292,7 @@ impl BootstrapTokenStore for SqliteBootstrapTokens {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(err("begin redeeming a bootstrap token"))?;
-        let row: Option<(Vec<u8>, String, i64, Option<i64>)> = tx
-            .query_row(
-                "SELECT secret_sha256, node_id, expires_at, used_at
-                 FROM bootstrap_tokens WHERE token_id = ?1",
-                params![token.id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-            )
-            .optional()
-            .map_err(err("read a bootstrap token"))?;
-        let Some((stored_digest, bound_node, expires_at, used_at)) = row else {
-            return Err(TokenRefusal::Unknown);
-        };
-        if !bool::from(stored_digest.as_slice().ct_eq(&token.secret.digest())) {
-            return Err(TokenRefusal::Unknown);
-        }
-        let token_id = token.id;
-        if let Some(used_at) = used_at {
-            return Err(TokenRefusal::Used {
-                token_id,
-                used_at: time("read a bootstrap token", used_at)?,
-            });
-        }
-        if expires_at <= millis(now) {
-            return Err(TokenRefusal::Expired {
-                token_id,
-                expired_at: time("read a bootstrap token", expires_at)?,
-            });
-        }
-        if bound_node != node_id {
-            return Err(TokenRefusal::OtherNode { token_id });
-        }
+        let token_id = judge(&tx, token, node_id, now)?;
         // Conditional as well, so that the single use holds even should the lock above ever
         // be weakened: only an unused, unexpired row changes.
         let changed = tx
@@ -367,6 +358,48 @@ impl BootstrapTokenStore for SqliteBootstrapTokens {
     }
 }
 
+/// Whether `token` may enroll `node_id` at `now`: its id (public) when it may. The secret is
+/// compared first and in constant time; only then are used, expired and other-node told apart.
+fn judge(
+    conn: &rusqlite::Connection,
+    token: SplitToken,
+    node_id: &str,
+    now: DateTime<Utc>,
+) -> Result<String, TokenRefusal> {
+    let row: Option<(Vec<u8>, String, i64, Option<i64>)> = conn
+        .query_row(
+            "SELECT secret_sha256, node_id, expires_at, used_at
+             FROM bootstrap_tokens WHERE token_id = ?1",
+            params![token.id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .optional()
+        .map_err(err("read a bootstrap token"))?;
+    let Some((stored_digest, bound_node, expires_at, used_at)) = row else {
+        return Err(TokenRefusal::Unknown);
+    };
+    if !bool::from(stored_digest.as_slice().ct_eq(&token.secret.digest())) {
+        return Err(TokenRefusal::Unknown);
+    }
+    let token_id = token.id;
+    if let Some(used_at) = used_at {
+        return Err(TokenRefusal::Used {
+            token_id,
+            used_at: time("read a bootstrap token", used_at)?,
+        });
+    }
+    if expires_at <= millis(now) {
+        return Err(TokenRefusal::Expired {
+            token_id,
+            expired_at: time("read a bootstrap token", expires_at)?,
+        });
+    }
+    if bound_node != node_id {
+        return Err(TokenRefusal::OtherNode { token_id });
+    }
+    Ok(token_id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -399,6 +432,14 @@ mod tests {
         let wire = issued.to_wire();
         assert_eq!(wire.token_id.as_str(), issued.token.id);
         let text = issued.token.expose();
+        // A check changes nothing, however often it is asked; it judges as redeeming would.
+        for _ in 0..2 {
+            assert!(tokens.check(&text, "gpu-01", at(5)).is_ok());
+        }
+        assert!(matches!(
+            tokens.check(&text, "gpu-02", at(5)),
+            Err(TokenRefusal::OtherNode { .. })
+        ));
         assert_eq!(
             tokens.redeem(&text, "gpu-01", at(10)).unwrap(),
             Redeemed {
@@ -412,6 +453,10 @@ mod tests {
                 used_at: at(10)
             })
         );
+        assert!(matches!(
+            tokens.check(&text, "gpu-01", at(20)),
+            Err(TokenRefusal::Used { .. })
+        ));
         let listed = tokens.list().unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].used_at, Some(at(10)));

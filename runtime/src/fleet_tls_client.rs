@@ -1,0 +1,183 @@
+//! TLS towards another member of the fleet (docs/security.md): trust only the fleet CA, and
+//! take only a server whose certificate carries the mark its role needs. A node certificate is
+//! valid for the addresses that node registered, so a chain that merely verifies is not
+//! enough: an enrolled node must not pass for the controller (the agent's side), nor the
+//! controller's own certificate for a node (the controller's side).
+
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
+
+use crate::fleet_identity::{identify, PeerIdentity};
+use crate::tls_server::{certificates_of, TlsSetupError};
+
+/// Which member of the fleet the server must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerRole {
+    /// A certificate with the controller's mark (what an agent calls).
+    Controller,
+    /// A node certificate (what the controller calls: an agent, or a runtime in smolvm's fleet
+    /// mode serving the node's certificate).
+    Node,
+}
+
+/// A rustls client configuration that trusts only `ca_pem`, takes only a server of `role`, and
+/// presents `identity` (certificate chain and key, PEM) when given. For reqwest's
+/// `tls_backend_preconfigured`.
+pub fn client_config(
+    ca_pem: &str,
+    role: ServerRole,
+    identity: Option<(&str, &str)>,
+) -> Result<rustls::ClientConfig, TlsSetupError> {
+    crate::tls::install_crypto_provider();
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in certificates_of(ca_pem, "the fleet CA")? {
+        roots.add(ca).map_err(|error| TlsSetupError::Rustls {
+            what: "the fleet CA",
+            error,
+        })?;
+    }
+    let chain = WebPkiServerVerifier::builder(Arc::new(roots))
+        .build()
+        .map_err(|error| TlsSetupError::ServerVerifier(error.to_string()))?;
+    let verifier = Arc::new(RoleVerifier { chain, role });
+    let builder = rustls::ClientConfig::builder()
+        .dangerous()
+        .with_custom_certificate_verifier(verifier);
+    let mut config = match identity {
+        None => builder.with_no_client_auth(),
+        Some((chain_pem, key_pem)) => {
+            const WHAT: &str = "the client certificate";
+            let chain = certificates_of(chain_pem, WHAT)?;
+            let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+                .map_err(|error| TlsSetupError::Key { what: WHAT, error })?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|error| TlsSetupError::Rustls { what: WHAT, error })?
+        }
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// The fleet CA's chain check, then the role's mark.
+#[derive(Debug)]
+struct RoleVerifier {
+    chain: Arc<WebPkiServerVerifier>,
+    role: ServerRole,
+}
+
+impl ServerCertVerifier for RoleVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let verified = self.chain.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        )?;
+        match (identify(end_entity.as_ref()), self.role) {
+            (Some(PeerIdentity::Controller), ServerRole::Controller)
+            | (Some(PeerIdentity::Node { .. }), ServerRole::Node) => Ok(verified),
+            _ => Err(rustls::Error::InvalidCertificate(
+                CertificateError::ApplicationVerificationFailure,
+            )),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.chain.supported_verify_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::certs::NodeCa;
+    use crate::tls_server::{
+        certified_key, server_config, ClientCerts, ReloadableCert, TlsListener,
+    };
+
+    /// Serves `GET /` over TLS with `chain_pem`/`key_pem`; returns the port.
+    async fn serve(ca: &NodeCa, chain_pem: &str, key_pem: &str) -> u16 {
+        let served = ReloadableCert::new(certified_key(chain_pem, key_pem, "test").unwrap());
+        let config = server_config(served, ca.ca_pem(), ClientCerts::Optional).unwrap();
+        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = tcp.local_addr().unwrap().port();
+        let listener = TlsListener::new(tcp, config).unwrap();
+        let app = axum::Router::new().route("/", axum::routing::get(|| async { "hello" }));
+        tokio::spawn(async move { axum::serve(listener, app.into_make_service()).await });
+        port
+    }
+
+    async fn reaches(ca: &NodeCa, port: u16, role: ServerRole) -> bool {
+        let tls = client_config(ca.ca_pem(), role, None).unwrap();
+        let client = crate::tls::client_builder()
+            .tls_backend_preconfigured(tls)
+            .build()
+            .unwrap();
+        client
+            .get(format!("https://127.0.0.1:{port}/"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+    }
+
+    #[tokio::test]
+    async fn a_node_certificate_never_passes_for_the_controller_nor_the_reverse() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = NodeCa::open_or_create(dir.path(), std::time::Duration::from_secs(3600)).unwrap();
+        // A node that registered the controller's address among its own.
+        let key = rcgen::KeyPair::generate().unwrap();
+        let csr = rcgen::CertificateParams::new(vec!["n1".to_string()])
+            .unwrap()
+            .serialize_request(&key)
+            .unwrap()
+            .pem()
+            .unwrap();
+        let node = ca
+            .sign(&csr, "n1", "127.0.0.1".parse().unwrap(), &[])
+            .unwrap();
+        let node_port = serve(&ca, &node.cert_pem, &key.serialize_pem()).await;
+        assert!(reaches(&ca, node_port, ServerRole::Node).await);
+        assert!(!reaches(&ca, node_port, ServerRole::Controller).await);
+
+        let names = [crate::controller::certs::ServerName::Ip(
+            "127.0.0.1".parse().unwrap(),
+        )];
+        let controller = ca.issue_controller_server(&names).unwrap();
+        let chain = format!("{}{}", controller.cert_pem, ca.ca_pem());
+        let controller_port = serve(&ca, &chain, &controller.key_pem).await;
+        assert!(reaches(&ca, controller_port, ServerRole::Controller).await);
+        assert!(!reaches(&ca, controller_port, ServerRole::Node).await);
+    }
+}
