@@ -46,7 +46,8 @@ pub struct LoadgenArgs {
     pub connection_per_node: bool,
     /// After the measured phase, close every node's connection at once, reconnect them all at
     /// once (a full TCP and TLS handshake each, no session resumption) and send one heartbeat
-    /// each: how long until the last one is answered. Needs a connection per node.
+    /// each: how long until the last one is answered. Needs a connection per node; a node
+    /// that does not reconnect fails the run.
     #[arg(long)]
     pub reconnect_storm: bool,
     /// How long to measure.

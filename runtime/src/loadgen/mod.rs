@@ -14,7 +14,8 @@
 //! - `enroll`: enrolling the nodes;
 //! - `heartbeat_connection`: the measured path, prebuilt requests on one connection;
 //! - `shared_connections`, `per_node`: the two ways of spreading nodes over connections;
-//! - `operator_client`: the fleet reads and the enrolment's calls, through hyper;
+//! - `operator_client`: the enrolment's calls and the fleet reads, through hyper;
+//! - `fleet_reads`: the timed `GET /v1/fleet` reads;
 //! - `open_files`: the descriptor limit a connection per node needs;
 //! - `report`: what was measured, told.
 
@@ -22,6 +23,7 @@ mod args;
 mod bodies;
 mod dial;
 mod enroll;
+mod fleet_reads;
 mod heartbeat_connection;
 mod open_files;
 mod operator_client;
@@ -34,9 +36,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, Context};
 use hyper::body::Bytes;
-use hyper::{Method, StatusCode};
 
 pub use args::{LoadgenArgs, Plan, Transport};
 pub use bodies::heartbeat_body;
@@ -44,8 +45,7 @@ pub use report::{Report, StormReport};
 
 use bodies::ram_used_at;
 use dial::{Dialer, OperatorToken};
-use operator_client::OperatorClient;
-use report::{micros, micros_histogram};
+use report::micros_histogram;
 
 /// Runs the load and returns what it measured.
 pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
@@ -55,8 +55,8 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
         Transport::Plain => None,
     };
     let dialer = Arc::new(Dialer::new(&args.url, args.ca_file.as_deref())?);
+    let limit = open_files::raise_for(plan.connections)?;
     if plan.per_node {
-        let limit = open_files::raise_for(plan.connections)?;
         eprintln!(
             "fleetwire loadgen: open-files limit {limit} ({} connections)",
             plan.connections
@@ -169,29 +169,13 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
     // Fleet reads while the heartbeats run.
     let authorization = operator.as_ref().map(OperatorToken::bearer);
     let stop = Arc::new(AtomicBool::new(false));
-    let sampler = {
-        let (dialer, stop, every) = (dialer.clone(), stop.clone(), args.fleet_every);
-        let authorization = authorization.clone();
-        tokio::spawn(async move {
-            let (mut fleet, mut size) = (micros_histogram(), 0);
-            if every.is_zero() {
-                return anyhow::Ok((fleet, size));
-            }
-            let mut client = OperatorClient::connect(&dialer).await?;
-            while !stop.load(Ordering::Relaxed) {
-                tokio::time::sleep(every).await;
-                let measured = Instant::now() >= measure_from;
-                let (status, bytes, took) = client
-                    .get_timed("/v1/fleet", authorization.as_deref())
-                    .await?;
-                if status == StatusCode::OK && measured && !stop.load(Ordering::Relaxed) {
-                    fleet.record(micros(took))?;
-                    size = bytes;
-                }
-            }
-            anyhow::Ok((fleet, size))
-        })
-    };
+    let sampler = tokio::spawn(fleet_reads::under_load(
+        dialer.clone(),
+        authorization.clone(),
+        args.fleet_every,
+        measure_from,
+        stop.clone(),
+    ));
     tokio::time::sleep_until(measure_from.into()).await;
     let (latency, running) = match heartbeats {
         Heartbeats::PerNode(task) => {
@@ -215,7 +199,7 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
     };
     let elapsed = measure_from.elapsed();
     stop.store(true, Ordering::Relaxed);
-    let (fleet_under_load, size_under_load) = sampler.await??;
+    let under_load = sampler.await??;
     if let Some(refusal) = first_refusal.and_then(|first| first.lock().take()) {
         eprintln!("fleetwire loadgen: first refused heartbeat: {refusal}");
     }
@@ -233,44 +217,13 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
     };
 
     // The fleet at rest.
-    let mut fleet_idle = micros_histogram();
-    let (mut fleet_bytes, mut fleet_nodes) = (size_under_load, None);
-    if args.fleet_samples > 0 {
-        let mut client = OperatorClient::connect(&dialer).await?;
-        for _ in 0..args.fleet_samples {
-            let (status, bytes, took) = client
-                .get_timed("/v1/fleet", authorization.as_deref())
-                .await?;
-            if status != StatusCode::OK {
-                bail!("GET /v1/fleet answered {status}");
-            }
-            fleet_idle.record(micros(took))?;
-            fleet_bytes = bytes;
-        }
-        // Once more, kept whole and read through the validated reader (untimed).
-        let (status, body) = client
-            .call(
-                Method::GET,
-                "/v1/fleet",
-                authorization.as_deref(),
-                Bytes::new(),
-            )
-            .await?;
-        if status != StatusCode::OK {
-            bail!("GET /v1/fleet answered {status}");
-        }
-        let fleet: fleetwire_types::FleetStatus = fleetwire_types::read(&body)
-            .map_err(|e| anyhow!("GET /v1/fleet answered an invalid FleetStatus: {e}"))?
-            .value;
-        if fleet.nodes.len() < args.nodes {
-            bail!(
-                "the fleet lists {} nodes, fewer than the {} enrolled",
-                fleet.nodes.len(),
-                args.nodes
-            );
-        }
-        fleet_nodes = Some(fleet.nodes.len());
-    }
+    let at_rest = fleet_reads::at_rest(
+        &dialer,
+        authorization.as_deref(),
+        args.fleet_samples,
+        args.nodes,
+    )
+    .await?;
     Ok(Report {
         plan,
         enrollment,
@@ -280,10 +233,14 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
         heartbeats_warmup: warmup_ok.load(Ordering::Relaxed),
         elapsed,
         latency,
-        fleet_idle,
-        fleet_under_load,
-        fleet_bytes,
-        fleet_nodes,
+        fleet_bytes: if at_rest.latency.is_empty() {
+            under_load.bytes
+        } else {
+            at_rest.bytes
+        },
+        fleet_nodes: at_rest.nodes,
+        fleet_idle: at_rest.latency,
+        fleet_under_load: under_load.latency,
         storm,
     })
 }
