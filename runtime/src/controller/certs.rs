@@ -172,11 +172,13 @@ impl NodeCa {
         wg_ip: Ipv4Addr,
         addresses: &[Ipv4Addr],
     ) -> Result<IssuedCert, CsrRejected> {
+        // The key first: ring verifies no RSA signature under 2048 bits, so a weak key would
+        // otherwise be reported as a bad signature.
+        check_key_strength(csr_pem)?;
         let csr = CertificateSigningRequestParams::from_pem(csr_pem).map_err(|e| match e {
             rcgen::Error::InvalidCertificationRequestSignature => CsrRejected::BadSignature,
             e => CsrRejected::Unusable(e.to_string()),
         })?;
-        check_key_strength(csr_pem)?;
         // Everything but the public key is ours to decide.
         let mut params = CertificateParams::default();
         let mut name = DistinguishedName::new();
@@ -554,6 +556,21 @@ mod tests {
         assert_ne!(again.ca_pem(), first.ca_pem(), "a new certificate");
         let reopened = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
         assert_eq!(reopened.ca_pem(), again.ca_pem());
+    }
+
+    #[test]
+    fn a_weak_key_is_refused_and_a_strong_rsa_key_signed() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        let wg: Ipv4Addr = "10.0.0.1".parse().unwrap();
+        // Made with `openssl req -new -newkey rsa:1024` (ring makes no RSA keys).
+        let weak = include_str!("../../testdata/rsa-1024.csr.pem");
+        assert!(matches!(
+            ca.sign(weak, "n", wg, &[]),
+            Err(CsrRejected::WeakKey(why)) if why.contains("1024")
+        ));
+        let strong = include_str!("../../testdata/rsa-2048.csr.pem");
+        ca.sign(strong, "n", wg, &[]).unwrap();
     }
 
     #[test]
