@@ -9,14 +9,14 @@ use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
 use anyhow::{anyhow, bail, Context};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls::{ClientConfig, RootCertStore};
+use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
+
+use crate::fleet_tls_client::{client_config, ServerRole};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
-
-use crate::tls_server::certificates_of;
 
 /// A connection to the controller.
 pub enum Stream {
@@ -115,7 +115,8 @@ impl OperatorToken {
 /// What TLS needs: whom the controller's certificate must name, and the fleet CA.
 struct Tls {
     server_name: ServerName<'static>,
-    roots: Arc<RootCertStore>,
+    /// The fleet CA, PEM.
+    ca_pem: String,
     /// An operator's (and an enrolling node's) settings: no client certificate.
     anonymous: Arc<ClientConfig>,
 }
@@ -157,26 +158,18 @@ impl Dialer {
             (false, _) => None,
             (true, None) => bail!("an https:// URL needs --ca-file"),
             (true, Some(ca_file)) => {
-                crate::tls::install_crypto_provider();
-                let pem = std::fs::read_to_string(ca_file)
+                let ca_pem = std::fs::read_to_string(ca_file)
                     .with_context(|| format!("reading {}", ca_file.display()))?;
-                let mut roots = RootCertStore::empty();
-                for ca in certificates_of(&pem, "--ca-file")? {
-                    roots
-                        .add(ca)
-                        .with_context(|| format!("{}: not a CA certificate", ca_file.display()))?;
-                }
-                let roots = Arc::new(roots);
                 let server_name = ServerName::try_from(host.trim_matches(['[', ']']).to_string())
                     .with_context(|| format!("{host:?} is not a TLS server name"))?;
+                // As an agent does: the fleet CA only, and the controller's mark.
                 let anonymous = finish(
-                    ClientConfig::builder()
-                        .with_root_certificates(roots.clone())
-                        .with_no_client_auth(),
+                    client_config(&ca_pem, ServerRole::Controller, None)
+                        .with_context(|| format!("--ca-file {}", ca_file.display()))?,
                 );
                 Some(Tls {
                     server_name,
-                    roots,
+                    ca_pem,
                     anonymous,
                 })
             }
@@ -188,22 +181,18 @@ impl Dialer {
         })
     }
 
-    /// rustls settings that present `cert_pem` (a node certificate) with `key`.
-    pub fn node_config(
-        &self,
-        cert_pem: &str,
-        key: PrivateKeyDer<'static>,
-    ) -> anyhow::Result<Arc<ClientConfig>> {
+    /// rustls settings that present `cert_pem` (a node certificate) with `key_pem`.
+    pub fn node_config(&self, cert_pem: &str, key_pem: &str) -> anyhow::Result<Arc<ClientConfig>> {
         let tls = self
             .tls
             .as_ref()
             .ok_or_else(|| anyhow!("node certificates are for an https:// URL only"))?;
-        let chain: Vec<CertificateDer<'static>> =
-            certificates_of(cert_pem, "the node certificate")?;
-        let config = ClientConfig::builder()
-            .with_root_certificates(tls.roots.clone())
-            .with_client_auth_cert(chain, key)
-            .context("the issued node certificate does not go with its key")?;
+        let config = client_config(
+            &tls.ca_pem,
+            ServerRole::Controller,
+            Some((cert_pem, key_pem)),
+        )
+        .context("the issued node certificate does not go with its key")?;
         Ok(finish(config))
     }
 

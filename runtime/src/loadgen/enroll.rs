@@ -10,7 +10,6 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail, Context};
 use hyper::body::Bytes;
 use hyper::{Method, StatusCode};
-use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::ClientConfig;
 
 use super::bodies::{node_id, register_body, token_request_body};
@@ -160,6 +159,5 @@ async fn register(
     let cert_pem = answer
         .cert_pem
         .ok_or_else(|| anyhow!("POST /v1/nodes/register issued no certificate"))?;
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
-    dialer.node_config(&cert_pem, key)
+    dialer.node_config(&cert_pem, &key.serialize_pem())
 }

@@ -434,7 +434,6 @@ mod tests {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
@@ -529,6 +528,11 @@ mod tests {
             let issuer = rcgen::Issuer::new(ca_params, ca_key);
             let server_key = rcgen::KeyPair::generate().unwrap();
             let mut server_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+            // The controller's mark: the load generator, like an agent, takes no other server.
+            server_params.distinguished_name.push(
+                rcgen::DnType::OrganizationName,
+                crate::fleet_identity::CONTROLLER_ORGANIZATION,
+            );
             server_params
                 .subject_alt_names
                 .push(rcgen::SanType::IpAddress(
@@ -582,8 +586,9 @@ mod tests {
                 .distinguished_name
                 .push(rcgen::DnType::CommonName, name);
             let cert = params.signed_by(&key, &self.issuer).unwrap();
-            let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
-            self.dialer.node_config(&cert.pem(), key).unwrap()
+            self.dialer
+                .node_config(&cert.pem(), &key.serialize_pem())
+                .unwrap()
         }
 
         fn fleet(&self, identities: Vec<Arc<rustls::ClientConfig>>) -> Arc<super::Fleet> {
