@@ -48,6 +48,30 @@ impl From<HeartbeatError> for ApiFailure {
     }
 }
 
+/// `400 invalid_document` with one violation of `RegisterNodeRequest`'s `csr_pem`, found at
+/// `instance_path` (the field, or the document for a missing one).
+fn csr_violation(
+    message: String,
+    instance_path: &str,
+    keyword: &str,
+    violation: String,
+) -> ApiFailure {
+    let mut failure = ApiFailure::new(
+        StatusCode::BAD_REQUEST,
+        ApiErrorCode::InvalidDocument,
+        message,
+    );
+    failure.body.violations = vec![Violation {
+        instance_path: instance_path.parse().expect("a JSON pointer"),
+        schema_path: "/$defs/RegisterNodeRequest/properties/csr_pem"
+            .parse()
+            .expect("a JSON pointer"),
+        keyword: keyword.into(),
+        message: violation,
+    }];
+    failure
+}
+
 impl From<EnrollmentError> for ApiFailure {
     fn from(error: EnrollmentError) -> ApiFailure {
         let message = error.to_string();
@@ -57,39 +81,16 @@ impl From<EnrollmentError> for ApiFailure {
                 ApiErrorCode::UnknownRuntime,
                 message,
             ),
-            // Answered as the document's own violation, at its pointer.
+            // Answered as the document's own violations, at their pointers.
             EnrollmentError::CsrRejected(rejected) => {
-                let mut failure = ApiFailure::new(
-                    StatusCode::BAD_REQUEST,
-                    ApiErrorCode::InvalidDocument,
-                    message,
-                );
-                failure.body.violations = vec![Violation {
-                    instance_path: "/csr_pem".parse().expect("a JSON pointer"),
-                    schema_path: "/$defs/RegisterNodeRequest/properties/csr_pem"
-                        .parse()
-                        .expect("a JSON pointer"),
-                    keyword: "format".into(),
-                    message: rejected.to_string(),
-                }];
-                failure
+                csr_violation(message, "/csr_pem", "format", rejected.to_string())
             }
-            EnrollmentError::CsrRequired => {
-                let mut failure = ApiFailure::new(
-                    StatusCode::BAD_REQUEST,
-                    ApiErrorCode::InvalidDocument,
-                    message,
-                );
-                failure.body.violations = vec![Violation {
-                    instance_path: "".parse().expect("a JSON pointer"),
-                    schema_path: "/$defs/RegisterNodeRequest/properties/csr_pem"
-                        .parse()
-                        .expect("a JSON pointer"),
-                    keyword: "required".into(),
-                    message: "csr_pem is required by a controller in mTLS mode".into(),
-                }];
-                failure
-            }
+            EnrollmentError::CsrRequired => csr_violation(
+                message,
+                "",
+                "required",
+                "csr_pem is required by a controller in mTLS mode".into(),
+            ),
             EnrollmentError::NoCredential => ApiFailure::new(
                 StatusCode::UNAUTHORIZED,
                 ApiErrorCode::Unauthorized,

@@ -13,10 +13,11 @@ use std::time::Duration;
 use chrono::{DateTime, TimeZone, Utc};
 use fleetwire_types::{BootstrapTokenIssued, NodeId};
 use parking_lot::Mutex;
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use subtle::ConstantTimeEq;
 
 use super::error::StoreError;
+use super::sqlite::open_connection;
 use crate::bootstrap_token::{MalformedToken, SplitToken};
 
 /// Expired tokens are kept this long after their expiry, so that a late agent is told its
@@ -170,22 +171,7 @@ impl SqliteBootstrapTokens {
     /// Opens the database at `path` (the controller's, created if needed) on a connection of
     /// its own and creates the `bootstrap_tokens` table if it is missing.
     pub fn open(path: &Path) -> Result<SqliteBootstrapTokens, StoreError> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| StoreError::CreateDirectory {
-                dir: dir.to_path_buf(),
-                cause: e.to_string(),
-            })?;
-        }
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| StoreError::Open {
-            path: path.to_path_buf(),
-            cause: e.to_string(),
-        })?;
+        let conn = open_connection(path)?;
         // As the node store: waits up to 5 s for the other connection's transaction.
         conn.busy_timeout(Duration::from_secs(5))
             .map_err(err("busy_timeout"))?;

@@ -106,26 +106,31 @@ fn err(doing: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
     move |e| StoreError::sqlite(doing, e)
 }
 
+/// A read-write connection to the database file at `path`, created (and its directory) when
+/// missing: the node store's, and the bootstrap tokens' own connection on the same file.
+pub fn open_connection(path: &Path) -> Result<Connection, StoreError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::CreateDirectory {
+            dir: dir.to_path_buf(),
+            cause: e.to_string(),
+        })?;
+    }
+    Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| StoreError::Open {
+        path: path.to_path_buf(),
+        cause: e.to_string(),
+    })
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and migrates it to [`SCHEMA_VERSION`].
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| StoreError::CreateDirectory {
-                dir: dir.to_path_buf(),
-                cause: e.to_string(),
-            })?;
-        }
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| StoreError::Open {
-            path: path.to_path_buf(),
-            cause: e.to_string(),
-        })?;
-        Self::with_connection(conn)
+        Self::with_connection(open_connection(path)?)
     }
 
     /// An in-memory store, for tests.
