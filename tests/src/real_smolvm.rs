@@ -117,7 +117,13 @@ impl RealSmolvm {
         let url = format!("{}/health", self.url());
         wait_for("smolvm serve's /health", Duration::from_secs(30), || {
             if let Ok(Some(status)) = self.running.child.try_wait() {
-                panic!("smolvm exited at start-up: {status} (SMOLVM_LOG=1 shows why)");
+                let said = std::fs::read_to_string(stderr_file(&self.data_dir)).unwrap_or_default();
+                let tail: Vec<&str> = said.lines().rev().take(20).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                panic!(
+                    "smolvm exited at start-up: {status}; its last words:\n{}",
+                    tail.join("\n")
+                );
             }
             reqwest::blocking::get(&url)
                 .ok()
@@ -172,6 +178,11 @@ impl Drop for RealSmolvm {
     }
 }
 
+/// Where smolvm's standard error goes (unless `SMOLVM_LOG` shows it).
+fn stderr_file(data_dir: &Path) -> std::path::PathBuf {
+    data_dir.join("smolvm.stderr")
+}
+
 fn spawn(port: u16, rollout_port: u16, data_dir: &Path, extra_env: &[(String, String)]) -> Running {
     let mut cmd = Command::new("setpriv");
     cmd.args([
@@ -196,7 +207,10 @@ fn spawn(port: u16, rollout_port: u16, data_dir: &Path, extra_env: &[(String, St
         .stderr(if std::env::var_os("SMOLVM_LOG").is_some() {
             Stdio::inherit()
         } else {
-            Stdio::null()
+            // Kept, so that a start-up failure can say why (`RealSmolvm::wait_healthy`).
+            std::fs::File::create(stderr_file(data_dir))
+                .map(Stdio::from)
+                .unwrap_or_else(|_| Stdio::null())
         });
     Running::spawn(&mut cmd)
 }
