@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use fleetwire::controller::certs::{NodeCa, ServerName};
-use fleetwire::fleet_identity::{identify, PeerIdentity, NODE_ORGANIZATION};
+use fleetwire::fleet_identity::{identify, PeerIdentity};
 use fleetwire::tls_server::{
     certified_key, identity_of, server_config, ClientCerts, IdentifyPeers, ReloadableCert,
     TlsListener,
@@ -26,11 +26,7 @@ use fleetwire::tls_server::{
 use fleetwire_e2e::agent_harness::agent_command;
 use fleetwire_e2e::{free_port, install_crypto_provider, wait_for, Running};
 use fleetwire_types::{NodeHeartbeat, RegisterNodeRequest, RegisterNodeResponse};
-use rcgen::{
-    CertificateParams, CertificateSigningRequestParams, DistinguishedName, DnType,
-    ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, PublicKeyData, SanType,
-    SubjectPublicKeyInfo,
-};
+use rcgen::{CertificateParams, CertificateSigningRequestParams, KeyPair, PublicKeyData};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
@@ -75,47 +71,13 @@ struct Seen {
 
 struct Standin {
     seen: Mutex<Seen>,
-    issuer: Issuer<'static, KeyPair>,
+    /// The fleet CA, signing as the controller does (`controller::certs`).
+    ca: NodeCa,
     ca_pem: String,
 }
 
 fn api_error(status: StatusCode, code: &str, message: &str) -> Response {
     (status, Json(json!({"code": code, "message": message}))).into_response()
-}
-
-/// A node certificate as the controller's CA writes it (controller::certs): the node mark,
-/// the node id as the only DNS name, the WireGuard address, serverAuth and clientAuth.
-fn node_certificate(
-    issuer: &Issuer<'static, KeyPair>,
-    public_key: &impl PublicKeyData,
-    node_id: &str,
-) -> String {
-    let mut params = CertificateParams::new(vec![node_id.to_string()]).unwrap();
-    params
-        .subject_alt_names
-        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
-    let mut name = DistinguishedName::new();
-    name.push(DnType::OrganizationName, NODE_ORGANIZATION);
-    name.push(DnType::CommonName, node_id);
-    params.distinguished_name = name;
-    params.is_ca = IsCa::ExplicitNoCa;
-    params.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    params.extended_key_usages = vec![
-        ExtendedKeyUsagePurpose::ServerAuth,
-        ExtendedKeyUsagePurpose::ClientAuth,
-    ];
-    let now = SystemTime::now();
-    params.not_before = now.into();
-    params.not_after = (now + VALIDITY).into();
-    params.serial_number = Some(rcgen::SerialNumber::from_slice(
-        &rand::random::<[u8; 16]>().map(|b| b | 1),
-    ));
-    params.use_authority_key_identifier_extension = true;
-    let spki = SubjectPublicKeyInfo::from_der(&public_key.subject_public_key_info()).unwrap();
-    params.signed_by(&spki, issuer).unwrap().pem()
 }
 
 fn serial_of(cert_pem: &str) -> String {
@@ -184,9 +146,13 @@ async fn register(State(standin): State<Arc<Standin>>, request: Request) -> Resp
         }
         _ => return api_error(StatusCode::UNAUTHORIZED, "unauthorized", "no credential"),
     };
-    let csr = CertificateSigningRequestParams::from_pem(req.csr_pem.as_ref().unwrap().as_str())
-        .expect("a CSR");
-    let cert = node_certificate(&standin.issuer, &csr.public_key, req.node_id.as_str());
+    let csr_pem = req.csr_pem.as_ref().unwrap().as_str();
+    let csr = CertificateSigningRequestParams::from_pem(csr_pem).expect("a CSR");
+    let cert = standin
+        .ca
+        .sign(csr_pem, req.node_id.as_str(), Ipv4Addr::LOCALHOST, &[])
+        .expect("a CSR the CA signs")
+        .cert_pem;
     let issued = serial_of(&cert);
     seen.current = Some(issued.clone());
     seen.registrations.push(Registration {
@@ -337,17 +303,14 @@ impl Fleet {
     fn start(dir: &Path) -> Fleet {
         let ca = NodeCa::open_or_create(&dir.join("ca"), VALIDITY).unwrap();
         let ca_pem = ca.ca_pem().to_string();
-        let issuer = Issuer::from_ca_cert_pem(
-            &ca_pem,
-            KeyPair::from_pem(&std::fs::read_to_string(dir.join("ca/ca.key")).unwrap()).unwrap(),
-        )
-        .unwrap();
+        // The same CA, opened again for the stand-in's own signing.
+        let signer = NodeCa::open_or_create(&dir.join("ca"), VALIDITY).unwrap();
         let standin = Arc::new(Standin {
             seen: Mutex::new(Seen {
                 tokens: vec![TOKEN.to_string()],
                 ..Seen::default()
             }),
-            issuer,
+            ca: signer,
             ca_pem: ca_pem.clone(),
         });
         let router = Router::new()
@@ -536,7 +499,17 @@ fn the_agent_enrolls_with_its_token_renews_over_mtls_and_serves_only_the_control
         "a client without a certificate: {stranger:?}"
     );
     let other_key = KeyPair::generate().unwrap();
-    let other_cert = node_certificate(&standin.issuer, &other_key, "node-2");
+    let other_csr = CertificateParams::new(vec!["node-2".to_string()])
+        .unwrap()
+        .serialize_request(&other_key)
+        .unwrap()
+        .pem()
+        .unwrap();
+    let other_cert = standin
+        .ca
+        .sign(&other_csr, "node-2", Ipv4Addr::LOCALHOST, &[])
+        .unwrap()
+        .cert_pem;
     let node = local_client(
         &ca_pem,
         Some(format!("{other_cert}\n{}", other_key.serialize_pem())),
