@@ -384,7 +384,7 @@ fn workspace_root() -> PathBuf {
 fn crate_roots() -> Vec<PathBuf> {
     let root = workspace_root();
     let mut roots = Vec::new();
-    for member in ["codegen", "generated", "runtime", "tests"] {
+    for member in ["codegen", "generated/types", "runtime", "tests"] {
         for file in ["src/lib.rs", "src/main.rs"] {
             let path = root.join(member).join(file);
             if path.exists() {
