@@ -14,6 +14,7 @@
 
 pub mod bounded;
 pub mod bundle;
+pub mod client;
 pub mod exactness;
 #[cfg(feature = "site")]
 pub mod model;
@@ -59,6 +60,8 @@ pub struct Outputs {
     pub openapi_json: Option<String>,
     /// `fleet-api.3.1.json`: the same API as OpenAPI 3.1.0, its schemas in draft 2020-12.
     pub openapi_31_json: Option<String>,
+    /// The typed client's operations (`fleetwire-client`), from the API description.
+    pub client_rs: Option<String>,
 }
 
 /// Reads `schemas_dir` once and generates every output from it.
@@ -76,6 +79,7 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
     let openapi_31_json = openapi::document_31(&bundle)?
         .map(|doc| pretty(&doc))
         .transpose()?;
+    let client_rs = client::client(&bundle)?;
     #[cfg(feature = "site")]
     let model = {
         let mut model =
@@ -101,6 +105,7 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
         bundle_json,
         openapi_json,
         openapi_31_json,
+        client_rs,
     })
 }
 
@@ -169,6 +174,9 @@ pub fn checked_in(outputs: &Outputs) -> Vec<(PathBuf, String)> {
         if let Some(api) = api {
             files.push((PathBuf::from("generated/openapi").join(name), api.clone()));
         }
+    }
+    if let Some(client_rs) = &outputs.client_rs {
+        files.push((PathBuf::from(client::CLIENT_FILE), client_rs.clone()));
     }
     files
 }
