@@ -16,6 +16,7 @@
 
 pub mod bounded;
 pub mod bundle;
+pub mod client;
 pub mod exactness;
 #[cfg(feature = "site")]
 pub mod model;
@@ -64,6 +65,8 @@ pub struct Outputs {
     /// Every top-level file of the schema folder as read (file name, text): the inputs a
     /// generated crate embeds and its build script compares with the workspace's schemas.
     pub inputs: Vec<(String, String)>,
+    /// The typed client's operations (`fleetwire-client`), from the API description.
+    pub client_rs: Option<String>,
 }
 
 /// Reads `schemas_dir` once and generates every output from it.
@@ -82,6 +85,7 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
     let openapi_31_json = openapi::document_31(&bundle)?
         .map(|doc| pretty(&doc))
         .transpose()?;
+    let client_rs = client::client(&bundle)?;
     #[cfg(feature = "site")]
     let model = {
         let mut model =
@@ -108,6 +112,7 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
         openapi_json,
         openapi_31_json,
         inputs,
+        client_rs,
     })
 }
 
@@ -271,6 +276,9 @@ pub fn checked_in(outputs: &Outputs) -> Vec<(PathBuf, String)> {
         if let Some(api) = api {
             files.push((PathBuf::from("generated/openapi").join(name), api.clone()));
         }
+    }
+    if let Some(client_rs) = &outputs.client_rs {
+        files.push((PathBuf::from(client::CLIENT_FILE), client_rs.clone()));
     }
     files
 }

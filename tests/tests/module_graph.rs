@@ -146,6 +146,9 @@ impl<'ast> Visit<'ast> for PathCollector {
             .push(path.segments.iter().map(|s| s.ident.to_string()).collect());
         syn::visit::visit_path(self, path);
     }
+    /// `pub(crate)` names where an item may be used, not something the module uses.
+    fn visit_vis_restricted(&mut self, _: &'ast syn::VisRestricted) {}
+
     fn visit_macro(&mut self, mac: &'ast syn::Macro) {
         self.scan_tokens(mac.tokens.clone());
         syn::visit::visit_macro(self, mac);
@@ -384,7 +387,13 @@ fn workspace_root() -> PathBuf {
 fn crate_roots() -> Vec<PathBuf> {
     let root = workspace_root();
     let mut roots = Vec::new();
-    for member in ["codegen", "generated/types", "runtime", "tests"] {
+    for member in [
+        "codegen",
+        "generated/types",
+        "generated/client",
+        "runtime",
+        "tests",
+    ] {
         for file in ["src/lib.rs", "src/main.rs"] {
             let path = root.join(member).join(file);
             if path.exists() {

@@ -171,6 +171,44 @@ impl ControllerProcess {
         tls_client(&self.ca_pem(), None)
     }
 
+    /// The typed client for this controller (`fleetwire-client`): plain HTTP for a
+    /// `--plain-http` controller; else HTTPS trusting only the fleet CA, presenting `token` as
+    /// operator token when given.
+    pub fn api(&self, token: Option<&str>) -> fleetwire_client::Client {
+        let builder = fleetwire_client::Client::builder(self.url(""));
+        let builder = if self.secure {
+            let ca = String::from_utf8(self.ca_pem()).expect("a PEM CA");
+            let builder = builder.fleet_ca_pem(ca);
+            match token {
+                Some(token) => builder.operator_token(token),
+                None => builder,
+            }
+        } else {
+            assert!(token.is_none(), "a --plain-http controller takes no token");
+            builder.plain_http()
+        };
+        builder
+            .timeout(Duration::from_secs(20))
+            .build()
+            .expect("client")
+    }
+
+    /// [`ControllerProcess::api`] with the admin operator token (mTLS mode), or plain.
+    pub fn admin_api(&self) -> fleetwire_client::Client {
+        self.api(self.secure.then_some(ADMIN_TOKEN))
+    }
+
+    /// The typed client presenting a node's certificate and key (PEM) over mTLS.
+    pub fn node_api(&self, cert_pem: &str, key_pem: &str) -> fleetwire_client::Client {
+        let ca = String::from_utf8(self.ca_pem()).expect("a PEM CA");
+        fleetwire_client::Client::builder(self.url(""))
+            .fleet_ca_pem(ca)
+            .client_identity_pem(cert_pem, key_pem)
+            .timeout(Duration::from_secs(20))
+            .build()
+            .expect("client")
+    }
+
     /// SIGKILL: no shutdown, no final flush.
     pub fn kill_9(&mut self) {
         self.process.kill();
@@ -227,6 +265,13 @@ pub fn client() -> reqwest::Client {
         .timeout(Duration::from_secs(20))
         .build()
         .expect("client")
+}
+
+/// A JSON body as the typed document the client sends; panics, naming the violations, when it
+/// is not one (a test's well-formed body must be).
+pub fn typed<T: fleetwire_types::WireDocument>(body: &Value) -> T {
+    fleetwire_types::read_value_strict::<T>(body)
+        .unwrap_or_else(|e| panic!("not a {}: {e}", T::INFO.name))
 }
 
 /// A heartbeat exactly as an unmodified PPN agent sends it (no fleetwire fields).
