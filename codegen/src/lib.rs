@@ -116,9 +116,7 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
     })
 }
 
-/// The folder, under each generated crate's sources and in its `OUT_DIR`, that holds the copies
-/// of the schema files the crate was generated from (`include_str!`ed by `SCHEMA_FILES`).
-pub const INPUTS_DIR: &str = "inputs";
+pub use rust::INPUTS_DIR;
 
 /// Where a generated crate keeps its checked-in generated sources, relative to the crate.
 pub const CRATE_CODE_DIR: &str = "src/generated/code";

@@ -308,6 +308,10 @@ fn string_enums(bundle: &Bundle) -> String {
     )
 }
 
+/// The folder, under each generated crate's sources and in its `OUT_DIR`, that holds the copies
+/// of the schema files the crate was generated from (`include_str!`ed by `SCHEMA_FILES`).
+pub const INPUTS_DIR: &str = "inputs";
+
 /// Every schema file as written, compiled in from the copy beside the generated sources
 /// (`OUT_DIR/inputs/`, written with them), so the crate needs no file outside itself.
 fn schema_files(bundle: &Bundle) -> String {
@@ -318,7 +322,7 @@ fn schema_files(bundle: &Bundle) -> String {
         out.push_str(&format!(
             "    ({:?}, include_str!(concat!(env!(\"OUT_DIR\"), {:?}))),\n",
             file.name,
-            format!("/{}/{}", crate::INPUTS_DIR, file.name)
+            format!("/{}/{}", INPUTS_DIR, file.name)
         ));
     }
     out.push_str("];\n\n");

@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use fleetwire_e2e::workspace;
 
 /// The crates downstream teams import, as `cargo package` names them.
-const PACKAGED: &[&str] = &["fleetwire-types"];
+const PACKAGED: &[&str] = &["fleetwire-types", "fleetwire-client"];
 
 /// What a downstream build must not compile: the generator and the site's crates.
 const HEAVY_CRATES: &[&str] = &[
@@ -87,7 +87,9 @@ fn an_outside_crate_builds_on_the_packaged_crates_alone() {
         dir.path().join("Cargo.toml"),
         format!(
             "[package]\nname = \"fleetwire-downstream-check\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
-             [dependencies]\n{dependencies}serde_json = \"1\"\n\n[workspace]\n"
+             [dependencies]\n{dependencies}serde_json = \"1\"\n\n[workspace]\n\n\
+             # The packaged client names fleetwire-types by version, as from a registry.\n\
+             [patch.crates-io]\n{dependencies}"
         ),
     )
     .unwrap();
@@ -105,6 +107,11 @@ fn main() {
     for v in refused.violations() {
         println!("refused at '{}' ({})", v.instance_path.as_str(), v.keyword);
     }
+    // The client takes plain HTTP only when it is chosen.
+    let unchosen = fleetwire_client::Client::builder("http://127.0.0.1:9203").build().unwrap_err();
+    println!("client: {unchosen}");
+    let plain = fleetwire_client::Client::builder("http://127.0.0.1:9203").plain_http().build();
+    println!("plain client for {}", plain.expect("a plain client").base_url());
 }
 "##,
     )
@@ -158,4 +165,9 @@ fn main() {
     );
     assert!(stdout.contains("has 1 vms"), "{stdout}");
     assert!(stdout.contains("refused at '' (required)"), "{stdout}");
+    assert!(stdout.contains("client: http://127.0.0.1:9203"), "{stdout}");
+    assert!(
+        stdout.contains("plain client for http://127.0.0.1:9203"),
+        "{stdout}"
+    );
 }
