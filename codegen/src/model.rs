@@ -9,8 +9,10 @@
 //! field it came from.
 
 mod api;
+mod essence;
 mod examples;
 pub mod policy;
+mod role;
 mod rust_names;
 pub mod words;
 
@@ -24,6 +26,7 @@ use serde_json::Value;
 use crate::bundle::Bundle;
 pub use api::{ApiDoc, ApiGroup, Body, Content, Operation, Parameter, Response};
 pub use examples::Example;
+pub use role::DocumentRole;
 pub use rust_names::RustType;
 use words::{Phrase, Token};
 
@@ -70,6 +73,8 @@ pub struct DocumentDoc {
     pub examples: Vec<Example>,
     /// Where fleetwire reads and writes it, for the unknown-field policy.
     pub unknown_fields: policy::UnknownFieldPolicy,
+    /// What part it plays on the wire, for the index.
+    pub role: DocumentRole,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,6 +241,11 @@ impl Model {
             types.iter().map(|t| (t.name.as_str(), t)).collect();
         let mut home = BTreeMap::new();
         let mut documents = Vec::new();
+        // Every definition an API body is or holds (HostPortMapping, inside VmRecord, too).
+        let in_api: BTreeSet<String> = api
+            .as_ref()
+            .map(|api| reach(&by_name, &api.refs(), |_| true).into_iter().collect())
+            .unwrap_or_default();
         for root in &bundle.roots {
             let reached = reach(&by_name, std::slice::from_ref(&root.name), |_| true);
             for name in &reached {
@@ -253,6 +263,10 @@ impl Model {
                 unknown_fields: policy::of(
                     &root.name,
                     bundle.defs.get(&root.name).unwrap_or(&Value::Null),
+                ),
+                role: DocumentRole::of(
+                    bundle.defs.get(&root.name).unwrap_or(&Value::Null),
+                    in_api.contains(&root.name),
                 ),
             });
         }

@@ -5,7 +5,7 @@
 //! Every link is relative, so the folder works as published, from `file://`, and under the
 //! controller's `/docs/` prefix alike.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -48,6 +48,8 @@ pub struct RowView {
     pub nullable: bool,
     pub default: Option<String>,
     pub constraints: Vec<Vec<Tok>>,
+    /// What each named type of the field is, in a few words (model::essence).
+    pub essence: Vec<Vec<Tok>>,
     pub description: Vec<String>,
     /// Further ids of the row (data paths through other types, Rust type names).
     pub aliases: Vec<String>,
@@ -135,6 +137,7 @@ pub struct ParamView {
     pub ty: Vec<Tok>,
     pub default: Option<String>,
     pub constraints: Vec<Vec<Tok>>,
+    pub essence: Vec<Vec<Tok>>,
     pub description: Vec<String>,
 }
 
@@ -193,11 +196,16 @@ pub struct DocumentSummary {
     pub summary: String,
     pub fields: usize,
     pub examples: usize,
+    /// The schema file that defines it, and its link.
+    pub file: String,
+    pub file_href: String,
 }
 
-pub struct FileGroup {
-    pub file: String,
-    pub href: String,
+/// The documents of one role on the wire (model::DocumentRole).
+pub struct RoleGroup {
+    pub anchor: String,
+    pub title: String,
+    pub note: String,
     pub documents: Vec<DocumentSummary>,
 }
 
@@ -207,7 +215,8 @@ struct IndexPage {
     title: String,
     nav: Vec<NavEntry>,
     toc: Vec<TocEntry>,
-    groups: Vec<FileGroup>,
+    groups: Vec<RoleGroup>,
+    schema_files: usize,
     api: Option<Link>,
     operations: usize,
     types: usize,
@@ -231,7 +240,7 @@ struct SearchEntry<'a> {
 struct Place<'a> {
     page: String,
     here: BTreeSet<String>,
-    home: &'a BTreeMap<String, String>,
+    model: &'a Model,
 }
 
 impl Place<'_> {
@@ -241,6 +250,7 @@ impl Place<'_> {
             format!("#{anchor}")
         } else {
             let page = self
+                .model
                 .home
                 .get(owner)
                 .map(String::as_str)
@@ -272,6 +282,30 @@ impl Place<'_> {
                     text: name.clone(),
                     href: self.href(name, name),
                 },
+            })
+            .collect()
+    }
+
+    /// The essence of every definition `ty` names; each led by the name when there are several.
+    fn essences(&self, ty: &Phrase) -> Vec<Vec<Tok>> {
+        let named: Vec<&String> = ty
+            .iter()
+            .filter_map(|t| match t {
+                Token::Type(name) => Some(name),
+                _ => None,
+            })
+            .collect();
+        named
+            .iter()
+            .filter_map(|name| {
+                let essence = self.model.essence(name)?;
+                let mut phrase = Vec::new();
+                if named.len() > 1 {
+                    phrase.push(Token::Code((*name).clone()));
+                    phrase.push(Token::Text(": ".into()));
+                }
+                phrase.extend(essence);
+                Some(self.phrase(&phrase))
             })
             .collect()
     }
@@ -315,6 +349,7 @@ impl Place<'_> {
             nullable: row.nullable,
             default: row.default.clone(),
             constraints: self.phrases(&row.constraints),
+            essence: self.essences(&row.ty),
             description: paragraphs(row.description.as_deref()),
             aliases,
             rust_type: row.rust_type.clone(),
@@ -433,7 +468,7 @@ fn render_document(model: &Model, doc: &model::DocumentDoc) -> Result<String> {
     let place = Place {
         page: model::document_page(&doc.name),
         here: doc.types.iter().cloned().collect(),
-        home: &model.home,
+        model,
     };
     let mut views: Vec<TypeView> = doc
         .types
@@ -443,14 +478,13 @@ fn render_document(model: &Model, doc: &model::DocumentDoc) -> Result<String> {
         .collect();
     let mut toc = toc_for(&views);
     if !doc.examples.is_empty() {
-        toc.insert(
-            1,
-            TocEntry {
-                href: "#examples".into(),
-                label: "Examples".into(),
-                kind: "examples",
-            },
-        );
+        // The examples close the page: open between the document and its types they would
+        // push the types a screen or more away from the fields that name them.
+        toc.push(TocEntry {
+            href: "#examples".into(),
+            label: "Examples".into(),
+            kind: "examples",
+        });
     }
     let root = views.remove(0);
     let used_by = model
@@ -507,7 +541,7 @@ fn render_api(model: &Model, api: &ApiDoc) -> Result<String> {
     let place = Place {
         page: API_PAGE.into(),
         here: api.types.iter().cloned().collect(),
-        home: &model.home,
+        model,
     };
     let contents = |c: &[model::Content]| -> Vec<ContentView> {
         c.iter()
@@ -547,6 +581,7 @@ fn render_api(model: &Model, api: &ApiDoc) -> Result<String> {
                             ty: place.phrase(&p.ty),
                             default: p.default.clone(),
                             constraints: place.phrases(&p.constraints),
+                            essence: place.essences(&p.ty),
                             description: paragraphs(p.description.as_deref()),
                         })
                         .collect(),
@@ -633,32 +668,42 @@ fn render_index(model: &Model) -> Result<String> {
     let place = Place {
         page: INDEX_PAGE.into(),
         here: model.orphans.iter().cloned().collect(),
-        home: &model.home,
+        model,
     };
-    let mut groups: Vec<FileGroup> = Vec::new();
-    for doc in &model.documents {
-        let t = model.type_doc(&doc.name);
-        let summary = DocumentSummary {
-            name: doc.name.clone(),
-            href: model::document_page(&doc.name),
-            summary: first_sentence(t.and_then(|t| t.description.as_deref())),
-            fields: doc
-                .types
+    let mut roles: Vec<&model::DocumentRole> = model.documents.iter().map(|d| &d.role).collect();
+    roles.sort();
+    roles.dedup();
+    let groups: Vec<RoleGroup> = roles
+        .into_iter()
+        .map(|role| RoleGroup {
+            anchor: role.anchor(),
+            title: role.title(),
+            note: role.note(),
+            documents: model
+                .documents
                 .iter()
-                .filter_map(|n| model.type_doc(n))
-                .map(|t| t.all_rows().count())
-                .sum(),
-            examples: doc.examples.len(),
-        };
-        match groups.iter_mut().find(|g| g.file == doc.file) {
-            Some(g) => g.documents.push(summary),
-            None => groups.push(FileGroup {
-                href: format!("schemas/{}", doc.file),
-                file: doc.file.clone(),
-                documents: vec![summary],
-            }),
-        }
-    }
+                .filter(|d| &d.role == role)
+                .map(|doc| DocumentSummary {
+                    name: doc.name.clone(),
+                    href: model::document_page(&doc.name),
+                    summary: first_sentence(
+                        model
+                            .type_doc(&doc.name)
+                            .and_then(|t| t.description.as_deref()),
+                    ),
+                    fields: doc
+                        .types
+                        .iter()
+                        .filter_map(|n| model.type_doc(n))
+                        .map(|t| t.all_rows().count())
+                        .sum(),
+                    examples: doc.examples.len(),
+                    file_href: format!("schemas/{}", doc.file),
+                    file: doc.file.clone(),
+                })
+                .collect(),
+        })
+        .collect();
     let orphans: Vec<TypeView> = model
         .orphans
         .iter()
@@ -668,9 +713,9 @@ fn render_index(model: &Model) -> Result<String> {
     let mut toc: Vec<TocEntry> = groups
         .iter()
         .map(|g| TocEntry {
-            href: format!("#file-{}", g.file),
-            label: g.file.clone(),
-            kind: "file",
+            href: format!("#{}", g.anchor),
+            label: g.title.clone(),
+            kind: "role",
         })
         .collect();
     toc.extend(toc_for(&orphans));
@@ -679,6 +724,7 @@ fn render_index(model: &Model) -> Result<String> {
         nav: nav(model, INDEX_PAGE),
         toc,
         groups,
+        schema_files: model.schema_files.len(),
         api: model.api.as_ref().map(|a| Link {
             label: a.title.clone(),
             href: API_PAGE.into(),

@@ -144,7 +144,7 @@
   // A permalink still navigates (so the address bar holds the link); it also copies it.
   function setUpPermalinks() {
     document.addEventListener("click", function (e) {
-      var link = e.target.closest && e.target.closest("a.permalink");
+      var link = e.target.closest && e.target.closest("a.permalink, a.field-name");
       if (!link || !navigator.clipboard || !window.isSecureContext) return;
       navigator.clipboard.writeText(link.href).then(function () {
         link.classList.add("copied");
