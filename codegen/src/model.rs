@@ -9,8 +9,8 @@
 //! field it came from.
 
 mod api;
+pub mod curl;
 mod essence;
-mod examples;
 pub mod policy;
 mod role;
 mod rust_names;
@@ -24,14 +24,13 @@ use anyhow::Result;
 use serde_json::Value;
 
 use crate::bundle::Bundle;
+pub use crate::examples::Example;
 pub use api::{ApiDoc, ApiGroup, Body, Content, Operation, Parameter, Response};
-pub use examples::Example;
 pub use role::DocumentRole;
 pub use rust_names::RustType;
 use words::{Phrase, Token};
 
-/// The folder under `schemas/` whose `<Document>/valid/*.json` fixtures are shown as examples.
-pub const EXAMPLES_DIR: &str = "examples";
+pub use crate::examples::EXAMPLES_DIR;
 
 /// The site's page file for a root document.
 pub fn document_page(name: &str) -> String {
@@ -259,7 +258,7 @@ impl Model {
                 name: root.name.clone(),
                 file: root.file.clone(),
                 types: reached,
-                examples: examples::load(examples_dir, &root.name)?,
+                examples: crate::examples::load(examples_dir, &root.name)?,
                 unknown_fields: policy::of(
                     &root.name,
                     bundle.defs.get(&root.name).unwrap_or(&Value::Null),
@@ -314,6 +313,30 @@ impl Model {
 
     pub fn type_doc(&self, name: &str) -> Option<&TypeDoc> {
         self.types.iter().find(|t| t.name == name)
+    }
+
+    /// For every field's canonical anchor, the dotted paths that reach it from each root
+    /// document (`HostReportedState.instances.meters.cpuMs` for `UsageMeters.cpuMs`): a JSON
+    /// pointer into the document without its array indices, as search accepts it.
+    pub fn document_paths(&self) -> BTreeMap<String, Vec<String>> {
+        let by_name: BTreeMap<String, TypeDoc> = self
+            .types
+            .iter()
+            .map(|t| (t.name.clone(), t.clone()))
+            .collect();
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for doc in &self.documents {
+            let mut paths = Vec::new();
+            data_paths(&by_name, &doc.name, &mut Vec::new(), &mut paths);
+            for (path, anchor) in paths {
+                let full = format!("{}.{path}", doc.name);
+                let list = out.entry(anchor).or_default();
+                if !list.contains(&full) {
+                    list.push(full);
+                }
+            }
+        }
+        out
     }
 }
 

@@ -154,8 +154,31 @@ pub struct ResponseView {
     pub contents: Vec<ContentView>,
 }
 
+/// A field of a body, shown one level deep on the API page; its name links the full row.
+pub struct BodyFieldView {
+    pub href: String,
+    pub row: RowView,
+}
+
+/// A request or response body on the API page: what statuses carry it, its type, its fields
+/// one level deep and its examples.
+pub struct BodyView {
+    pub label: String,
+    pub ty: Vec<Tok>,
+    pub essence: Vec<Vec<Tok>>,
+    pub fields: Vec<BodyFieldView>,
+    pub examples: Vec<ExampleView>,
+}
+
 pub struct OperationView {
     pub id: String,
+    /// The `curl` line to call it with the trust the route asks for (model::curl).
+    pub curl: String,
+    /// The example to send with it, when the request body has one.
+    pub curl_body: Option<Link>,
+    pub request_body: Option<BodyView>,
+    /// One per body type, led by the statuses that answer with it.
+    pub response_bodies: Vec<BodyView>,
     pub method: String,
     pub method_class: String,
     pub path: String,
@@ -180,6 +203,8 @@ struct ApiPage {
     title: String,
     nav: Vec<NavEntry>,
     toc: Vec<TocEntry>,
+    /// The files the `curl` lines name, and what each holds.
+    trust_files: Vec<(String, String)>,
     api_title: String,
     version: String,
     description: Vec<String>,
@@ -234,6 +259,23 @@ struct SearchEntry<'a> {
     d: &'a str,
     /// URL relative to the site root.
     u: String,
+    /// The type, in words without links (`integer (uint64)`, `UsageMeters`, `object`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    t: String,
+    /// For fields: the dotted paths from each root document that reach it, so a dotted path
+    /// or a JSON pointer finds it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    p: Vec<String>,
+}
+
+/// A phrase as plain words, for the search index.
+fn plain(phrase: &Phrase) -> String {
+    phrase
+        .iter()
+        .map(|t| match t {
+            Token::Text(s) | Token::Code(s) | Token::Type(s) => s.as_str(),
+        })
+        .collect()
 }
 
 /// Where things are: which definitions a page shows, and each definition's home page.
@@ -366,6 +408,52 @@ impl Place<'_> {
             rows: v.rows.iter().map(|r| self.row(r)).collect(),
             extra: self.extra(&v.extra),
             aliases: v.aliases.clone(),
+        }
+    }
+
+    /// A body of type `ty` (`X` or `array of X`): X's own fields (not those of its inline
+    /// objects), each linking its full row, and X's examples when the body is X itself.
+    fn body(&self, label: String, ty: &Phrase) -> BodyView {
+        let (named, whole) = match ty.as_slice() {
+            [Token::Type(name)] => (Some(name.as_str()), true),
+            [Token::Text(lead), Token::Type(name)] if lead == "array of " => {
+                (Some(name.as_str()), false)
+            }
+            _ => (None, false),
+        };
+        let t = named.and_then(|n| self.model.type_doc(n));
+        BodyView {
+            label,
+            ty: self.phrase(ty),
+            essence: self.essences(ty),
+            fields: t
+                .map(|t| {
+                    t.rows
+                        .iter()
+                        .filter(|r| r.depth == 0 && r.kind == RowKind::Field)
+                        .map(|r| BodyFieldView {
+                            href: self.href(&t.name, &r.anchor),
+                            row: self.row(r),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            examples: match (named, whole) {
+                (Some(name), true) => self
+                    .model
+                    .documents
+                    .iter()
+                    .filter(|d| d.name == name)
+                    .flat_map(|d| d.examples.iter())
+                    .map(|e| ExampleView {
+                        name: e.name.clone(),
+                        href: e.site_path(),
+                        text: e.text.trim_end().to_string(),
+                        open: false,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            },
         }
     }
 
@@ -537,7 +625,32 @@ fn status_class(status: &str) -> &'static str {
     }
 }
 
+/// An operation's response bodies, one per body type, each led by the statuses that carry it
+/// (`400, 404, 409`), so the error body's fields are shown once.
+fn response_bodies(place: &Place, op: &model::Operation) -> Vec<BodyView> {
+    let mut by_type: Vec<(Vec<String>, &Phrase)> = Vec::new();
+    for r in &op.responses {
+        let Some(c) = r.contents.first() else {
+            continue;
+        };
+        match by_type.iter_mut().find(|(_, ty)| *ty == &c.ty) {
+            Some((statuses, _)) => statuses.push(r.status.clone()),
+            None => by_type.push((vec![r.status.clone()], &c.ty)),
+        }
+    }
+    by_type
+        .into_iter()
+        .map(|(statuses, ty)| place.body(statuses.join(", "), ty))
+        .collect()
+}
+
 fn render_api(model: &Model, api: &ApiDoc) -> Result<String> {
+    // The curl lines call the first server the API document names.
+    let server = api
+        .servers
+        .first()
+        .map(|(url, _)| url.clone())
+        .unwrap_or_else(|| "https://controller:9203".into());
     let place = Place {
         page: API_PAGE.into(),
         here: api.types.iter().cloned().collect(),
@@ -563,6 +676,25 @@ fn render_api(model: &Model, api: &ApiDoc) -> Result<String> {
                 .iter()
                 .map(|op| OperationView {
                     id: op.id.clone(),
+                    curl: model::curl::curl(op, &server),
+                    curl_body: model::curl::request_document(op).and_then(|doc| {
+                        let e = model
+                            .documents
+                            .iter()
+                            .find(|d| d.name == doc)?
+                            .examples
+                            .first()?;
+                        Some(Link {
+                            label: format!("{doc}.json"),
+                            href: e.site_path(),
+                            note: e.name.clone(),
+                        })
+                    }),
+                    request_body: op.request.as_ref().and_then(|b| {
+                        let c = b.contents.first()?;
+                        Some(place.body("Request body".into(), &c.ty))
+                    }),
+                    response_bodies: response_bodies(&place, op),
                     method_class: method_class(&op.method),
                     method: op.method.clone(),
                     path: op.path.clone(),
@@ -633,6 +765,10 @@ fn render_api(model: &Model, api: &ApiDoc) -> Result<String> {
         title: api.title.clone(),
         nav: nav(model, API_PAGE),
         toc,
+        trust_files: model::curl::TRUST_FILES
+            .iter()
+            .map(|(f, what)| (f.to_string(), what.to_string()))
+            .collect(),
         api_title: api.title.clone(),
         version: api.version.clone(),
         description: paragraphs(api.description.as_deref()),
@@ -742,6 +878,7 @@ fn render_index(model: &Model) -> Result<String> {
 /// home page.
 fn search_index(model: &Model) -> Result<String> {
     let mut entries = Vec::new();
+    let mut paths = model.document_paths();
     for t in &model.types {
         let page = model
             .home
@@ -753,6 +890,8 @@ fn search_index(model: &Model) -> Result<String> {
             n: t.name.clone(),
             d: t.description.as_deref().unwrap_or_default(),
             u: format!("{page}#{}", t.name),
+            t: plain(&t.summary),
+            p: Vec::new(),
         });
         for v in &t.variants {
             entries.push(SearchEntry {
@@ -760,6 +899,8 @@ fn search_index(model: &Model) -> Result<String> {
                 n: v.anchor.clone(),
                 d: v.description.as_deref().unwrap_or_default(),
                 u: format!("{page}#{}", v.anchor),
+                t: plain(&v.summary),
+                p: Vec::new(),
             });
         }
         for row in t.all_rows() {
@@ -772,6 +913,12 @@ fn search_index(model: &Model) -> Result<String> {
                 n: row.anchor.clone(),
                 d: row.description.as_deref().unwrap_or_default(),
                 u: format!("{page}#{}", row.anchor),
+                t: plain(&row.ty) + if row.nullable { " or null" } else { "" },
+                p: if row.kind == RowKind::Field {
+                    paths.remove(&row.anchor).unwrap_or_default()
+                } else {
+                    Vec::new()
+                },
             });
         }
     }
@@ -786,6 +933,8 @@ fn search_index(model: &Model) -> Result<String> {
                     .or(op.description.as_deref())
                     .unwrap_or_default(),
                 u: format!("{API_PAGE}#{}", op.id),
+                t: String::new(),
+                p: Vec::new(),
             });
         }
     }

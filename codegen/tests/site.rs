@@ -770,7 +770,12 @@ fn essence_words(name: &str) -> Vec<String> {
     let defs = &outputs().bundle.defs;
     let mut def = non_null(&defs[name]);
     if let Some(target) = def.get("$ref").and_then(Value::as_str) {
-        if def.as_object().unwrap().keys().all(|k| k == "$ref" || k == "description") {
+        if def
+            .as_object()
+            .unwrap()
+            .keys()
+            .all(|k| k == "$ref" || k == "description")
+        {
             def = non_null(&defs[ref_name(target)]);
         }
     }
@@ -793,7 +798,10 @@ fn essence_words(name: &str) -> Vec<String> {
                 out.push(v.to_string());
             }
         }
-        match (def.get("format").and_then(Value::as_str), def.get("pattern")) {
+        match (
+            def.get("format").and_then(Value::as_str),
+            def.get("pattern"),
+        ) {
             (Some(format), _) if !format.starts_with("uint") && !format.starts_with("int") => {
                 out.push(format.to_string())
             }
@@ -977,4 +985,183 @@ fn the_index_groups_documents_by_their_role_on_the_wire() {
         bundle.roots.len(),
         "every document is listed once"
     );
+}
+
+/// The definition a media type's schema names, from the raw API description.
+fn body_type(media: &Value) -> Option<String> {
+    media
+        .pointer("/schema/$ref")
+        .and_then(Value::as_str)
+        .map(|r| ref_name(r).to_string())
+}
+
+#[test]
+fn each_operation_shows_its_bodies_a_curl_line_and_the_examples() {
+    let api = outputs().bundle.api.as_ref().expect("schemas/ has an API");
+    let html = page(API_PAGE);
+    let openapi: Vec<Value> = [&outputs().openapi_json, &outputs().openapi_31_json]
+        .into_iter()
+        .map(|t| serde_json::from_str(t.as_ref().unwrap()).unwrap())
+        .collect();
+    let examples = |name: &str| -> Vec<(String, String)> {
+        let dir = workspace()
+            .join("schemas/examples")
+            .join(name)
+            .join("valid");
+        let mut out: Vec<(String, String)> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .map(|p| {
+                (
+                    p.file_stem().unwrap().to_string_lossy().into_owned(),
+                    std::fs::read_to_string(&p).unwrap(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let mut problems = Vec::new();
+    let mut bodies = 0;
+    for (path, item) in api["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let Some(id) = op.get("operationId").and_then(Value::as_str) else {
+                continue;
+            };
+            let article = by_id(&html, id).unwrap();
+            // The curl line: the trust the route asks for, the method, the body, the URL.
+            let curl = article
+                .select(&sel("pre.curl"))
+                .next()
+                .map(text)
+                .unwrap_or_default();
+            let access = op["x-fleetwire-access"].as_str().unwrap();
+            let bootstrap = op.to_string().contains("bootstrapToken");
+            let mut want = vec!["curl -s --cacert".to_string()];
+            match access {
+                "open" => {}
+                "node" if bootstrap => want.push("-H @bootstrap-header".into()),
+                "node" => want.push("--cert node.crt --key node.key".into()),
+                _ => want.push("-H @operator-header".into()),
+            }
+            if method != "get" {
+                want.push(format!("-X {}", method.to_uppercase()));
+            }
+            let url_path = path
+                .split('/')
+                .map(
+                    |seg| match seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                        Some(param) => format!("${{{}}}", param.to_uppercase()),
+                        None => seg.to_string(),
+                    },
+                )
+                .collect::<Vec<_>>()
+                .join("/");
+            want.push(format!("{url_path}\""));
+            if (access != "node" || bootstrap) && curl.contains("--cert") {
+                problems.push(format!(
+                    "#{id}: a client certificate on a {access} route: {curl}"
+                ));
+            }
+            if !matches!(access, "read" | "admin" | "metrics") && curl.contains("operator-header") {
+                problems.push(format!(
+                    "#{id}: an operator token on a {access} route: {curl}"
+                ));
+            }
+            // Every body: its type's own fields, and its examples.
+            let mut media: Vec<(String, &Value)> = Vec::new();
+            if let Some(content) = op
+                .pointer("/requestBody/content")
+                .and_then(Value::as_object)
+            {
+                media.extend(content.iter().map(|(t, m)| (format!("request {t}"), m)));
+                if let Some(name) = content.values().find_map(body_type) {
+                    want.push(format!("-d @{name}.json"));
+                }
+            }
+            for (status, r) in op["responses"].as_object().unwrap() {
+                if let Some(content) = r.get("content").and_then(Value::as_object) {
+                    media.extend(content.iter().map(|(t, m)| (format!("{status} {t}"), m)));
+                }
+            }
+            for w in want {
+                if !curl.contains(&w) {
+                    problems.push(format!("#{id}: the curl line lacks `{w}`: {curl}"));
+                }
+            }
+            let shown_fields: BTreeSet<String> = article
+                .select(&sel("table.body-fields a.field-ref"))
+                .filter_map(|a| a.value().attr("href").map(str::to_string))
+                .collect();
+            let shown_examples: Vec<String> = article
+                .select(&sel("pre.example-json"))
+                .map(|e| e.text().collect())
+                .collect();
+            for (what, m) in media {
+                let Some(name) = body_type(m) else {
+                    continue;
+                };
+                bodies += 1;
+                let home = &outputs().model.home[&name];
+                let fragment = |field: &str| {
+                    if home == API_PAGE {
+                        format!("#{name}.{field}")
+                    } else {
+                        format!("{home}#{name}.{field}")
+                    }
+                };
+                for field in outputs().bundle.defs[&name]
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flat_map(|p| p.keys())
+                {
+                    if !shown_fields.contains(&fragment(field)) {
+                        problems.push(format!("#{id} {what}: field {name}.{field} is not shown"));
+                    }
+                }
+                for (example, fixture) in examples(&name) {
+                    if !shown_examples.iter().any(|s| s == fixture.trim_end()) {
+                        problems.push(format!(
+                            "#{id} {what}: example {name}/{example} is not shown"
+                        ));
+                    }
+                    let value: Value = serde_json::from_str(&fixture).unwrap();
+                    let (status, media_type) = what.split_once(' ').unwrap();
+                    for doc in &openapi {
+                        let at = if status == "request" {
+                            doc["paths"][path][method]["requestBody"]["content"][media_type].clone()
+                        } else {
+                            doc["paths"][path][method]["responses"][status]["content"][media_type]
+                                .clone()
+                        };
+                        if at["examples"][&example]["value"] != value {
+                            problems.push(format!(
+                                "OpenAPI {}: {method} {path} {what}: example {example} is not the fixture",
+                                doc["openapi"]
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(bodies > 20, "only {bodies} bodies checked");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // The checked-in documents are the generated ones (so they carry the examples too).
+    for (file, text) in [
+        ("fleet-api.json", &outputs().openapi_json),
+        ("fleet-api.3.1.json", &outputs().openapi_31_json),
+    ] {
+        let on_disk =
+            std::fs::read_to_string(workspace().join("generated/openapi").join(file)).unwrap();
+        assert_eq!(
+            &on_disk,
+            text.as_ref().unwrap(),
+            "generated/openapi/{file} is stale: run `cargo run -p fleetwire-codegen -- generate`"
+        );
+    }
 }
