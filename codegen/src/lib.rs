@@ -18,6 +18,7 @@ pub mod bounded;
 pub mod bundle;
 pub mod client;
 pub mod exactness;
+pub mod examples;
 #[cfg(feature = "site")]
 pub mod model;
 pub mod nullability;
@@ -79,17 +80,18 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
     let facts_rs = rust::facts(&bundle, &rust::closed_structs(&space)?)?;
     let documents_rs = rust::documents(&bundle);
     let bundle_json = pretty(&bundle.to_value())?;
+    // The API documents carry the fixtures as their bodies' examples (docs/reference-site.md).
+    let examples_dir = schemas_dir.join(examples::EXAMPLES_DIR);
     let openapi_json = openapi::document(&bundle)?
-        .map(|doc| pretty(&doc))
+        .map(|doc| pretty(&openapi::with_examples(doc, &examples_dir)?))
         .transpose()?;
     let openapi_31_json = openapi::document_31(&bundle)?
-        .map(|doc| pretty(&doc))
+        .map(|doc| pretty(&openapi::with_examples(doc, &examples_dir)?))
         .transpose()?;
     let client_rs = client::client(&bundle)?;
     #[cfg(feature = "site")]
     let model = {
-        let mut model =
-            model::Model::build(&bundle, &space, &schemas_dir.join(model::EXAMPLES_DIR))?;
+        let mut model = model::Model::build(&bundle, &space, &examples_dir)?;
         // The site offers both documents beside the API page (docs/reference-site.md).
         for (name, text) in [
             (OPENAPI_30_FILE, &openapi_json),

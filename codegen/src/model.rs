@@ -9,8 +9,10 @@
 //! field it came from.
 
 mod api;
-mod examples;
+pub mod curl;
+mod essence;
 pub mod policy;
+mod role;
 mod rust_names;
 pub mod words;
 
@@ -22,13 +24,13 @@ use anyhow::Result;
 use serde_json::Value;
 
 use crate::bundle::Bundle;
+pub use crate::examples::Example;
 pub use api::{ApiDoc, ApiGroup, Body, Content, Operation, Parameter, Response};
-pub use examples::Example;
+pub use role::DocumentRole;
 pub use rust_names::RustType;
 use words::{Phrase, Token};
 
-/// The folder under `schemas/` whose `<Document>/valid/*.json` fixtures are shown as examples.
-pub const EXAMPLES_DIR: &str = "examples";
+pub use crate::examples::EXAMPLES_DIR;
 
 /// The site's page file for a root document.
 pub fn document_page(name: &str) -> String {
@@ -70,6 +72,8 @@ pub struct DocumentDoc {
     pub examples: Vec<Example>,
     /// Where fleetwire reads and writes it, for the unknown-field policy.
     pub unknown_fields: policy::UnknownFieldPolicy,
+    /// What part it plays on the wire, for the index.
+    pub role: DocumentRole,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,6 +240,11 @@ impl Model {
             types.iter().map(|t| (t.name.as_str(), t)).collect();
         let mut home = BTreeMap::new();
         let mut documents = Vec::new();
+        // Every definition an API body is or holds (HostPortMapping, inside VmRecord, too).
+        let in_api: BTreeSet<String> = api
+            .as_ref()
+            .map(|api| reach(&by_name, &api.refs(), |_| true).into_iter().collect())
+            .unwrap_or_default();
         for root in &bundle.roots {
             let reached = reach(&by_name, std::slice::from_ref(&root.name), |_| true);
             for name in &reached {
@@ -249,10 +258,14 @@ impl Model {
                 name: root.name.clone(),
                 file: root.file.clone(),
                 types: reached,
-                examples: examples::load(examples_dir, &root.name)?,
+                examples: crate::examples::load(examples_dir, &root.name)?,
                 unknown_fields: policy::of(
                     &root.name,
                     bundle.defs.get(&root.name).unwrap_or(&Value::Null),
+                ),
+                role: DocumentRole::of(
+                    bundle.defs.get(&root.name).unwrap_or(&Value::Null),
+                    in_api.contains(&root.name),
                 ),
             });
         }
@@ -300,6 +313,30 @@ impl Model {
 
     pub fn type_doc(&self, name: &str) -> Option<&TypeDoc> {
         self.types.iter().find(|t| t.name == name)
+    }
+
+    /// For every field's canonical anchor, the dotted paths that reach it from each root
+    /// document (`HostReportedState.instances.meters.cpuMs` for `UsageMeters.cpuMs`): a JSON
+    /// pointer into the document without its array indices, as search accepts it.
+    pub fn document_paths(&self) -> BTreeMap<String, Vec<String>> {
+        let by_name: BTreeMap<String, TypeDoc> = self
+            .types
+            .iter()
+            .map(|t| (t.name.clone(), t.clone()))
+            .collect();
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for doc in &self.documents {
+            let mut paths = Vec::new();
+            data_paths(&by_name, &doc.name, &mut Vec::new(), &mut paths);
+            for (path, anchor) in paths {
+                let full = format!("{}.{path}", doc.name);
+                let list = out.entry(anchor).or_default();
+                if !list.contains(&full) {
+                    list.push(full);
+                }
+            }
+        }
+        out
     }
 }
 

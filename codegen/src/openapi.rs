@@ -4,6 +4,7 @@
 //! (`fleet-api.3.1.json`). docs/interop.md ("OpenAPI consumers") says how the two differ.
 
 use std::collections::BTreeSet;
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Map, Value};
@@ -54,6 +55,63 @@ pub fn document_31(bundle: &Bundle) -> Result<Option<Value>> {
     assemble(&mut doc, OPENAPI_31, schemas)?;
     name_node_certificates(&mut doc)?;
     Ok(Some(doc))
+}
+
+/// Gives every request and response body whose schema is a definition with fixtures
+/// (`schemas/examples/<Type>/valid/*.json`) those fixtures as its `examples`, by file name: the
+/// fixtures the tests validate, so a client generator or a mock server gets bodies known to be
+/// accepted. Both OpenAPI versions spell media-type examples the same way.
+pub fn with_examples(mut doc: Value, examples_dir: &Path) -> Result<Value> {
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return Ok(doc);
+    };
+    for item in paths.values_mut() {
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
+        for op in item.values_mut().filter_map(Value::as_object_mut) {
+            let mut media: Vec<&mut Value> = Vec::new();
+            for (key, part) in op.iter_mut() {
+                let bodies: Vec<&mut Value> = match key.as_str() {
+                    "requestBody" => vec![part],
+                    "responses" => part
+                        .as_object_mut()
+                        .map(|r| r.values_mut().collect())
+                        .unwrap_or_default(),
+                    _ => Vec::new(),
+                };
+                for body in bodies {
+                    if let Some(content) = body.get_mut("content").and_then(Value::as_object_mut) {
+                        media.extend(content.values_mut());
+                    }
+                }
+            }
+            for m in media {
+                let Some(name) = m
+                    .pointer("/schema/$ref")
+                    .and_then(Value::as_str)
+                    .map(|r| ref_name(r).to_string())
+                else {
+                    continue;
+                };
+                let mut examples = Map::new();
+                for e in crate::examples::load(examples_dir, &name)? {
+                    let value: Value = serde_json::from_str(&e.text)
+                        .with_context(|| format!("example {}", e.site_path()))?;
+                    examples.insert(
+                        e.name.clone(),
+                        json!({"summary": format!("schemas/{}/{name}/valid/{}", crate::examples::EXAMPLES_DIR, e.file), "value": value}),
+                    );
+                }
+                if !examples.is_empty() {
+                    m.as_object_mut()
+                        .context("a media type must be an object")?
+                        .insert("examples".into(), Value::Object(examples));
+                }
+            }
+        }
+    }
+    Ok(doc)
 }
 
 /// OpenAPI 3.1 can say what 3.0 cannot: that the node routes (`x-fleetwire-access: node`) take

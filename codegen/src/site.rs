@@ -5,7 +5,7 @@
 //! Every link is relative, so the folder works as published, from `file://`, and under the
 //! controller's `/docs/` prefix alike.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -48,6 +48,8 @@ pub struct RowView {
     pub nullable: bool,
     pub default: Option<String>,
     pub constraints: Vec<Vec<Tok>>,
+    /// What each named type of the field is, in a few words (model::essence).
+    pub essence: Vec<Vec<Tok>>,
     pub description: Vec<String>,
     /// Further ids of the row (data paths through other types, Rust type names).
     pub aliases: Vec<String>,
@@ -135,6 +137,7 @@ pub struct ParamView {
     pub ty: Vec<Tok>,
     pub default: Option<String>,
     pub constraints: Vec<Vec<Tok>>,
+    pub essence: Vec<Vec<Tok>>,
     pub description: Vec<String>,
 }
 
@@ -151,8 +154,31 @@ pub struct ResponseView {
     pub contents: Vec<ContentView>,
 }
 
+/// A field of a body, shown one level deep on the API page; its name links the full row.
+pub struct BodyFieldView {
+    pub href: String,
+    pub row: RowView,
+}
+
+/// A request or response body on the API page: what statuses carry it, its type, its fields
+/// one level deep and its examples.
+pub struct BodyView {
+    pub label: String,
+    pub ty: Vec<Tok>,
+    pub essence: Vec<Vec<Tok>>,
+    pub fields: Vec<BodyFieldView>,
+    pub examples: Vec<ExampleView>,
+}
+
 pub struct OperationView {
     pub id: String,
+    /// The `curl` line to call it with the trust the route asks for (model::curl).
+    pub curl: String,
+    /// The example to send with it, when the request body has one.
+    pub curl_body: Option<Link>,
+    pub request_body: Option<BodyView>,
+    /// One per body type, led by the statuses that answer with it.
+    pub response_bodies: Vec<BodyView>,
     pub method: String,
     pub method_class: String,
     pub path: String,
@@ -177,6 +203,8 @@ struct ApiPage {
     title: String,
     nav: Vec<NavEntry>,
     toc: Vec<TocEntry>,
+    /// The files the `curl` lines name, and what each holds.
+    trust_files: Vec<(String, String)>,
     api_title: String,
     version: String,
     description: Vec<String>,
@@ -193,11 +221,16 @@ pub struct DocumentSummary {
     pub summary: String,
     pub fields: usize,
     pub examples: usize,
+    /// The schema file that defines it, and its link.
+    pub file: String,
+    pub file_href: String,
 }
 
-pub struct FileGroup {
-    pub file: String,
-    pub href: String,
+/// The documents of one role on the wire (model::DocumentRole).
+pub struct RoleGroup {
+    pub anchor: String,
+    pub title: String,
+    pub note: String,
     pub documents: Vec<DocumentSummary>,
 }
 
@@ -207,7 +240,8 @@ struct IndexPage {
     title: String,
     nav: Vec<NavEntry>,
     toc: Vec<TocEntry>,
-    groups: Vec<FileGroup>,
+    groups: Vec<RoleGroup>,
+    schema_files: usize,
     api: Option<Link>,
     operations: usize,
     types: usize,
@@ -225,13 +259,30 @@ struct SearchEntry<'a> {
     d: &'a str,
     /// URL relative to the site root.
     u: String,
+    /// The type, in words without links (`integer (uint64)`, `UsageMeters`, `object`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    t: String,
+    /// For fields: the dotted paths from each root document that reach it, so a dotted path
+    /// or a JSON pointer finds it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    p: Vec<String>,
+}
+
+/// A phrase as plain words, for the search index.
+fn plain(phrase: &Phrase) -> String {
+    phrase
+        .iter()
+        .map(|t| match t {
+            Token::Text(s) | Token::Code(s) | Token::Type(s) => s.as_str(),
+        })
+        .collect()
 }
 
 /// Where things are: which definitions a page shows, and each definition's home page.
 struct Place<'a> {
     page: String,
     here: BTreeSet<String>,
-    home: &'a BTreeMap<String, String>,
+    model: &'a Model,
 }
 
 impl Place<'_> {
@@ -241,6 +292,7 @@ impl Place<'_> {
             format!("#{anchor}")
         } else {
             let page = self
+                .model
                 .home
                 .get(owner)
                 .map(String::as_str)
@@ -272,6 +324,30 @@ impl Place<'_> {
                     text: name.clone(),
                     href: self.href(name, name),
                 },
+            })
+            .collect()
+    }
+
+    /// The essence of every definition `ty` names; each led by the name when there are several.
+    fn essences(&self, ty: &Phrase) -> Vec<Vec<Tok>> {
+        let named: Vec<&String> = ty
+            .iter()
+            .filter_map(|t| match t {
+                Token::Type(name) => Some(name),
+                _ => None,
+            })
+            .collect();
+        named
+            .iter()
+            .filter_map(|name| {
+                let essence = self.model.essence(name)?;
+                let mut phrase = Vec::new();
+                if named.len() > 1 {
+                    phrase.push(Token::Code((*name).clone()));
+                    phrase.push(Token::Text(": ".into()));
+                }
+                phrase.extend(essence);
+                Some(self.phrase(&phrase))
             })
             .collect()
     }
@@ -315,6 +391,7 @@ impl Place<'_> {
             nullable: row.nullable,
             default: row.default.clone(),
             constraints: self.phrases(&row.constraints),
+            essence: self.essences(&row.ty),
             description: paragraphs(row.description.as_deref()),
             aliases,
             rust_type: row.rust_type.clone(),
@@ -331,6 +408,52 @@ impl Place<'_> {
             rows: v.rows.iter().map(|r| self.row(r)).collect(),
             extra: self.extra(&v.extra),
             aliases: v.aliases.clone(),
+        }
+    }
+
+    /// A body of type `ty` (`X` or `array of X`): X's own fields (not those of its inline
+    /// objects), each linking its full row, and X's examples when the body is X itself.
+    fn body(&self, label: String, ty: &Phrase) -> BodyView {
+        let (named, whole) = match ty.as_slice() {
+            [Token::Type(name)] => (Some(name.as_str()), true),
+            [Token::Text(lead), Token::Type(name)] if lead == "array of " => {
+                (Some(name.as_str()), false)
+            }
+            _ => (None, false),
+        };
+        let t = named.and_then(|n| self.model.type_doc(n));
+        BodyView {
+            label,
+            ty: self.phrase(ty),
+            essence: self.essences(ty),
+            fields: t
+                .map(|t| {
+                    t.rows
+                        .iter()
+                        .filter(|r| r.depth == 0 && r.kind == RowKind::Field)
+                        .map(|r| BodyFieldView {
+                            href: self.href(&t.name, &r.anchor),
+                            row: self.row(r),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            examples: match (named, whole) {
+                (Some(name), true) => self
+                    .model
+                    .documents
+                    .iter()
+                    .filter(|d| d.name == name)
+                    .flat_map(|d| d.examples.iter())
+                    .map(|e| ExampleView {
+                        name: e.name.clone(),
+                        href: e.site_path(),
+                        text: e.text.trim_end().to_string(),
+                        open: false,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            },
         }
     }
 
@@ -433,7 +556,7 @@ fn render_document(model: &Model, doc: &model::DocumentDoc) -> Result<String> {
     let place = Place {
         page: model::document_page(&doc.name),
         here: doc.types.iter().cloned().collect(),
-        home: &model.home,
+        model,
     };
     let mut views: Vec<TypeView> = doc
         .types
@@ -443,14 +566,13 @@ fn render_document(model: &Model, doc: &model::DocumentDoc) -> Result<String> {
         .collect();
     let mut toc = toc_for(&views);
     if !doc.examples.is_empty() {
-        toc.insert(
-            1,
-            TocEntry {
-                href: "#examples".into(),
-                label: "Examples".into(),
-                kind: "examples",
-            },
-        );
+        // The examples close the page: open between the document and its types they would
+        // push the types a screen or more away from the fields that name them.
+        toc.push(TocEntry {
+            href: "#examples".into(),
+            label: "Examples".into(),
+            kind: "examples",
+        });
     }
     let root = views.remove(0);
     let used_by = model
@@ -503,11 +625,36 @@ fn status_class(status: &str) -> &'static str {
     }
 }
 
+/// An operation's response bodies, one per body type, each led by the statuses that carry it
+/// (`400, 404, 409`), so the error body's fields are shown once.
+fn response_bodies(place: &Place, op: &model::Operation) -> Vec<BodyView> {
+    let mut by_type: Vec<(Vec<String>, &Phrase)> = Vec::new();
+    for r in &op.responses {
+        let Some(c) = r.contents.first() else {
+            continue;
+        };
+        match by_type.iter_mut().find(|(_, ty)| *ty == &c.ty) {
+            Some((statuses, _)) => statuses.push(r.status.clone()),
+            None => by_type.push((vec![r.status.clone()], &c.ty)),
+        }
+    }
+    by_type
+        .into_iter()
+        .map(|(statuses, ty)| place.body(statuses.join(", "), ty))
+        .collect()
+}
+
 fn render_api(model: &Model, api: &ApiDoc) -> Result<String> {
+    // The curl lines call the first server the API document names.
+    let server = api
+        .servers
+        .first()
+        .map(|(url, _)| url.clone())
+        .unwrap_or_else(|| "https://controller:9203".into());
     let place = Place {
         page: API_PAGE.into(),
         here: api.types.iter().cloned().collect(),
-        home: &model.home,
+        model,
     };
     let contents = |c: &[model::Content]| -> Vec<ContentView> {
         c.iter()
@@ -529,6 +676,25 @@ fn render_api(model: &Model, api: &ApiDoc) -> Result<String> {
                 .iter()
                 .map(|op| OperationView {
                     id: op.id.clone(),
+                    curl: model::curl::curl(op, &server),
+                    curl_body: model::curl::request_document(op).and_then(|doc| {
+                        let e = model
+                            .documents
+                            .iter()
+                            .find(|d| d.name == doc)?
+                            .examples
+                            .first()?;
+                        Some(Link {
+                            label: format!("{doc}.json"),
+                            href: e.site_path(),
+                            note: e.name.clone(),
+                        })
+                    }),
+                    request_body: op.request.as_ref().and_then(|b| {
+                        let c = b.contents.first()?;
+                        Some(place.body("Request body".into(), &c.ty))
+                    }),
+                    response_bodies: response_bodies(&place, op),
                     method_class: method_class(&op.method),
                     method: op.method.clone(),
                     path: op.path.clone(),
@@ -547,6 +713,7 @@ fn render_api(model: &Model, api: &ApiDoc) -> Result<String> {
                             ty: place.phrase(&p.ty),
                             default: p.default.clone(),
                             constraints: place.phrases(&p.constraints),
+                            essence: place.essences(&p.ty),
                             description: paragraphs(p.description.as_deref()),
                         })
                         .collect(),
@@ -598,6 +765,10 @@ fn render_api(model: &Model, api: &ApiDoc) -> Result<String> {
         title: api.title.clone(),
         nav: nav(model, API_PAGE),
         toc,
+        trust_files: model::curl::TRUST_FILES
+            .iter()
+            .map(|(f, what)| (f.to_string(), what.to_string()))
+            .collect(),
         api_title: api.title.clone(),
         version: api.version.clone(),
         description: paragraphs(api.description.as_deref()),
@@ -633,32 +804,42 @@ fn render_index(model: &Model) -> Result<String> {
     let place = Place {
         page: INDEX_PAGE.into(),
         here: model.orphans.iter().cloned().collect(),
-        home: &model.home,
+        model,
     };
-    let mut groups: Vec<FileGroup> = Vec::new();
-    for doc in &model.documents {
-        let t = model.type_doc(&doc.name);
-        let summary = DocumentSummary {
-            name: doc.name.clone(),
-            href: model::document_page(&doc.name),
-            summary: first_sentence(t.and_then(|t| t.description.as_deref())),
-            fields: doc
-                .types
+    let mut roles: Vec<&model::DocumentRole> = model.documents.iter().map(|d| &d.role).collect();
+    roles.sort();
+    roles.dedup();
+    let groups: Vec<RoleGroup> = roles
+        .into_iter()
+        .map(|role| RoleGroup {
+            anchor: role.anchor(),
+            title: role.title(),
+            note: role.note(),
+            documents: model
+                .documents
                 .iter()
-                .filter_map(|n| model.type_doc(n))
-                .map(|t| t.all_rows().count())
-                .sum(),
-            examples: doc.examples.len(),
-        };
-        match groups.iter_mut().find(|g| g.file == doc.file) {
-            Some(g) => g.documents.push(summary),
-            None => groups.push(FileGroup {
-                href: format!("schemas/{}", doc.file),
-                file: doc.file.clone(),
-                documents: vec![summary],
-            }),
-        }
-    }
+                .filter(|d| &d.role == role)
+                .map(|doc| DocumentSummary {
+                    name: doc.name.clone(),
+                    href: model::document_page(&doc.name),
+                    summary: first_sentence(
+                        model
+                            .type_doc(&doc.name)
+                            .and_then(|t| t.description.as_deref()),
+                    ),
+                    fields: doc
+                        .types
+                        .iter()
+                        .filter_map(|n| model.type_doc(n))
+                        .map(|t| t.all_rows().count())
+                        .sum(),
+                    examples: doc.examples.len(),
+                    file_href: format!("schemas/{}", doc.file),
+                    file: doc.file.clone(),
+                })
+                .collect(),
+        })
+        .collect();
     let orphans: Vec<TypeView> = model
         .orphans
         .iter()
@@ -668,9 +849,9 @@ fn render_index(model: &Model) -> Result<String> {
     let mut toc: Vec<TocEntry> = groups
         .iter()
         .map(|g| TocEntry {
-            href: format!("#file-{}", g.file),
-            label: g.file.clone(),
-            kind: "file",
+            href: format!("#{}", g.anchor),
+            label: g.title.clone(),
+            kind: "role",
         })
         .collect();
     toc.extend(toc_for(&orphans));
@@ -679,6 +860,7 @@ fn render_index(model: &Model) -> Result<String> {
         nav: nav(model, INDEX_PAGE),
         toc,
         groups,
+        schema_files: model.schema_files.len(),
         api: model.api.as_ref().map(|a| Link {
             label: a.title.clone(),
             href: API_PAGE.into(),
@@ -696,6 +878,7 @@ fn render_index(model: &Model) -> Result<String> {
 /// home page.
 fn search_index(model: &Model) -> Result<String> {
     let mut entries = Vec::new();
+    let mut paths = model.document_paths();
     for t in &model.types {
         let page = model
             .home
@@ -707,6 +890,8 @@ fn search_index(model: &Model) -> Result<String> {
             n: t.name.clone(),
             d: t.description.as_deref().unwrap_or_default(),
             u: format!("{page}#{}", t.name),
+            t: plain(&t.summary),
+            p: Vec::new(),
         });
         for v in &t.variants {
             entries.push(SearchEntry {
@@ -714,6 +899,8 @@ fn search_index(model: &Model) -> Result<String> {
                 n: v.anchor.clone(),
                 d: v.description.as_deref().unwrap_or_default(),
                 u: format!("{page}#{}", v.anchor),
+                t: plain(&v.summary),
+                p: Vec::new(),
             });
         }
         for row in t.all_rows() {
@@ -726,6 +913,12 @@ fn search_index(model: &Model) -> Result<String> {
                 n: row.anchor.clone(),
                 d: row.description.as_deref().unwrap_or_default(),
                 u: format!("{page}#{}", row.anchor),
+                t: plain(&row.ty) + if row.nullable { " or null" } else { "" },
+                p: if row.kind == RowKind::Field {
+                    paths.remove(&row.anchor).unwrap_or_default()
+                } else {
+                    Vec::new()
+                },
             });
         }
     }
@@ -740,6 +933,8 @@ fn search_index(model: &Model) -> Result<String> {
                     .or(op.description.as_deref())
                     .unwrap_or_default(),
                 u: format!("{API_PAGE}#{}", op.id),
+                t: String::new(),
+                p: Vec::new(),
             });
         }
     }

@@ -750,3 +750,418 @@ fn every_document_page_states_the_unknown_field_policy() {
         );
     }
 }
+
+/// The definition a property's schema names directly (`$ref`, or an array of `$ref` items).
+fn named_type(prop: &Value) -> Option<String> {
+    let core = non_null(prop);
+    let target = match core.get("items") {
+        Some(items) if core.get("type") == Some(&Value::from("array")) => non_null(items),
+        _ => core,
+    };
+    target
+        .get("$ref")
+        .and_then(Value::as_str)
+        .map(|r| ref_name(r).to_string())
+}
+
+/// What a definition's essence must say, from its raw schema (one level of `$ref` alias
+/// followed): a value, a bound, the pattern (or the format when there is one), a field name.
+fn essence_words(name: &str) -> Vec<String> {
+    let defs = &outputs().bundle.defs;
+    let mut def = non_null(&defs[name]);
+    if let Some(target) = def.get("$ref").and_then(Value::as_str) {
+        if def
+            .as_object()
+            .unwrap()
+            .keys()
+            .all(|k| k == "$ref" || k == "description")
+        {
+            def = non_null(&defs[ref_name(target)]);
+        }
+    }
+    let mut out = Vec::new();
+    if let Some(Value::Array(values)) = def.get("enum") {
+        out.extend(values.first().and_then(Value::as_str).map(str::to_string));
+    } else if let Some(props) = def.get("properties").and_then(Value::as_object) {
+        out.extend(props.keys().next().cloned());
+    } else if let Some(members) = def.get("oneOf").and_then(Value::as_array) {
+        out.extend(
+            members
+                .first()
+                .and_then(|m| m.get("title"))
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        );
+    } else {
+        for key in ["minimum", "maximum", "maxLength", "minItems", "maxItems"] {
+            if let Some(v) = def.get(key) {
+                out.push(v.to_string());
+            }
+        }
+        match (
+            def.get("format").and_then(Value::as_str),
+            def.get("pattern"),
+        ) {
+            (Some(format), _) if !format.starts_with("uint") && !format.starts_with("int") => {
+                out.push(format.to_string())
+            }
+            (_, Some(Value::String(pattern))) => out.push(pattern.clone()),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Rows on the main pages (every document page and the API page) whose type cell says nothing
+/// but a link: no constraint, default or essence beside it. The figure of
+/// docs/reference-site.md ("Figures") comes from here: 209 of 438 before essences, 0 after.
+fn link_only_rows() -> (usize, Vec<String>) {
+    let mut rows = 0;
+    let mut only = Vec::new();
+    for (path, _) in files()
+        .iter()
+        .filter(|(p, _)| p.ends_with(".html") && p.as_str() != model::INDEX_PAGE)
+    {
+        let html = page(path);
+        for row in html.select(&sel("tr.field")) {
+            rows += 1;
+            let Some(cell) = row.select(&sel("td.type")).next() else {
+                continue;
+            };
+            let linked = cell.select(&sel("a.type-link")).next().is_some();
+            let said = cell
+                .select(&sel(".essence, ul.constraints, .default"))
+                .next()
+                .is_some();
+            if linked && !said {
+                only.push(format!(
+                    "{path}#{}",
+                    row.value().attr("id").unwrap_or_default()
+                ));
+            }
+        }
+    }
+    (rows, only)
+}
+
+#[test]
+fn every_named_type_shows_its_essence_in_the_row() {
+    let (rows, only) = link_only_rows();
+    assert!(rows > 400, "only {rows} rows on the main pages");
+    assert!(
+        only.is_empty(),
+        "{} of {rows} rows only link their type:\n{}",
+        only.len(),
+        only.join("\n")
+    );
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for root in &outputs().bundle.roots {
+        let page_path = model::document_page(&root.name);
+        let html = page(&page_path);
+        for def in reachable(&root.name) {
+            let mut props = Vec::new();
+            properties(&def, &outputs().bundle.defs[&def], &mut props);
+            for prop in props {
+                let Some(named) = named_type(&prop.schema) else {
+                    continue;
+                };
+                let row = by_id(&html, &prop.anchor).expect("the row exists");
+                let essence: String = row
+                    .select(&sel("td.type .essence"))
+                    .map(text)
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                checked += 1;
+                for want in essence_words(&named) {
+                    if !essence.contains(&want) {
+                        problems.push(format!(
+                            "{page_path}#{}: the essence of {named} lacks `{want}`: {essence:?}",
+                            prop.anchor
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 200, "only {checked} rows naming a type checked");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn examples_close_the_page_and_rows_link_by_their_names() {
+    for doc in &outputs().model.documents {
+        let path = model::document_page(&doc.name);
+        let html = page(&path);
+        let sections: Vec<String> = html
+            .select(&sel("main > section"))
+            .map(|s| s.value().attr("id").unwrap_or_default().to_string())
+            .collect();
+        let examples = sections
+            .iter()
+            .position(|id| id == "examples")
+            .unwrap_or_else(|| panic!("{path}: no examples section"));
+        assert_eq!(
+            examples,
+            sections.len() - 1,
+            "{path}: the examples are not last: {sections:?}"
+        );
+        let toc: Vec<String> = html
+            .select(&sel("nav.toc a"))
+            .filter_map(|a| a.value().attr("href").map(str::to_string))
+            .collect();
+        assert_eq!(toc.last().map(String::as_str), Some("#examples"), "{path}");
+    }
+    for (path, _) in files().iter().filter(|(p, _)| p.ends_with(".html")) {
+        let html = page(path);
+        assert!(
+            html.select(&sel("tr a.permalink")).next().is_none(),
+            "{path}: a row carries a permalink icon"
+        );
+        for row in html.select(&sel("tr[id]")) {
+            let id = row.value().attr("id").unwrap();
+            let href = format!("#{id}");
+            assert!(
+                row.select(&sel("a.field-name"))
+                    .any(|a| a.value().attr("href") == Some(href.as_str())),
+                "{path}: row {id} has no name linking to itself"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_index_groups_documents_by_their_role_on_the_wire() {
+    let bundle = &outputs().bundle;
+    let api = bundle.api.as_ref().expect("schemas/ has an API");
+    // What the API's bodies are or hold, read from the raw API document and schemas.
+    let mut in_api = BTreeSet::new();
+    let mut todo: Vec<String> = collect_refs(&api["paths"])
+        .iter()
+        .map(|r| ref_name(r).to_string())
+        .collect();
+    while let Some(name) = todo.pop() {
+        if in_api.insert(name.clone()) {
+            todo.extend(
+                collect_refs(&bundle.defs[&name])
+                    .iter()
+                    .map(|r| ref_name(r).to_string()),
+            );
+        }
+    }
+    let index = page(model::INDEX_PAGE);
+    let mut seen = BTreeSet::new();
+    for root in &bundle.roots {
+        let def = &bundle.defs[&root.name];
+        let want = match def.get("x-upstream") {
+            Some(up) => format!("role-runtime-{}", up["program"].as_str().unwrap()),
+            None if in_api.contains(&root.name) => "role-api-bodies".into(),
+            None => "role-host-files".into(),
+        };
+        seen.insert(want.clone());
+        let section = by_id(&index, &want).unwrap_or_else(|| panic!("index: no #{want}"));
+        let href = model::document_page(&root.name);
+        let entry = section
+            .select(&sel("a.doc-name"))
+            .find(|a| a.value().attr("href") == Some(href.as_str()))
+            .unwrap_or_else(|| panic!("index: {} is not under #{want}", root.name));
+        let li = ElementRef::wrap(entry.parent().unwrap()).unwrap();
+        assert!(
+            text(li).contains(&root.file),
+            "index: {} does not name its file",
+            root.name
+        );
+    }
+    assert_eq!(
+        seen,
+        BTreeSet::from([
+            "role-host-files".to_string(),
+            "role-api-bodies".to_string(),
+            "role-runtime-smolvm".to_string()
+        ])
+    );
+    assert_eq!(
+        index.select(&sel("a.doc-name")).count(),
+        bundle.roots.len(),
+        "every document is listed once"
+    );
+}
+
+/// The definition a media type's schema names, from the raw API description.
+fn body_type(media: &Value) -> Option<String> {
+    media
+        .pointer("/schema/$ref")
+        .and_then(Value::as_str)
+        .map(|r| ref_name(r).to_string())
+}
+
+#[test]
+fn each_operation_shows_its_bodies_a_curl_line_and_the_examples() {
+    let api = outputs().bundle.api.as_ref().expect("schemas/ has an API");
+    let html = page(API_PAGE);
+    let openapi: Vec<Value> = [&outputs().openapi_json, &outputs().openapi_31_json]
+        .into_iter()
+        .map(|t| serde_json::from_str(t.as_ref().unwrap()).unwrap())
+        .collect();
+    let examples = |name: &str| -> Vec<(String, String)> {
+        let dir = workspace()
+            .join("schemas/examples")
+            .join(name)
+            .join("valid");
+        let mut out: Vec<(String, String)> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .map(|p| {
+                (
+                    p.file_stem().unwrap().to_string_lossy().into_owned(),
+                    std::fs::read_to_string(&p).unwrap(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let mut problems = Vec::new();
+    let mut bodies = 0;
+    for (path, item) in api["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let Some(id) = op.get("operationId").and_then(Value::as_str) else {
+                continue;
+            };
+            let article = by_id(&html, id).unwrap();
+            // The curl line: the trust the route asks for, the method, the body, the URL.
+            let curl = article
+                .select(&sel("pre.curl"))
+                .next()
+                .map(text)
+                .unwrap_or_default();
+            let access = op["x-fleetwire-access"].as_str().unwrap();
+            let bootstrap = op.to_string().contains("bootstrapToken");
+            let mut want = vec!["curl -s --cacert".to_string()];
+            match access {
+                "open" => {}
+                "node" if bootstrap => want.push("-H @bootstrap-header".into()),
+                "node" => want.push("--cert node.crt --key node.key".into()),
+                _ => want.push("-H @operator-header".into()),
+            }
+            if method != "get" {
+                want.push(format!("-X {}", method.to_uppercase()));
+            }
+            let url_path = path
+                .split('/')
+                .map(
+                    |seg| match seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                        Some(param) => format!("${{{}}}", param.to_uppercase()),
+                        None => seg.to_string(),
+                    },
+                )
+                .collect::<Vec<_>>()
+                .join("/");
+            want.push(format!("{url_path}\""));
+            if (access != "node" || bootstrap) && curl.contains("--cert") {
+                problems.push(format!(
+                    "#{id}: a client certificate on a {access} route: {curl}"
+                ));
+            }
+            if !matches!(access, "read" | "admin" | "metrics") && curl.contains("operator-header") {
+                problems.push(format!(
+                    "#{id}: an operator token on a {access} route: {curl}"
+                ));
+            }
+            // Every body: its type's own fields, and its examples.
+            let mut media: Vec<(String, &Value)> = Vec::new();
+            if let Some(content) = op
+                .pointer("/requestBody/content")
+                .and_then(Value::as_object)
+            {
+                media.extend(content.iter().map(|(t, m)| (format!("request {t}"), m)));
+                if let Some(name) = content.values().find_map(body_type) {
+                    want.push(format!("-d @{name}.json"));
+                }
+            }
+            for (status, r) in op["responses"].as_object().unwrap() {
+                if let Some(content) = r.get("content").and_then(Value::as_object) {
+                    media.extend(content.iter().map(|(t, m)| (format!("{status} {t}"), m)));
+                }
+            }
+            for w in want {
+                if !curl.contains(&w) {
+                    problems.push(format!("#{id}: the curl line lacks `{w}`: {curl}"));
+                }
+            }
+            let shown_fields: BTreeSet<String> = article
+                .select(&sel("table.body-fields a.field-ref"))
+                .filter_map(|a| a.value().attr("href").map(str::to_string))
+                .collect();
+            let shown_examples: Vec<String> = article
+                .select(&sel("pre.example-json"))
+                .map(|e| e.text().collect())
+                .collect();
+            for (what, m) in media {
+                let Some(name) = body_type(m) else {
+                    continue;
+                };
+                bodies += 1;
+                let home = &outputs().model.home[&name];
+                let fragment = |field: &str| {
+                    if home == API_PAGE {
+                        format!("#{name}.{field}")
+                    } else {
+                        format!("{home}#{name}.{field}")
+                    }
+                };
+                for field in outputs().bundle.defs[&name]
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flat_map(|p| p.keys())
+                {
+                    if !shown_fields.contains(&fragment(field)) {
+                        problems.push(format!("#{id} {what}: field {name}.{field} is not shown"));
+                    }
+                }
+                for (example, fixture) in examples(&name) {
+                    if !shown_examples.iter().any(|s| s == fixture.trim_end()) {
+                        problems.push(format!(
+                            "#{id} {what}: example {name}/{example} is not shown"
+                        ));
+                    }
+                    let value: Value = serde_json::from_str(&fixture).unwrap();
+                    let (status, media_type) = what.split_once(' ').unwrap();
+                    for doc in &openapi {
+                        let at = if status == "request" {
+                            doc["paths"][path][method]["requestBody"]["content"][media_type].clone()
+                        } else {
+                            doc["paths"][path][method]["responses"][status]["content"][media_type]
+                                .clone()
+                        };
+                        if at["examples"][&example]["value"] != value {
+                            problems.push(format!(
+                                "OpenAPI {}: {method} {path} {what}: example {example} is not the fixture",
+                                doc["openapi"]
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(bodies > 20, "only {bodies} bodies checked");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // The checked-in documents are the generated ones (so they carry the examples too).
+    for (file, text) in [
+        ("fleet-api.json", &outputs().openapi_json),
+        ("fleet-api.3.1.json", &outputs().openapi_31_json),
+    ] {
+        let on_disk =
+            std::fs::read_to_string(workspace().join("generated/openapi").join(file)).unwrap();
+        assert_eq!(
+            &on_disk,
+            text.as_ref().unwrap(),
+            "generated/openapi/{file} is stale: run `cargo run -p fleetwire-codegen -- generate`"
+        );
+    }
+}

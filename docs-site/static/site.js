@@ -21,9 +21,47 @@
     }
   }
 
+  // The page this is, as the index names pages ("HostReportedState.html").
+  var HERE = decodeURIComponent(location.pathname.slice(location.pathname.lastIndexOf("/") + 1)) || "index.html";
+
+  // A query that is a place in a document: a JSON pointer ("/instances/0/meters/cpuMs",
+  // array indices dropped, ~1 and ~0 unescaped) or a dotted path ("instances.meters.cpuMs").
+  // Returns the dotted path, lower case, or null for a query of words.
+  function pathQuery(query) {
+    var q = query.trim();
+    if (/\s/.test(q)) return null;
+    if (q.charAt(0) === "/") {
+      var parts = q.split("/").slice(1)
+        .map(function (p) { return p.replace(/~1/g, "/").replace(/~0/g, "~"); })
+        .filter(function (p) { return p !== "" && p !== "-" && !/^[0-9]+$/.test(p); });
+      return parts.length ? parts.join(".").toLowerCase() : null;
+    }
+    if (q.indexOf(".") > 0 && q.charAt(q.length - 1) !== ".") return q.toLowerCase();
+    return null;
+  }
+
+  // How well a path query matches an entry (lower is better, -1 none): its anchor or one of
+  // its paths from a document is the path, or ends with it at a dot. A path from the document
+  // of this page counts first. Returns [score, the path that matched].
+  function pathScore(entry, path) {
+    var here = HERE.replace(/\.html$/, "").toLowerCase();
+    var best = -1, matched = null;
+    var candidates = [entry.n].concat(entry.p || []);
+    for (var i = 0; i < candidates.length; i++) {
+      var c = candidates[i].toLowerCase();
+      var s = -1;
+      if (c === path) s = 0;
+      else if (c.length > path.length && c.slice(-path.length - 1) === "." + path) s = 1;
+      if (s < 0) continue;
+      if (i > 0 && c.slice(0, here.length + 1) === here + ".") s -= 0.5;
+      if (best < 0 || s < best) { best = s; matched = candidates[i]; }
+    }
+    return [best, matched];
+  }
+
   // Lower score is better: exact name, name prefix, last dotted segment prefix, name
   // substring, then description matches.
-  function score(entry, terms) {
+  function wordScore(entry, terms) {
     var name = entry.n.toLowerCase();
     var last = name.slice(name.lastIndexOf(".") + 1);
     var desc = entry.d.toLowerCase();
@@ -36,20 +74,51 @@
       else if (desc.indexOf(t) >= 0) total += 5;
       else return -1;
     }
-    var kindBias = { document: 0, type: 0.2, operation: 0.3, variant: 0.4, field: 0.5 };
-    return total + (kindBias[entry.k] || 1) + name.length / 1000;
+    return total;
+  }
+
+  var KIND_BIAS = { document: 0, type: 0.2, operation: 0.3, variant: 0.4, field: 0.5 };
+
+  // The anchor of a hit, and whether this page shows it: a shared type is on every page that
+  // uses it, so a hit is followed on this page when it is here.
+  function place(entry) {
+    var hash = entry.u.indexOf("#");
+    var anchor = hash >= 0 ? entry.u.slice(hash + 1) : "";
+    var page = hash >= 0 ? entry.u.slice(0, hash) : entry.u;
+    var here = page === HERE || (anchor && document.getElementById(anchor) !== null);
+    return { anchor: anchor, here: here, href: here && anchor ? "#" + anchor : entry.u, page: here ? HERE : page };
   }
 
   function search(index, query) {
+    var path = pathQuery(query);
     var terms = query.toLowerCase().split(/\s+/).filter(Boolean);
     if (!terms.length) return [];
     var hits = [];
     for (var i = 0; i < index.length; i++) {
-      var s = score(index[i], terms);
-      if (s >= 0) hits.push([s, index[i]]);
+      var entry = index[i];
+      var s, matched = null;
+      if (path) {
+        var ps = pathScore(entry, path);
+        s = ps[0]; matched = ps[1];
+        if (s < 0 && query.charAt(0) !== "/") s = wordScore(entry, terms);
+      } else {
+        s = wordScore(entry, terms);
+      }
+      if (s < 0) continue;
+      var where = place(entry);
+      // Hits on this page first among equals: less than one step of name matching.
+      s += (KIND_BIAS[entry.k] || 1) + (where.here ? 0 : 0.6) + entry.n.length / 1000;
+      hits.push([s, { entry: entry, where: where, path: matched }]);
     }
     hits.sort(function (a, b) { return a[0] - b[0]; });
     return hits.slice(0, MAX_RESULTS).map(function (h) { return h[1]; });
+  }
+
+  // How a page is named in a result: its document, or the API or the index.
+  function pageLabel(page) {
+    if (page === "api.html") return "API";
+    if (page === "index.html") return "Documents";
+    return page.replace(/\.html$/, "");
   }
 
   function shorten(text, length) {
@@ -89,11 +158,13 @@
           : "Nothing matches “" + query + "”.";
         list.appendChild(none);
       }
-      hits.forEach(function (hit) {
+      hits.forEach(function (found) {
+        var hit = found.entry;
         var li = document.createElement("li");
         li.setAttribute("data-hit", "");
+        if (found.where.here) li.setAttribute("data-here", "");
         var a = document.createElement("a");
-        a.href = hit.u;
+        a.href = found.where.href;
         var kind = document.createElement("span");
         kind.className = "r-kind";
         kind.textContent = hit.k;
@@ -102,6 +173,27 @@
         name.textContent = hit.n;
         a.appendChild(kind);
         a.appendChild(name);
+        if (found.path && found.path !== hit.n) {
+          var path = document.createElement("span");
+          path.className = "r-path";
+          path.textContent = found.path;
+          a.appendChild(path);
+        }
+        // Where the hit is and what type it has.
+        var meta = document.createElement("span");
+        meta.className = "r-meta";
+        var page = document.createElement("span");
+        page.className = "r-page";
+        page.textContent = found.where.here ? "on this page (" + pageLabel(found.where.page) + ")" : pageLabel(found.where.page);
+        meta.appendChild(page);
+        if (hit.t) {
+          var type = document.createElement("span");
+          type.className = "r-type";
+          type.textContent = hit.t;
+          meta.appendChild(document.createTextNode(" · "));
+          meta.appendChild(type);
+        }
+        a.appendChild(meta);
         if (hit.d) {
           var desc = document.createElement("span");
           desc.className = "r-desc";
@@ -144,7 +236,7 @@
   // A permalink still navigates (so the address bar holds the link); it also copies it.
   function setUpPermalinks() {
     document.addEventListener("click", function (e) {
-      var link = e.target.closest && e.target.closest("a.permalink");
+      var link = e.target.closest && e.target.closest("a.permalink, a.field-name");
       if (!link || !navigator.clipboard || !window.isSecureContext) return;
       navigator.clipboard.writeText(link.href).then(function () {
         link.classList.add("copied");

@@ -3,7 +3,8 @@
 //! `fleetwire` and served over HTTP under `/docs/` (as the controller serves it).
 //!
 //! It opens the index and a document page, follows a deep link to a field, runs a search (over
-//! HTTP and from the folder opened as `file://`), saves screenshots (light, dark, phone) under
+//! HTTP and from the folder opened as `file://`; by words, dotted path and JSON pointer, with
+//! hits on the current page first), saves screenshots (light, dark, phone) under
 //! `target/test-artifacts/`, and, with JavaScript disabled, checks that every field of the page
 //! is still there and shown.
 //!
@@ -217,6 +218,15 @@ async fn js(client: &Client, script: &str) -> Value {
         .unwrap_or_else(|e| panic!("script `{script}`: {e}"))
 }
 
+/// Where the page landed: the id of its `:target` and its path.
+async fn landed(client: &Client) -> Value {
+    js(
+        client,
+        "return { id: document.querySelector(':target')?.id, path: location.pathname }",
+    )
+    .await
+}
+
 /// Index → document page → deep link → search, with JavaScript on.
 async fn browse_with_javascript(client: &Client, base: &str) {
     client.goto(&format!("{base}/docs")).await.unwrap();
@@ -300,11 +310,7 @@ async fn browse_with_javascript(client: &Client, base: &str) {
         .click()
         .await
         .unwrap();
-    let landed = js(
-        client,
-        "return { id: document.querySelector(':target')?.id, path: location.pathname }",
-    )
-    .await;
+    let landed = landed(client).await;
     assert_eq!(landed["id"], "unknown-fields", "{landed}");
     client
         .goto(&format!("{base}/docs/HostReportedState.html"))
@@ -385,6 +391,139 @@ async fn browse_with_javascript(client: &Client, base: &str) {
     );
 }
 
+/// Types `query` into the search box of the open page and returns every hit as the page shows
+/// it: its link, whether it is on this page, its name, matched path, page and type.
+async fn search_hits(client: &Client, query: &str) -> Vec<Value> {
+    js(
+        client,
+        "const i = document.getElementById('search-input'); i.value = ''; i.focus(); return null",
+    )
+    .await;
+    let input = client.find(Locator::Css("#search-input")).await.unwrap();
+    input.send_keys(query).await.unwrap();
+    client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#search-results li[data-hit] a"))
+        .await
+        .unwrap_or_else(|_| panic!("no hit for {query:?}"));
+    let hits = js(
+        client,
+        r#"return [...document.querySelectorAll('#search-results li[data-hit]')].map(li => {
+             const t = s => li.querySelector(s)?.textContent ?? null;
+             return { href: li.querySelector('a').getAttribute('href'), here: li.hasAttribute('data-here'),
+                      name: t('.r-name'), path: t('.r-path'), page: t('.r-page'), type: t('.r-type') };
+           })"#,
+    )
+    .await;
+    hits.as_array().cloned().unwrap_or_default()
+}
+
+/// Search by dotted path and by JSON pointer, with each hit's page and type shown, and hits on
+/// the current page first.
+async fn search_by_path_and_page(client: &Client, base: &str) {
+    client
+        .goto(&format!("{base}/docs/HostReportedState.html"))
+        .await
+        .unwrap();
+    for query in ["/instances/0/meters/cpuMs", "instances.meters.cpuMs"] {
+        let hits = search_hits(client, query).await;
+        let first = &hits[0];
+        assert_eq!(first["name"], "UsageMeters.cpuMs", "{query}: {hits:?}");
+        assert_eq!(
+            first["path"], "HostReportedState.instances.meters.cpuMs",
+            "{query}: {first}"
+        );
+        assert_eq!(first["href"], "#UsageMeters.cpuMs", "{query}: {first}");
+        assert_eq!(first["here"], json!(true), "{query}: {first}");
+        assert!(
+            first["page"]
+                .as_str()
+                .unwrap()
+                .contains("HostReportedState"),
+            "{query}: {first}"
+        );
+        assert_eq!(first["type"], "integer (uint64)", "{query}: {first}");
+    }
+    std::fs::write(
+        artifacts().join("site-search-pointer-light.png"),
+        client.screenshot().await.unwrap(),
+    )
+    .unwrap();
+    // Enter follows the first hit, on this page.
+    client
+        .find(Locator::Css("#search-input"))
+        .await
+        .unwrap()
+        .send_keys("\u{E007}")
+        .await
+        .unwrap();
+    let landed = landed(client).await;
+    assert_eq!(landed["id"], "UsageMeters.cpuMs", "{landed}");
+    assert!(
+        landed["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("/HostReportedState.html"),
+        "{landed}"
+    );
+    // The same word from a page that does not show the field leads to its home page; from one
+    // that does, to its row there.
+    client.goto(&format!("{base}/docs/")).await.unwrap();
+    let hits = search_hits(client, "cpuMs").await;
+    let first = &hits[0];
+    assert_eq!(first["name"], "UsageMeters.cpuMs", "{hits:?}");
+    assert_eq!(first["here"], json!(false), "{first}");
+    let href = first["href"].as_str().unwrap();
+    assert!(href.ends_with(".html#UsageMeters.cpuMs"), "{first}");
+    assert!(
+        first["page"]
+            .as_str()
+            .is_some_and(|p| href.starts_with(&format!("{p}.html"))),
+        "the hit names the page it leads to: {first}"
+    );
+    client
+        .goto(&format!("{base}/docs/HostReportedState.html"))
+        .await
+        .unwrap();
+    let hits = search_hits(client, "cpuMs").await;
+    assert_eq!(hits[0]["href"], "#UsageMeters.cpuMs", "{hits:?}");
+    assert_eq!(hits[0]["here"], json!(true), "{hits:?}");
+    // A pointer that names nothing says so.
+    js(
+        client,
+        "const i = document.getElementById('search-input'); i.value = '/nowhere/0/at-all'; i.dispatchEvent(new Event('input')); return null",
+    )
+    .await;
+    let none = client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#search-results li.r-none"))
+        .await
+        .expect("a pointer to nothing has no hit");
+    assert!(none.text().await.unwrap().contains("Nothing matches"));
+
+    // An operation of the API page: its curl line, body fields and examples, for the eye.
+    client
+        .goto(&format!("{base}/docs/api.html#create_vm"))
+        .await
+        .unwrap();
+    let curl = js(
+        client,
+        "return document.querySelector('#create_vm pre.curl').innerText",
+    )
+    .await;
+    assert!(
+        curl.as_str().unwrap().contains("-H @operator-header"),
+        "{curl}"
+    );
+    std::fs::write(
+        artifacts().join("site-api-operation-light.png"),
+        client.screenshot().await.unwrap(),
+    )
+    .unwrap();
+}
+
 /// The published folder opened straight from disk: links and search work from `file://`.
 async fn browse_from_disk(client: &Client, folder: &std::path::Path) {
     for file in fleetwire::reference_site::FILES {
@@ -432,7 +571,10 @@ async fn site_in_headless_chromium() {
         let outcome = tokio::spawn({
             let client = client.clone();
             let base = base.clone();
-            async move { browse_with_javascript(&client, &base).await }
+            async move {
+                browse_with_javascript(&client, &base).await;
+                search_by_path_and_page(&client, &base).await;
+            }
         })
         .await;
         let outcome = match outcome {

@@ -41,6 +41,11 @@ pub struct Operation {
     pub summary: Option<String>,
     pub description: Option<String>,
     pub deprecated: bool,
+    /// Who may call it, as the document's `x-fleetwire-access` says (`open`, `node`, `read`,
+    /// `admin`, `metrics`).
+    pub access: Option<String>,
+    /// The security schemes its `security` names, in any alternative.
+    pub security: Vec<String>,
     pub parameters: Vec<Parameter>,
     pub request: Option<Body>,
     pub responses: Vec<Response>,
@@ -211,6 +216,15 @@ pub fn describe(api: &Value) -> Result<ApiDoc> {
                 summary: text_of(op, "summary"),
                 description: text_of(op, "description"),
                 deprecated: op.get("deprecated").and_then(Value::as_bool) == Some(true),
+                access: text_of(op, "x-fleetwire-access"),
+                security: op
+                    .get("security")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_object)
+                    .flat_map(|alternative| alternative.keys().cloned())
+                    .collect(),
                 id,
                 parameters,
                 request,

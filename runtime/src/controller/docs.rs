@@ -1,11 +1,14 @@
 //! The reference site generated from the schemas, compiled into the binary and served under
-//! `/docs/`. It is documentation, not part of the API document.
+//! `/docs/`. It is documentation, not part of the API document. Its pages are served gzip- or
+//! brotli-compressed to a client whose `Accept-Encoding` asks for it, and as they are to any
+//! other (docs/reference-site.md, "Building and serving it").
 
 use axum::extract::Path;
 use axum::http::header;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::Router;
+use tower_http::compression::CompressionLayer;
 
 use crate::http::ApiFailure;
 
@@ -13,13 +16,17 @@ use crate::http::ApiFailure;
 pub const ROUTES: &[&str] = &["/docs", "/docs/", "/docs/{*path}"];
 
 pub fn routes<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router<S> {
-    router
+    let site = Router::new()
         .route(ROUTES[0], get(|| async { Redirect::permanent("/docs/") }))
         .route(ROUTES[1], get(|| async { file(String::new()) }))
         .route(
             ROUTES[2],
             get(|Path(path): Path<String>| async move { file(path) }),
         )
+        // Only the site: API answers keep their plain bodies (and `Warning` headers) as PPN
+        // clients expect them.
+        .layer(CompressionLayer::new().gzip(true).br(true));
+    router.merge(site)
 }
 
 fn file(path: String) -> Response {

@@ -1,9 +1,14 @@
 //! Example documents: the fixtures `schemas/examples/<Document>/valid/*.json` that the test
 //! suite already checks against the validators, so every example shown is known to be valid.
+//! The reference site shows them and the OpenAPI documents carry them as their bodies'
+//! `examples`.
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
+
+/// The folder under `schemas/` whose `<Document>/valid/*.json` fixtures are the examples.
+pub const EXAMPLES_DIR: &str = "examples";
 
 /// One example document, shown on its document's page and published beside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
