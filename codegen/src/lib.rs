@@ -13,20 +13,28 @@
 //! tools, which `fleetwire-codegen check` (and a test) compare against a fresh generation.
 
 pub mod bounded;
+pub mod build_stamp;
 pub mod bundle;
 pub mod exactness;
+pub mod git_revision;
 #[cfg(feature = "site")]
 pub mod model;
 pub mod nullability;
 pub mod openapi;
 pub mod peer_check;
+pub mod releases;
 pub mod replacements;
 pub mod rust;
+pub mod schema_diff;
+pub mod schema_set;
 #[cfg(feature = "site")]
 pub mod site;
+#[cfg(feature = "site")]
+pub mod site_changelog;
 pub mod string_enums;
 pub mod string_lengths;
 pub mod typify_impls;
+pub mod wire;
 
 use std::path::{Path, PathBuf};
 
@@ -64,6 +72,8 @@ pub struct Outputs {
 /// Reads `schemas_dir` once and generates every output from it.
 pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
     let bundle = Bundle::load(schemas_dir)?;
+    // Every root document says who writes and reads it (the site's policy, `diff`'s directions).
+    wire::of_roots(&bundle)?;
     // One type space for both the Rust output and the Rust names the site anchors.
     let space = rust::type_space(&bundle)?;
     let types_rs = rust::types(&space)?;
@@ -89,6 +99,8 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
                 model.openapi_files.push((name.to_string(), text.clone()));
             }
         }
+        model.stamp = build_stamp::of(schemas_dir, &bundle);
+        model.changelog = releases::history(schemas_dir, &bundle)?;
         model
     };
     Ok(Outputs {
