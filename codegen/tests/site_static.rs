@@ -215,10 +215,22 @@ fn copy_tree(from: &Path, to: &Path) {
 
 #[test]
 fn the_changelog_marks_unreleased_breaking_changes_and_links_each_to_its_field() {
-    // A copy of the schemas outside any git checkout, changed after the last release.
+    // A copy of the schemas outside any git checkout, released as they are, then changed.
     let tmp = tempfile::tempdir().unwrap();
     let schemas = tmp.path().join("schemas");
     copy_tree(&workspace().join("schemas"), &schemas);
+    let _ = std::fs::remove_dir_all(schemas.join("releases"));
+    let release = Command::new(BIN)
+        .arg("--workspace")
+        .arg(tmp.path())
+        .arg("release")
+        .output()
+        .unwrap();
+    assert!(
+        release.status.success(),
+        "{}",
+        String::from_utf8_lossy(&release.stderr)
+    );
     let node = schemas.join("node.schema.json");
     let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&node).unwrap()).unwrap();
     let health = &mut doc["$defs"]["Health"];
@@ -271,11 +283,20 @@ fn the_changelog_marks_unreleased_breaking_changes_and_links_each_to_its_field()
         .find(|(_, href, _)| href == "Health.html#Health.store")
         .unwrap_or_else(|| panic!("{entries:?}"));
     assert!(!described.0 && described.2.contains("description-changed"));
-    // The release it is compared with is listed below it.
-    assert!(changelog
-        .select(&sel("section#v0\\.1\\.0"))
-        .next()
-        .is_some());
+    // The release it is compared with is listed below it, with its tag.
+    let version = fleetwire_codegen::Bundle::load(&schemas)
+        .unwrap()
+        .set
+        .unwrap()
+        .version;
+    let released = changelog
+        .select(&sel("section.release"))
+        .nth(1)
+        .expect("the release below the unreleased changes");
+    let id = format!("v{version}");
+    assert_eq!(released.value().attr("id"), Some(id.as_str()));
+    let tag = format!("schemas-v{version}");
+    assert!(released.text().collect::<String>().contains(&tag));
 
     // Outside git, the commit comes from FLEETWIRE_COMMIT, else is unknown.
     let index = &pages[Path::new("index.html")];
