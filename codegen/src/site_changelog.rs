@@ -29,7 +29,9 @@ pub struct EntryView {
     pub target: String,
     /// The anchor on the site; empty when the thing is gone from it (removed).
     pub href: String,
-    pub message: String,
+    /// The sentence, without the subject the link already names, as (is code, text) runs: the
+    /// engine marks names with backticks.
+    pub message: Vec<(bool, String)>,
     pub pointer: String,
     /// The directions it breaks, and those it does not (`writer → reader`, comma-separated).
     pub breaks: String,
@@ -56,6 +58,15 @@ fn href(model: &Model, change: &Change) -> String {
     operation.map_or_else(String::new, |op| format!("{API_PAGE}#{}", op.id))
 }
 
+/// `text` split at backticks: every odd run is code.
+fn code_runs(text: &str) -> Vec<(bool, String)> {
+    text.split('`')
+        .enumerate()
+        .filter(|(_, run)| !run.is_empty())
+        .map(|(i, run)| (i % 2 == 1, run.to_string()))
+        .collect()
+}
+
 fn entry(model: &Model, change: &Change) -> EntryView {
     let join = |breaking: bool| {
         change
@@ -75,7 +86,12 @@ fn entry(model: &Model, change: &Change) -> EntryView {
             format!("{}.{}", change.subject, change.field)
         },
         href: href(model, change),
-        message: change.message.clone(),
+        message: code_runs(
+            change
+                .message
+                .strip_prefix(&format!("{}: ", change.subject))
+                .unwrap_or(&change.message),
+        ),
         pointer: change.pointer.clone(),
         breaks: join(true),
         compatible_for: join(false),
