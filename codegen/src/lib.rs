@@ -72,8 +72,16 @@ pub struct Outputs {
 /// Reads `schemas_dir` once and generates every output from it.
 pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
     let bundle = Bundle::load(schemas_dir)?;
-    // Every root document says who writes and reads it (the site's policy, `diff`'s directions).
-    wire::of_roots(&bundle)?;
+    // Every root document of a versioned set says who writes and reads it (the site's policy,
+    // `diff`'s directions); a folder without `schema-set.json` has no releases to judge, and its
+    // annotations, if any, are still checked (docs/versioning.md, "Directions").
+    if bundle.set.is_some() {
+        wire::of_roots(&bundle)?;
+    } else {
+        for root in &bundle.roots {
+            wire::of(&root.name, &bundle.defs[&root.name])?;
+        }
+    }
     // One type space for both the Rust output and the Rust names the site anchors.
     let space = rust::type_space(&bundle)?;
     let types_rs = rust::types(&space)?;

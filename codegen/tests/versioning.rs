@@ -243,4 +243,32 @@ fn generation_refuses_a_root_document_without_its_wire_annotation_or_with_an_unk
         err.contains("Health: /x-fleetwire-wire/readers/dashboards: unknown party (one of controller, agent, cli, operator, smolvm, nibrunner)"),
         "{err}"
     );
+
+    // A folder without schema-set.json (another project's schemas) may leave it out: the page
+    // states the general policy.
+    let mut doc = original.clone();
+    doc["$defs"]["Health"]
+        .as_object_mut()
+        .unwrap()
+        .remove("x-fleetwire-wire");
+    std::fs::write(&node, doc.to_string()).unwrap();
+    std::fs::remove_file(schemas.join("schema-set.json")).unwrap();
+    // Without the manifest the description would have to state its own info.version.
+    std::fs::remove_file(schemas.join("fleet-api.openapi.json")).unwrap();
+    let site = tmp.path().join("site");
+    let out = Command::new(env!("CARGO_BIN_EXE_fleetwire-codegen"))
+        .arg("--workspace")
+        .arg(tmp.path())
+        .args(["docs", "--out"])
+        .arg(&site)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(site.join("Health.html")).unwrap();
+    assert!(page.contains("Read from a peer, a field its schema does not define is set aside"));
+    assert!(page.contains("version <code class=\"stamp-version\">unversioned</code>"));
 }
