@@ -209,6 +209,11 @@ fn generation_refuses_a_root_document_without_its_wire_annotation_or_with_an_unk
     let (tmp, schemas) = copy_of_schemas();
     let node = schemas.join("node.schema.json");
     let original: Value = serde_json::from_str(&std::fs::read_to_string(&node).unwrap()).unwrap();
+    let mut without_annotation = original.clone();
+    without_annotation["$defs"]["Health"]
+        .as_object_mut()
+        .unwrap()
+        .remove("x-fleetwire-wire");
     let check = || {
         Command::new(env!("CARGO_BIN_EXE_fleetwire-codegen"))
             .arg("--workspace")
@@ -218,12 +223,7 @@ fn generation_refuses_a_root_document_without_its_wire_annotation_or_with_an_unk
             .unwrap()
     };
 
-    let mut doc = original.clone();
-    doc["$defs"]["Health"]
-        .as_object_mut()
-        .unwrap()
-        .remove("x-fleetwire-wire");
-    std::fs::write(&node, doc.to_string()).unwrap();
+    std::fs::write(&node, without_annotation.to_string()).unwrap();
     let out = check();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -246,12 +246,7 @@ fn generation_refuses_a_root_document_without_its_wire_annotation_or_with_an_unk
 
     // A folder without schema-set.json (another project's schemas) may leave it out: the page
     // states the general policy.
-    let mut doc = original.clone();
-    doc["$defs"]["Health"]
-        .as_object_mut()
-        .unwrap()
-        .remove("x-fleetwire-wire");
-    std::fs::write(&node, doc.to_string()).unwrap();
+    std::fs::write(&node, without_annotation.to_string()).unwrap();
     std::fs::remove_file(schemas.join("schema-set.json")).unwrap();
     // Without the manifest the description would have to state its own info.version.
     std::fs::remove_file(schemas.join("fleet-api.openapi.json")).unwrap();
