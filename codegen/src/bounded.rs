@@ -25,6 +25,8 @@ pub const ANNOTATIONS: &[&str] = &[
     // Which upstream schema a peer's definition describes (`schemas/smolvm.schema.json`); read
     // by `peer_check`, never a constraint.
     "x-upstream",
+    // Who writes and reads a root document (`wire`); read by the site and `diff`.
+    "x-fleetwire-wire",
 ];
 
 /// A number schema with a range and nothing else that constrains it.

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde_json::{Map, Value};
 
+use crate::schema_set::{self, SchemaSet};
+
 /// The file suffix that marks a JSON Schema under `schemas/`.
 pub const SCHEMA_SUFFIX: &str = ".schema.json";
 /// The file that describes the controller's HTTP API (OpenAPI 3.0.3 paths).
@@ -48,6 +50,8 @@ pub struct Bundle {
     pub files: Vec<SchemaFile>,
     /// The API description, if `schemas/` has one.
     pub api: Option<Value>,
+    /// The set's name, version and hash (`schemas/schema-set.json`), when it has a manifest.
+    pub set: Option<SchemaSet>,
 }
 
 impl Bundle {
@@ -73,12 +77,19 @@ impl Bundle {
             });
         }
         let api_path = dir.join(API_FILE);
+        let set = schema_set::load(dir, is_set_file)?;
         let api = if api_path.exists() {
-            Some(read_json(&api_path)?)
+            let mut api = read_json(&api_path)?;
+            if let Some(set) = &set {
+                stamp_api_version(&mut api, &set.version)?;
+            }
+            Some(api)
         } else {
             None
         };
-        Self::from_files(files, api)
+        let mut bundle = Self::from_files(files, api)?;
+        bundle.set = set;
+        Ok(bundle)
     }
 
     /// Bundles already-read files; `load` is the usual entry point.
@@ -148,6 +159,7 @@ impl Bundle {
             roots,
             files,
             api,
+            set: None,
         })
     }
 
@@ -173,6 +185,30 @@ impl Bundle {
     pub fn is_root(&self, name: &str) -> bool {
         self.roots.iter().any(|r| r.name == name)
     }
+}
+
+/// The API document's `info.version` is the schema set's (docs/versioning.md): written there
+/// when the description leaves it out, refused when it says another.
+fn stamp_api_version(api: &mut Value, version: &semver::Version) -> Result<()> {
+    let info = api
+        .get_mut("info")
+        .and_then(Value::as_object_mut)
+        .with_context(|| format!("{API_FILE}: /info must be an object"))?;
+    match info.get("version").and_then(Value::as_str) {
+        Some(stated) if stated != version.to_string() => bail!(
+            "{API_FILE}: /info/version is `{stated}`, but {} says the schema set is {version}; leave /info/version out (it is derived) or make them equal",
+            schema_set::MANIFEST_FILE
+        ),
+        _ => {
+            info.insert("version".into(), Value::String(version.to_string()));
+            Ok(())
+        }
+    }
+}
+
+/// Whether a file of `schemas/` is part of the set (and so of its hash, `schema_set`).
+pub fn is_set_file(name: &str) -> bool {
+    name.ends_with(SCHEMA_SUFFIX) || name == API_FILE
 }
 
 fn read_json(path: &Path) -> Result<Value> {
@@ -238,6 +274,20 @@ pub fn collect_refs(value: &Value) -> Vec<String> {
     }
     walk(value, &mut out);
     out
+}
+
+/// The property names an object schema lists as `required`.
+pub fn required_names(schema: &Map<String, Value>) -> std::collections::BTreeSet<String> {
+    schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| {
+            r.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The definition name a local `$ref` points at.

@@ -15,22 +15,30 @@
 //! compare against a fresh generation.
 
 pub mod bounded;
+pub mod build_stamp;
 pub mod bundle;
 pub mod client;
 pub mod exactness;
 pub mod examples;
+pub mod git_revision;
 #[cfg(feature = "site")]
 pub mod model;
 pub mod nullability;
 pub mod openapi;
 pub mod peer_check;
+pub mod releases;
 pub mod replacements;
 pub mod rust;
+pub mod schema_diff;
+pub mod schema_set;
 #[cfg(feature = "site")]
 pub mod site;
+#[cfg(feature = "site")]
+pub mod site_changelog;
 pub mod string_enums;
 pub mod string_lengths;
 pub mod typify_impls;
+pub mod wire;
 
 use std::path::{Path, PathBuf};
 
@@ -74,6 +82,16 @@ pub struct Outputs {
 pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
     let inputs = read_inputs(schemas_dir)?;
     let bundle = Bundle::load(schemas_dir)?;
+    // Every root document of a versioned set says who writes and reads it (the site's policy,
+    // `diff`'s directions); a folder without `schema-set.json` has no releases to judge, and its
+    // annotations, if any, are still checked (docs/versioning.md, "Directions").
+    if bundle.set.is_some() {
+        wire::of_roots(&bundle)?;
+    } else {
+        for root in &bundle.roots {
+            wire::of(&root.name, &bundle.defs[&root.name])?;
+        }
+    }
     // One type space for both the Rust output and the Rust names the site anchors.
     let space = rust::type_space(&bundle)?;
     let types_rs = rust::types(&space)?;
@@ -101,6 +119,8 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
                 model.openapi_files.push((name.to_string(), text.clone()));
             }
         }
+        model.stamp = build_stamp::of(schemas_dir, &bundle);
+        model.changelog = releases::history(schemas_dir, &bundle)?;
         model
     };
     Ok(Outputs {

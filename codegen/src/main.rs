@@ -43,6 +43,33 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Classify every change of the schema set since a git revision, per direction of the
+    /// wire (docs/versioning.md); exit 1 when a change is breaking and the schema-set version
+    /// was not raised by a major step.
+    Diff {
+        /// The revision to compare against: a release tag (`schemas-v0.1.0`), `HEAD~1`, …
+        #[arg(
+            long,
+            required_unless_present = "base_dir",
+            conflicts_with = "base_dir"
+        )]
+        base: Option<String>,
+        /// The revision to check. Default: the working tree.
+        #[arg(long, conflicts_with = "head_dir")]
+        head: Option<String>,
+        /// A folder of schemas to compare against instead of a revision (a release under
+        /// `schemas/releases/`, another project's set).
+        #[arg(long)]
+        base_dir: Option<PathBuf>,
+        /// A folder of schemas to check instead of the working tree's `schemas/`.
+        #[arg(long)]
+        head_dir: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Record the schema set as released: copy it to `schemas/releases/<version>/` (the site's
+    /// changelog compares releases), after checking it against the previous release.
+    Release,
     /// Compare the schemas of smolvm's API (`schemas/smolvm.schema.json`) with smolvm's own
     /// OpenAPI document; exit 1 on any disagreement not listed as a deliberate exception.
     PeerCheck {
@@ -52,6 +79,12 @@ enum Command {
         #[arg(long)]
         openapi: Option<PathBuf>,
     },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Format {
+    Text,
+    Json,
 }
 
 fn default_workspace() -> PathBuf {
@@ -69,8 +102,29 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
-    if let Command::PeerCheck { openapi } = &cli.command {
-        return peer_check(&cli.workspace, openapi.clone());
+    match &cli.command {
+        Command::PeerCheck { openapi } => return peer_check(&cli.workspace, openapi.clone()),
+        Command::Diff {
+            base,
+            head,
+            base_dir,
+            head_dir,
+            format,
+        } => {
+            let base = match (base, base_dir) {
+                (Some(rev), _) => Side::Revision(rev.clone()),
+                (None, Some(dir)) => Side::Folder(dir.clone()),
+                (None, None) => unreachable!("clap requires one"),
+            };
+            let head = match (head, head_dir) {
+                (Some(rev), _) => Side::Revision(rev.clone()),
+                (None, Some(dir)) => Side::Folder(dir.clone()),
+                (None, None) => Side::Folder(cli.workspace.join("schemas")),
+            };
+            return diff(&cli.workspace, &base, &head, *format);
+        }
+        Command::Release => return release(&cli.workspace),
+        _ => {}
     }
     let outputs = fleetwire_codegen::generate(&cli.workspace.join("schemas"))?;
     match cli.command {
@@ -103,7 +157,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             fleetwire_codegen::write_crate_sources(crate_, &outputs, &out)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::PeerCheck { .. } => unreachable!("handled above"),
+        Command::PeerCheck { .. } | Command::Diff { .. } | Command::Release => {
+            unreachable!("handled above")
+        }
         Command::Check => {
             let stale = fleetwire_codegen::stale_files(&outputs, &cli.workspace);
             for file in &stale {
@@ -118,6 +174,87 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
     }
+}
+
+/// One side of `diff`: a git revision of the workspace, or a folder.
+enum Side {
+    Revision(String),
+    Folder(PathBuf),
+}
+
+impl Side {
+    /// The side's schemas (a revision's in a temporary folder kept while it is alive) and its
+    /// label for the report.
+    fn load(
+        &self,
+        workspace: &std::path::Path,
+    ) -> Result<(fleetwire_codegen::Bundle, String, Option<tempfile::TempDir>)> {
+        use fleetwire_codegen::{git_revision, Bundle};
+        match self {
+            Side::Revision(rev) => {
+                let dir = git_revision::schemas_at(workspace, rev)?;
+                let bundle = Bundle::load(dir.path())
+                    .map_err(|err| err.context(format!("loading the schemas of `{rev}`")))?;
+                let label = match git_revision::resolve(workspace, rev) {
+                    Ok(commit) if !commit.starts_with(rev.as_str()) => {
+                        format!("{rev} ({})", &commit[..12.min(commit.len())])
+                    }
+                    _ => rev.clone(),
+                };
+                Ok((bundle, label, Some(dir)))
+            }
+            Side::Folder(dir) => {
+                let bundle = Bundle::load(dir)?;
+                let label = if *dir == workspace.join("schemas") {
+                    "working tree".to_string()
+                } else {
+                    dir.display().to_string()
+                };
+                Ok((bundle, label, None))
+            }
+        }
+    }
+}
+
+fn diff(workspace: &std::path::Path, base: &Side, head: &Side, format: Format) -> Result<ExitCode> {
+    use fleetwire_codegen::{schema_diff, wire};
+    let (base_set, base_label, _base_dir) = base.load(workspace)?;
+    let (head_set, head_label, _head_dir) = head.load(workspace)?;
+    // The head is what ships: every root document must say who writes and reads it.
+    wire::of_roots(&head_set)?;
+    let report = schema_diff::diff(&base_set, &head_set, &base_label, &head_label);
+    match format {
+        Format::Text => print!("{}", schema_diff::text(&report)),
+        Format::Json => print!("{}", schema_diff::json(&report)),
+    }
+    if report.verdict.ok {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        if matches!(format, Format::Json) {
+            eprintln!("{}", report.verdict.message);
+        }
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+fn release(workspace: &std::path::Path) -> Result<ExitCode> {
+    let released = fleetwire_codegen::releases::release(&workspace.join("schemas"))?;
+    match released {
+        fleetwire_codegen::releases::Released::Already(version) => {
+            println!("{version} is already released, with these very files");
+        }
+        fleetwire_codegen::releases::Released::Written { version, dir, diff } => {
+            if let Some(diff) = diff {
+                print!("{}", fleetwire_codegen::schema_diff::text(&diff));
+            }
+            println!(
+                "released {version} into {}; commit it and tag the commit `{}`",
+                dir.display(),
+                fleetwire_codegen::releases::tag(&version)
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn peer_check(workspace: &std::path::Path, openapi: Option<PathBuf>) -> Result<ExitCode> {

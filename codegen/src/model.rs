@@ -60,6 +60,11 @@ pub struct Model {
     /// The bundled OpenAPI documents (3.0.3, 3.1.0), by file name, as published under
     /// `openapi/` beside the API page; filled in by `generate`, which builds them.
     pub openapi_files: Vec<(String, String)>,
+    /// The version line every page shows; filled in by `generate`.
+    pub stamp: crate::build_stamp::Stamp,
+    /// The changelog page's entries, newest first (`releases::history`); filled in by
+    /// `generate`.
+    pub changelog: Vec<crate::releases::HistoryEntry>,
 }
 
 /// A root document's page: the document first, then every type it reaches, in the order a
@@ -308,6 +313,8 @@ impl Model {
             home,
             schema_files,
             openapi_files: Vec::new(),
+            stamp: Default::default(),
+            changelog: Vec::new(),
         })
     }
 

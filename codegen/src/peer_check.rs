@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use anyhow::{bail, Context, Result};
 use serde_json::{Map, Value};
 
-use crate::bundle::{ref_name, Bundle};
+use crate::bundle::{ref_name, required_names, Bundle};
 
 /// One deliberate disagreement with the peer's OpenAPI document.
 #[derive(Debug, Clone, Copy)]
@@ -353,19 +353,8 @@ impl<'a> Walk<'a> {
                 .and_then(Value::as_object)
                 .unwrap_or(&EMPTY)
         };
-        let required = |m: &Map<String, Value>| -> BTreeSet<String> {
-            m.get("required")
-                .and_then(Value::as_array)
-                .map(|r| {
-                    r.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
         let (our_props, their_props) = (props(o), props(t));
-        let (our_req, their_req) = (required(o), required(t));
+        let (our_req, their_req) = (required_names(o), required_names(t));
         for (field, schema) in our_props {
             let here = format!("{at}/{field}");
             let Some(their_schema) = their_props.get(field) else {

@@ -198,6 +198,14 @@ pub fn facts(bundle: &Bundle, closed: &[String]) -> Result<String> {
         "/// The `pattern` of the `Timestamp` definition, enforced by [`crate::Timestamp`].\npub const TIMESTAMP_PATTERN: &str = {:?};\n\n",
         timestamp_pattern.context("schemas/ must define `Timestamp` with a `pattern`")?
     ));
+    if let Some(set) = &bundle.set {
+        out.push_str(&format!(
+            "/// The schema set's name (`schemas/schema-set.json`, docs/versioning.md).\npub const SCHEMA_SET_NAME: &str = {:?};\n/// The schema set's semver version: the wire's version these types speak.\npub const SCHEMA_SET_VERSION: &str = {:?};\n/// SHA-256 of the schema set's files, as the reference site shows it (docs/versioning.md).\npub const SCHEMA_SET_HASH: &str = {:?};\n\n",
+            set.name,
+            set.version.to_string(),
+            set.hash
+        ));
+    }
     out.push_str(&schema_files(bundle));
     out.push_str(&struct_rules_table(bundle, closed)?);
     out.push_str(&string_enums(bundle));

@@ -12,11 +12,13 @@ use anyhow::{Context, Result};
 use askama::Template;
 use serde::Serialize;
 
+use crate::build_stamp::Stamp;
 use crate::model::words::{Phrase, Token};
 use crate::model::{
     self, ApiDoc, BackRef, ExtraFields, Model, Row, RowKind, TypeDoc, TypeKind, Variant, API_PAGE,
     INDEX_PAGE,
 };
+use crate::site_changelog::{ReleaseView, CHANGELOG_PAGE};
 
 const STYLESHEET: &str = include_str!("../../docs-site/static/site.css");
 const SCRIPT: &str = include_str!("../../docs-site/static/site.js");
@@ -117,6 +119,7 @@ pub struct NavEntry {
 #[template(path = "document.html")]
 struct DocumentPage {
     title: String,
+    stamp: Stamp,
     nav: Vec<NavEntry>,
     toc: Vec<TocEntry>,
     root: TypeView,
@@ -201,6 +204,7 @@ pub struct GroupView {
 #[template(path = "api.html")]
 struct ApiPage {
     title: String,
+    stamp: Stamp,
     nav: Vec<NavEntry>,
     toc: Vec<TocEntry>,
     /// The files the `curl` lines name, and what each holds.
@@ -238,6 +242,7 @@ pub struct RoleGroup {
 #[template(path = "index.html")]
 struct IndexPage {
     title: String,
+    stamp: Stamp,
     nav: Vec<NavEntry>,
     toc: Vec<TocEntry>,
     groups: Vec<RoleGroup>,
@@ -246,6 +251,36 @@ struct IndexPage {
     operations: usize,
     types: usize,
     orphans: Vec<TypeView>,
+}
+
+#[derive(Template)]
+#[template(path = "changelog.html")]
+struct ChangelogPage {
+    title: String,
+    stamp: Stamp,
+    nav: Vec<NavEntry>,
+    toc: Vec<TocEntry>,
+    releases: Vec<ReleaseView>,
+}
+
+fn render_changelog(model: &Model) -> Result<String> {
+    let releases = crate::site_changelog::views(model);
+    ChangelogPage {
+        title: "Changelog".into(),
+        stamp: model.stamp.clone(),
+        nav: nav(model, CHANGELOG_PAGE),
+        toc: releases
+            .iter()
+            .map(|r| TocEntry {
+                href: format!("#{}", r.anchor),
+                label: r.title.clone(),
+                kind: "release",
+            })
+            .collect(),
+        releases,
+    }
+    .render()
+    .context("rendering the changelog")
 }
 
 /// One entry of the search index.
@@ -538,6 +573,11 @@ fn nav(model: &Model, current: &str) -> Vec<NavEntry> {
             current: current == API_PAGE,
         });
     }
+    out.push(NavEntry {
+        href: CHANGELOG_PAGE.into(),
+        label: "Changelog".into(),
+        current: current == CHANGELOG_PAGE,
+    });
     out
 }
 
@@ -587,6 +627,7 @@ fn render_document(model: &Model, doc: &model::DocumentDoc) -> Result<String> {
         .unwrap_or_default();
     DocumentPage {
         title: doc.name.clone(),
+        stamp: model.stamp.clone(),
         nav: nav(model, &place.page),
         toc,
         root,
@@ -763,6 +804,7 @@ fn render_api(model: &Model, api: &ApiDoc) -> Result<String> {
     toc.extend(toc_for(&types));
     ApiPage {
         title: api.title.clone(),
+        stamp: model.stamp.clone(),
         nav: nav(model, API_PAGE),
         toc,
         trust_files: model::curl::TRUST_FILES
@@ -857,6 +899,7 @@ fn render_index(model: &Model) -> Result<String> {
     toc.extend(toc_for(&orphans));
     IndexPage {
         title: "fleetwire reference".into(),
+        stamp: model.stamp.clone(),
         nav: nav(model, INDEX_PAGE),
         toc,
         groups,
@@ -951,6 +994,7 @@ pub const OPENAPI_DIR: &str = "openapi";
 pub fn render(model: &Model) -> Result<Vec<(PathBuf, Vec<u8>)>> {
     let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     files.push((INDEX_PAGE.into(), render_index(model)?.into_bytes()));
+    files.push((CHANGELOG_PAGE.into(), render_changelog(model)?.into_bytes()));
     for doc in &model.documents {
         files.push((
             model::document_page(&doc.name).into(),

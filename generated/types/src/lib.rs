@@ -71,7 +71,10 @@ mod timestamp;
 pub use bounded::{BoundedVec, LengthError};
 pub use document::{DocumentInfo, WireDocument};
 pub use documents::{read_named, read_named_strict, reserialize_named, written_named};
-pub use facts::{BUNDLE_SCHEMA, DOCUMENTS, SCHEMA_FILES, TIMESTAMP_PATTERN};
+pub use facts::{
+    BUNDLE_SCHEMA, DOCUMENTS, SCHEMA_FILES, SCHEMA_SET_HASH, SCHEMA_SET_NAME, SCHEMA_SET_VERSION,
+    TIMESTAMP_PATTERN,
+};
 pub use reader::{
     describe, read, read_strict, read_value, read_value_strict, summarize, unknown_fields,
     validate_value, Accepted, Rejection,

@@ -29,6 +29,13 @@ pub const DOCUMENTS: &[DocumentInfo] = &[
 /// The `pattern` of the `Timestamp` definition, enforced by [`crate::Timestamp`].
 pub const TIMESTAMP_PATTERN: &str = "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$";
 
+/// The schema set's name (`schemas/schema-set.json`, docs/versioning.md).
+pub const SCHEMA_SET_NAME: &str = "fleetwire";
+/// The schema set's semver version: the wire's version these types speak.
+pub const SCHEMA_SET_VERSION: &str = "0.1.0";
+/// SHA-256 of the schema set's files, as the reference site shows it (docs/versioning.md).
+pub const SCHEMA_SET_HASH: &str = "b17c1498d617110866919e5083f5768c4142487b37d80a009b6f1fd251420362";
+
 /// Every file of `schemas/` as written: (file name, JSON text).
 pub const SCHEMA_FILES: &[(&str, &str)] = &[
     ("agent-meters.schema.json", include_str!(concat!(env!("OUT_DIR"), "/inputs/agent-meters.schema.json"))),
