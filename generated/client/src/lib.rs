@@ -68,4 +68,4 @@ pub use error::{BuildError, Error};
 pub use operations::OPERATIONS;
 pub use response::{with_causes, ResponseValue};
 pub use secret::BearerToken;
-pub use trust::CONTROLLER_ORGANIZATION;
+pub use trust::{MarkVerifier, CONTROLLER_ORGANIZATION};
