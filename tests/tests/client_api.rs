@@ -49,18 +49,9 @@ fn refused<T: std::fmt::Debug>(
     }
 }
 
-fn csr(key: &KeyPair, node_id: &str) -> String {
-    CertificateParams::new(vec![node_id.to_string()])
-        .unwrap()
-        .serialize_request(key)
-        .unwrap()
-        .pem()
-        .unwrap()
-}
-
 fn registration_with_csr(node_id: &str, key: &KeyPair) -> RegisterNodeRequest {
     let mut body = registration(node_id, 9, 100);
-    body["csr_pem"] = csr(key, node_id).into();
+    body["csr_pem"] = plain_csr(key, node_id).into();
     typed(&body)
 }
 

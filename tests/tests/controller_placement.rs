@@ -9,12 +9,6 @@ use std::time::Duration;
 use controller_support::*;
 use serde_json::{json, Value};
 
-async fn node(client: &reqwest::Client, controller: &ControllerProcess, id: &str) -> Value {
-    let (status, node) = get_json(client, &controller.url(&format!("/v1/nodes/{id}"))).await;
-    assert_eq!(status, 200, "{node}");
-    node
-}
-
 async fn enroll(
     client: &reqwest::Client,
     controller: &ControllerProcess,
@@ -22,13 +16,7 @@ async fn enroll(
     agent_port: u16,
     disk_gb: u64,
 ) {
-    let (status, body) = post_json(
-        client,
-        &controller.url("/v1/nodes/register"),
-        &registration(id, agent_port, disk_gb),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    register_ok(client, controller, &registration(id, agent_port, disk_gb)).await;
     heartbeat_ok(
         client,
         controller,
@@ -71,7 +59,7 @@ async fn concurrent_placements_never_overbook_the_disk_ledger() {
     assert_eq!(placed, 30, "exactly the ledger's room is placed");
     assert_eq!(refused, attempts - 30);
     for id in ["disk-a", "disk-b"] {
-        let node = node(&client, &controller, id).await;
+        let node = node_record(&client, &controller, id).await;
         assert_eq!(node["reserved_disk_gb"], 150, "{node}");
         assert_eq!(node["vm_count"], 15);
     }
@@ -84,7 +72,7 @@ async fn concurrent_placements_never_overbook_the_disk_ledger() {
     let (status, _) = delete_url(&client, &controller.url(&format!("/v1/vms/{first}"))).await;
     assert_eq!(status, 204);
     assert_eq!(
-        node(&client, &controller, &owner).await["reserved_disk_gb"],
+        node_record(&client, &controller, &owner).await["reserved_disk_gb"],
         140
     );
     let (status, placed) = post_json(&client, &controller.url("/v1/vms"), &vm(256, 10)).await;
@@ -214,7 +202,7 @@ async fn ppn_placement_rules_and_error_answers() {
     assert_eq!((status, record["status"].as_str()), (200, Some("ready")));
 
     // The agent fails: 502, and nothing stays reserved.
-    let before = node(&client, &controller, "small").await["reserved_disk_gb"].clone();
+    let before = node_record(&client, &controller, "small").await["reserved_disk_gb"].clone();
     agent.set_mode(SpawnMode::Fail);
     let (status, body) = post_json(
         &client,
@@ -228,7 +216,7 @@ async fn ppn_placement_rules_and_error_answers() {
         "{body}"
     );
     assert_eq!(
-        node(&client, &controller, "small").await["reserved_disk_gb"],
+        node_record(&client, &controller, "small").await["reserved_disk_gb"],
         before
     );
     let (status, _) = get_json(&client, &controller.url("/v1/vms/doomed")).await;
@@ -261,12 +249,12 @@ async fn disk_cordon_sets_below_and_clears_only_above_the_higher_threshold() {
         body
     };
     heartbeat_ok(&client, &controller, &beat(60)).await;
-    assert!(node(&client, &controller, "d1")
+    assert!(node_record(&client, &controller, "d1")
         .await
         .get("disk_cordoned_at")
         .is_none());
     heartbeat_ok(&client, &controller, &beat(49)).await;
-    let cordoned = node(&client, &controller, "d1").await;
+    let cordoned = node_record(&client, &controller, "d1").await;
     assert!(cordoned["disk_cordoned_at"].is_string(), "{cordoned}");
     assert_eq!(
         cordoned["status"], "ready",
@@ -278,12 +266,12 @@ async fn disk_cordon_sets_below_and_clears_only_above_the_higher_threshold() {
     // Between the thresholds: still cordoned (no flapping).
     heartbeat_ok(&client, &controller, &beat(79)).await;
     assert_eq!(
-        node(&client, &controller, "d1").await["disk_cordoned_at"],
+        node_record(&client, &controller, "d1").await["disk_cordoned_at"],
         cordoned["disk_cordoned_at"]
     );
     // Past the higher threshold: cleared, placements resume.
     heartbeat_ok(&client, &controller, &beat(80)).await;
-    assert!(node(&client, &controller, "d1")
+    assert!(node_record(&client, &controller, "d1")
         .await
         .get("disk_cordoned_at")
         .is_none());
@@ -314,18 +302,18 @@ async fn a_new_runtime_boot_id_prunes_what_the_node_no_longer_reports() {
     .await;
     assert_eq!(status, 200);
     assert_eq!(
-        node(&client, &controller, "b1").await["reserved_disk_gb"],
+        node_record(&client, &controller, "b1").await["reserved_disk_gb"],
         50
     );
 
     // Same boot id, VMs not reported yet: both kept (the spawn may postdate the heartbeat).
     heartbeat_ok(&client, &controller, &beat("boot-1", json!([]))).await;
-    assert_eq!(node(&client, &controller, "b1").await["vm_count"], 2);
+    assert_eq!(node_record(&client, &controller, "b1").await["vm_count"], 2);
 
     // The runtime restarted: only "kept" is still reported; "lost" is pruned.
     let reported = json!([{"vm_id": "kept", "vm_type": "t", "state": "Running", "ram_alloc_mb": 128, "vcpu_count": 1}]);
     heartbeat_ok(&client, &controller, &beat("boot-2", reported)).await;
-    let record = node(&client, &controller, "b1").await;
+    let record = node_record(&client, &controller, "b1").await;
     assert_eq!(record["vm_count"], 1);
     assert_eq!(record["boot_id"], "boot-2");
     let (status, _) = get_json(&client, &controller.url("/v1/vms/lost")).await;
@@ -340,7 +328,7 @@ async fn a_new_runtime_boot_id_prunes_what_the_node_no_longer_reports() {
         "the self-heal to correct the ledger",
         Duration::from_secs(5),
         || async {
-            (node(&client, &controller, "b1").await["reserved_disk_gb"] == 20).then_some(())
+            (node_record(&client, &controller, "b1").await["reserved_disk_gb"] == 20).then_some(())
         },
     )
     .await;
@@ -369,7 +357,8 @@ async fn checkpoints_are_restored_only_on_the_capturing_engine_version_or_newer(
             "the engine version to be probed",
             Duration::from_secs(5),
             || async {
-                (node(&client, &controller, id).await["engine_version"] == version).then_some(())
+                (node_record(&client, &controller, id).await["engine_version"] == version)
+                    .then_some(())
             },
         )
         .await;

@@ -24,15 +24,6 @@ fn greedy_csr(key: &KeyPair, node_id: &str) -> String {
     params.serialize_request(key).unwrap().pem().unwrap()
 }
 
-fn plain_csr(key: &KeyPair, node_id: &str) -> String {
-    CertificateParams::new(vec![node_id.to_string()])
-        .unwrap()
-        .serialize_request(key)
-        .unwrap()
-        .pem()
-        .unwrap()
-}
-
 /// A node of the test: its key and the certificate the controller issued it.
 struct Node {
     id: String,
