@@ -101,10 +101,13 @@ fn each_operation_becomes_a_method_with_typed_parameters_bodies_and_answers() {
         .is_none());
 }
 
+/// A change to the API of [`api`].
+type Edit<'a> = Box<dyn FnOnce(&mut Value) + 'a>;
+
 #[test]
 fn what_the_client_could_not_call_faithfully_is_refused_by_name() {
     let get = "/paths/~1v1~1pings~1{id}/get";
-    let cases: Vec<(Box<dyn FnOnce(&mut Value)>, &str)> = vec![
+    let cases: Vec<(Edit<'_>, &str)> = vec![
         (
             Box::new(|api| {
                 api.pointer_mut(get)
