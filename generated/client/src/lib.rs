@@ -50,6 +50,8 @@
 mod client;
 #[path = "hand_written/error.rs"]
 mod error;
+// Public: the body readers the generated operations use, one per kind of answer (an API
+// document without `default` answers uses `unexpected`).
 #[path = "hand_written/response.rs"]
 pub mod response;
 #[path = "hand_written/secret.rs"]
