@@ -21,7 +21,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Rewrite the checked-in generated files (OpenAPI document, type and bundle snapshots).
+    /// Rewrite the checked-in generated files (OpenAPI documents, type and bundle snapshots, the
+    /// client's operations).
     Generate,
     /// Exit 1, printing a diff, when a checked-in generated file is stale.
     Check,

@@ -1,4 +1,5 @@
-//! The generated files kept in the repository (OpenAPI document, type and bundle snapshots)
+//! The generated files kept in the repository (OpenAPI documents, type and bundle snapshots,
+//! the client's operations)
 //! are what the schemas generate now. `FLEETWIRE_BLESS=1 cargo test -p fleetwire-codegen` or
 //! `cargo run -p fleetwire-codegen -- generate` refreshes them.
 
