@@ -7,11 +7,13 @@
 //!   rendered from it with askama;
 //! - the bundle itself, embedded in `fleetwire-types` for the validators.
 //!
-//! Two build scripts call it on every schema change: `fleetwire-types`' calls [`generate`] and
-//! [`write_out_dir`] (without the `site` feature, so a consumer of the types compiles no
-//! HTML), and the runtime's calls `write_site_out_dir` to compile the reference site into the
-//! controller. [`checked_in`] lists the copies kept in the repository for readers and external
-//! tools, which `fleetwire-codegen check` (and a test) compare against a fresh generation.
+//! The generated crates (`generated/*`, [`GeneratedCrate`]) build from checked-in copies of
+//! their sources, so they package without this crate; their build scripts run this crate's
+//! command line ([`write_crate_sources`]) only inside the workspace, when `schemas/` has
+//! changed since the copies were written. The runtime's build script calls
+//! `write_site_out_dir` to compile the reference site into the controller. [`checked_in`]
+//! lists the copies kept in the repository, which `fleetwire-codegen check` (and a test)
+//! compare against a fresh generation.
 
 pub mod bounded;
 pub mod bundle;
@@ -61,12 +63,16 @@ pub struct Outputs {
     pub openapi_json: Option<String>,
     /// `fleet-api.3.1.json`: the same API as OpenAPI 3.1.0, its schemas in draft 2020-12.
     pub openapi_31_json: Option<String>,
+    /// Every top-level file of the schema folder as read (file name, text): the inputs a
+    /// generated crate embeds and its build script compares with the workspace's schemas.
+    pub inputs: Vec<(String, String)>,
     /// The typed client's operations (`fleetwire-client`), from the API description.
     pub client_rs: Option<String>,
 }
 
 /// Reads `schemas_dir` once and generates every output from it.
 pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
+    let inputs = read_inputs(schemas_dir)?;
     let bundle = Bundle::load(schemas_dir)?;
     // One type space for both the Rust output and the Rust names the site anchors.
     let space = rust::type_space(&bundle)?;
@@ -106,8 +112,76 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
         bundle_json,
         openapi_json,
         openapi_31_json,
+        inputs,
         client_rs,
     })
+}
+
+pub use rust::INPUTS_DIR;
+
+/// Where a generated crate keeps its checked-in generated sources, relative to the crate.
+pub const CRATE_CODE_DIR: &str = "src/generated/code";
+
+/// Every top-level `*.json` file of `schemas_dir`, sorted by name.
+fn read_inputs(schemas_dir: &Path) -> Result<Vec<(String, String)>> {
+    let entries = std::fs::read_dir(schemas_dir)
+        .with_context(|| format!("reading schema directory {}", schemas_dir.display()))?;
+    let mut inputs = Vec::new();
+    for entry in entries {
+        let path = entry?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        if let Some(name) = name.filter(|n| n.ends_with(".json") && path.is_file()) {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            inputs.push((name, text));
+        }
+    }
+    inputs.sort();
+    Ok(inputs)
+}
+
+/// The generated crates of the workspace, each with the sources its build script puts into
+/// `OUT_DIR` (README "Generated files in the repository").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GeneratedCrate {
+    /// `fleetwire-types`, in `generated/types`.
+    Types,
+}
+
+impl GeneratedCrate {
+    pub const ALL: [GeneratedCrate; 1] = [GeneratedCrate::Types];
+
+    /// The crate's folder, relative to the workspace.
+    pub fn dir(self) -> &'static str {
+        match self {
+            GeneratedCrate::Types => "generated/types",
+        }
+    }
+
+    /// The crate's generated sources (path relative to its code folder, text); the schema
+    /// files it was generated from are among them, under [`INPUTS_DIR`].
+    pub fn sources(self, outputs: &Outputs) -> Vec<(PathBuf, String)> {
+        let mut files = match self {
+            GeneratedCrate::Types => vec![
+                (PathBuf::from("types.rs"), outputs.types_rs.clone()),
+                (PathBuf::from("facts.rs"), outputs.facts_rs.clone()),
+                (PathBuf::from("documents.rs"), outputs.documents_rs.clone()),
+                (
+                    PathBuf::from("bundle.schema.json"),
+                    outputs.bundle_json.clone(),
+                ),
+            ],
+        };
+        for (name, text) in &outputs.inputs {
+            files.push((Path::new(INPUTS_DIR).join(name), text.clone()));
+        }
+        files
+    }
+
+    /// The crate's checked-in code folder, relative to the workspace.
+    pub fn code_dir(self) -> PathBuf {
+        Path::new(self.dir()).join(CRATE_CODE_DIR)
+    }
 }
 
 /// The first half of a build script of a crate beside `schemas/` in the workspace (its
@@ -134,13 +208,42 @@ pub fn build_script_outputs(also_watched: &[&str]) -> (Outputs, PathBuf) {
     }
 }
 
-/// Writes the files `fleetwire-types` includes into its `OUT_DIR`.
-pub fn write_out_dir(outputs: &Outputs, out_dir: &Path) -> Result<()> {
-    write_if_changed(&out_dir.join("types.rs"), &outputs.types_rs)?;
-    write_if_changed(&out_dir.join("facts.rs"), &outputs.facts_rs)?;
-    write_if_changed(&out_dir.join("documents.rs"), &outputs.documents_rs)?;
-    write_if_changed(&out_dir.join("bundle.schema.json"), &outputs.bundle_json)?;
-    Ok(())
+/// Writes the sources `crate_` includes into `out_dir` (its build script's `OUT_DIR`, or a
+/// folder of checked-in copies), removing files of an earlier generation that are no longer
+/// part of it; returns the paths written or removed.
+pub fn write_crate_sources(
+    crate_: GeneratedCrate,
+    outputs: &Outputs,
+    out_dir: &Path,
+) -> Result<Vec<PathBuf>> {
+    let sources = crate_.sources(outputs);
+    let mut changed = Vec::new();
+    for stale in extra_inputs(out_dir, &sources) {
+        std::fs::remove_file(&stale).with_context(|| format!("removing {}", stale.display()))?;
+        changed.push(stale);
+    }
+    for (path, content) in sources {
+        let path = out_dir.join(path);
+        if write_if_changed(&path, &content)? {
+            changed.push(path);
+        }
+    }
+    Ok(changed)
+}
+
+/// Files in `code_dir`'s inputs folder that `sources` no longer has (a schema file removed).
+fn extra_inputs(code_dir: &Path, sources: &[(PathBuf, String)]) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(code_dir.join(INPUTS_DIR)) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok())
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.strip_prefix(code_dir)
+                .is_ok_and(|rel| !sources.iter().any(|(p, _)| p == rel))
+        })
+        .collect()
 }
 
 /// Writes the reference site into `out_dir/site` and the table that compiles it into the
@@ -158,16 +261,13 @@ pub fn write_site_out_dir(outputs: &Outputs, out_dir: &Path) -> Result<()> {
 
 /// The generated files kept in the repository, relative to the workspace root.
 pub fn checked_in(outputs: &Outputs) -> Vec<(PathBuf, String)> {
-    let mut files = vec![
-        (
-            PathBuf::from("generated/snapshot/types.rs"),
-            outputs.types_rs.clone(),
-        ),
-        (
-            PathBuf::from("generated/snapshot/bundle.schema.json"),
-            outputs.bundle_json.clone(),
-        ),
-    ];
+    let mut files = Vec::new();
+    for crate_ in GeneratedCrate::ALL {
+        let dir = crate_.code_dir();
+        for (path, text) in crate_.sources(outputs) {
+            files.push((dir.join(path), text));
+        }
+    }
     for (name, api) in [
         (OPENAPI_30_FILE, &outputs.openapi_json),
         (OPENAPI_31_FILE, &outputs.openapi_31_json),
@@ -192,6 +292,12 @@ pub struct Stale {
 
 /// Compares the checked-in copies under `workspace` with a fresh generation.
 pub fn stale_files(outputs: &Outputs, workspace: &Path) -> Vec<Stale> {
+    let removed = extra_checked_in(outputs, workspace)
+        .into_iter()
+        .map(|path| Stale {
+            diff: format!("{} is no longer generated: remove it\n", path.display()),
+            path,
+        });
     checked_in(outputs)
         .into_iter()
         .filter_map(|(path, fresh)| {
@@ -208,12 +314,33 @@ pub fn stale_files(outputs: &Outputs, workspace: &Path) -> Vec<Stale> {
                 path,
             })
         })
+        .chain(removed)
         .collect()
 }
 
-/// Writes every checked-in copy under `workspace`; returns the paths that changed.
+/// Checked-in files, relative to `workspace`, that a fresh generation no longer has.
+fn extra_checked_in(outputs: &Outputs, workspace: &Path) -> Vec<PathBuf> {
+    GeneratedCrate::ALL
+        .into_iter()
+        .flat_map(|crate_| {
+            let code_dir = workspace.join(crate_.code_dir());
+            extra_inputs(&code_dir, &crate_.sources(outputs))
+                .into_iter()
+                .filter_map(|path| path.strip_prefix(workspace).ok().map(Path::to_path_buf))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Writes every checked-in copy under `workspace`, removing those no longer generated;
+/// returns the paths that changed.
 pub fn write_checked_in(outputs: &Outputs, workspace: &Path) -> Result<Vec<PathBuf>> {
     let mut changed = Vec::new();
+    for path in extra_checked_in(outputs, workspace) {
+        let full = workspace.join(&path);
+        std::fs::remove_file(&full).with_context(|| format!("removing {}", full.display()))?;
+        changed.push(path);
+    }
     for (path, content) in checked_in(outputs) {
         if write_if_changed(&workspace.join(&path), &content)? {
             changed.push(path);

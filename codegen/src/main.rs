@@ -21,8 +21,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Rewrite the checked-in generated files (OpenAPI documents, type and bundle snapshots, the
-    /// client's operations).
+    /// Rewrite the checked-in generated files (the OpenAPI documents, the generated crates' sources).
     Generate,
     /// Exit 1, printing a diff, when a checked-in generated file is stale.
     Check,
@@ -33,6 +32,16 @@ enum Command {
         /// Default: `docs-site/dist` in the workspace.
         #[arg(long)]
         out: Option<PathBuf>,
+    },
+    /// Write one generated crate's sources (what its build script includes) into a folder: what
+    /// that build script runs, inside the workspace, when `schemas/` no longer matches the
+    /// crate's checked-in copies.
+    #[command(hide = true)]
+    CrateSources {
+        #[arg(long = "crate", value_enum)]
+        crate_: fleetwire_codegen::GeneratedCrate,
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Compare the schemas of smolvm's API (`schemas/smolvm.schema.json`) with smolvm's own
     /// OpenAPI document; exit 1 on any disagreement not listed as a deliberate exception.
@@ -88,6 +97,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 out.display(),
                 out.join("index.html").display()
             );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::CrateSources { crate_, out } => {
+            fleetwire_codegen::write_crate_sources(crate_, &outputs, &out)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::PeerCheck { .. } => unreachable!("handled above"),

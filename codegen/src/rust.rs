@@ -308,21 +308,21 @@ fn string_enums(bundle: &Bundle) -> String {
     )
 }
 
-/// Every schema file as written, compiled in (`include_str!` of the file the bundle was read from,
-/// so a schema change rebuilds the crate with the new text).
+/// The folder, under each generated crate's sources and in its `OUT_DIR`, that holds the copies
+/// of the schema files the crate was generated from (`include_str!`ed by `SCHEMA_FILES`).
+pub const INPUTS_DIR: &str = "inputs";
+
+/// Every schema file as written, compiled in from the copy beside the generated sources
+/// (`OUT_DIR/inputs/`, written with them), so the crate needs no file outside itself.
 fn schema_files(bundle: &Bundle) -> String {
     let mut out = String::from(
         "/// Every file of `schemas/` as written: (file name, JSON text).\npub const SCHEMA_FILES: &[(&str, &str)] = &[\n",
     );
     for file in &bundle.files {
-        let path = file
-            .path
-            .canonicalize()
-            .unwrap_or_else(|_| file.path.clone());
         out.push_str(&format!(
-            "    ({:?}, include_str!({:?})),\n",
+            "    ({:?}, include_str!(concat!(env!(\"OUT_DIR\"), {:?}))),\n",
             file.name,
-            path.display().to_string()
+            format!("/{}/{}", INPUTS_DIR, file.name)
         ));
     }
     out.push_str("];\n\n");

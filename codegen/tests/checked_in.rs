@@ -1,5 +1,4 @@
-//! The generated files kept in the repository (OpenAPI documents, type and bundle snapshots,
-//! the client's operations)
+//! The generated files kept in the repository (the OpenAPI documents and the generated crates' sources)
 //! are what the schemas generate now. `FLEETWIRE_BLESS=1 cargo test -p fleetwire-codegen` or
 //! `cargo run -p fleetwire-codegen -- generate` refreshes them.
 

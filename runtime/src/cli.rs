@@ -32,6 +32,12 @@ enum Command {
     Ca(crate::ca_cli::CaArgs),
     /// Mint bootstrap tokens that enroll nodes, and operator tokens for the API.
     Token(crate::token_cli::TokenArgs),
+    /// List, inspect, cordon, uncordon, drain and unenroll nodes.
+    Nodes(crate::operator_cli::NodesArgs),
+    /// List, inspect, create and delete VMs.
+    Vms(crate::operator_cli::VmsArgs),
+    /// The fleet at a glance: node counts by status, and every live node.
+    Fleet(crate::operator_cli::FleetArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -45,5 +51,8 @@ pub fn main() -> ExitCode {
         Command::Agent(args) => crate::agent::run(&args),
         Command::Ca(args) => crate::ca_cli::run(&args),
         Command::Token(args) => crate::token_cli::run(args),
+        Command::Nodes(args) => crate::operator_cli::nodes(args),
+        Command::Vms(args) => crate::operator_cli::vms(args),
+        Command::Fleet(args) => crate::operator_cli::fleet(args),
     }
 }

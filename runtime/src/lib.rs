@@ -15,6 +15,7 @@ pub mod fleet_tls_client;
 pub mod http;
 pub mod ids;
 pub mod loadgen;
+pub mod operator_cli;
 pub mod reference_site;
 pub mod reported;
 pub mod runtimes;

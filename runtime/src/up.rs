@@ -60,6 +60,28 @@ impl Access {
     }
 }
 
+/// The operator commands' config file for this fleet of one (docs/operator-cli.md), so the
+/// banner's `fleetwire nodes list --config FILE` works as printed.
+fn operator_config(dir: &Path, access: &Access, token_file: Option<&Path>) -> Result<PathBuf> {
+    // A JSON string is a TOML basic string too (serde_json writes no `\/`).
+    let quoted = |text: &str| serde_json::Value::from(text).to_string();
+    let mut text = format!("url = {}\n", quoted(&access.api));
+    match (&access.tls, token_file) {
+        (Some((ca, _)), Some(token)) => {
+            text.push_str(&format!("ca_file = {}\n", quoted(&ca.to_string_lossy())));
+            text.push_str(&format!(
+                "token_file = {}\n",
+                quoted(&token.to_string_lossy())
+            ));
+        }
+        _ => text.push_str("plain_http = true\n"),
+    }
+    let path = dir.join("operator.toml");
+    crate::atomic_file::write(&path, text.as_bytes(), 0o600)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
 /// The admin operator token of this fleet of one, made on first use: `operator-tokens` (the
 /// controller's `--operator-token-file`), `operator-token` (the token alone, for scripts and
 /// `fleetwire token create --bearer-file`) and `operator-header` (the `Authorization` header,
@@ -125,13 +147,13 @@ async fn up(args: &UpArgs) -> Result<()> {
         // A fleet of one lives on a workstation's disk: cordon it only when that is nearly
         // full, not at a production host's 20 GB.
         .args(["--disk-cordon-below", "1", "--disk-uncordon-above", "2"]);
-    let (access, http) = if args.plain_http {
+    let (access, http, token_file) = if args.plain_http {
         command.arg("--plain-http");
         let http = crate::tls::client_builder()
             .timeout(Duration::from_secs(2))
             .build()?;
         let api = format!("http://{}", args.listen);
-        (Access { api, tls: None }, http)
+        (Access { api, tls: None }, http, None)
     } else {
         // The CA first, so that this process trusts it before the controller answers.
         let ca = NodeCa::open_or_create(&ca_dir, Duration::from_secs(3600))
@@ -162,8 +184,10 @@ async fn up(args: &UpArgs) -> Result<()> {
                 tls: Some((ca_dir.join("ca.pem"), header_file)),
             },
             http,
+            Some(token_file),
         )
     };
+    let operator_config = operator_config(&dir, &access, token_file.as_deref())?;
     let api = access.api.clone();
     let mut controller = spawn(&mut command, &dir.join("controller.log"))?;
     step(&format!("controller on {api}"), &mut controller, || async {
@@ -260,6 +284,7 @@ async fn up(args: &UpArgs) -> Result<()> {
     println!(
         "\nfleetwire is up: a fleet of one ({mode}).\n\
          \n  fleet       {curl} {api}/v1/fleet\
+         \n  nodes       {exe} nodes list --config {config}   (also vms, fleet: docs/operator-cli.md)\
          \n  reference   {reference}\
          \n  metrics     {curl} {api}/metrics\
          \n  node        {id} ({cpus} CPUs, {mem} MB free), agent on 127.0.0.1:{port}\
@@ -270,6 +295,10 @@ async fn up(args: &UpArgs) -> Result<()> {
          \n    -d '{{\"vm_type\": \"process\", \"ram_mb\": 64, \"vcpu_count\": 1, \"command\": [\"/bin/sh\", \"-c\", \"while true; do date; sleep 5; done\"]}}'\
          \n\nthen watch it in {reported}. Ctrl-C stops both.",
         id = node.node_id.as_str(),
+        exe = std::env::current_exe()
+            .map(|exe| exe.display().to_string())
+            .unwrap_or_else(|_| "fleetwire".into()),
+        config = operator_config.display(),
         cpus = node.total_cpus.map(|c| c.to_string()).unwrap_or_else(|| "?".into()),
         mem = node.ram_available_mb,
         port = args.spawn_port,

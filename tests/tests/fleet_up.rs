@@ -105,6 +105,21 @@ fn up_runs_a_fleet_of_one_places_a_machine_and_stops_on_ctrl_c() {
             .any(|n| n["node_id"] == "up-test" && n["status"] == "ready"),
         "{fleet}"
     );
+    // So does the operator command's line, with the config file `up` wrote.
+    let nodes_line = printed
+        .iter()
+        .find_map(|l| l.trim_start().strip_prefix("nodes "))
+        .unwrap_or_else(|| panic!("no nodes command in the banner:\n{text}"));
+    let nodes_line = nodes_line.split("   (").next().unwrap().trim();
+    let table = String::from_utf8(shell(nodes_line)).unwrap();
+    assert!(
+        table.starts_with("NODE")
+            && table
+                .lines()
+                .nth(1)
+                .is_some_and(|l| l.starts_with("up-test")),
+        "{nodes_line}:\n{table}"
+    );
     let place_at = printed.iter().position(|l| l.contains("-X POST")).unwrap();
     let place = format!("{}\n{}", printed[place_at], printed[place_at + 1]);
     let placed: VmRecord = read(&shell(place.trim())).unwrap();

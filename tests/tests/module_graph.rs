@@ -389,7 +389,7 @@ fn crate_roots() -> Vec<PathBuf> {
     let mut roots = Vec::new();
     for member in [
         "codegen",
-        "generated",
+        "generated/types",
         "generated/client",
         "runtime",
         "tests",

@@ -100,7 +100,7 @@ struct PpnCreateVmRequest {
 fn fixture(path: &str) -> Vec<u8> {
     std::fs::read(
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../schemas/examples")
+            .join("../../schemas/examples")
             .join(path),
     )
     .unwrap()
@@ -133,7 +133,7 @@ fn a_superset_heartbeat_still_parses_as_ppn() {
 #[test]
 fn node_records_and_fleet_status_we_serialize_parse_as_ppn() {
     for path in std::fs::read_dir(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../schemas/examples/NodeRecord/valid"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas/examples/NodeRecord/valid"),
     )
     .unwrap()
     {

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 fn fixture(path: &str) -> Value {
     let full = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../schemas/examples")
+        .join("../../schemas/examples")
         .join(path);
     serde_json::from_slice(&std::fs::read(full).expect("fixture")).expect("fixture is JSON")
 }

@@ -9,7 +9,7 @@ use fleetwire_types::{
 use serde_json::Value;
 
 pub fn examples_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../schemas/examples")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas/examples")
 }
 
 /// (document name, fixture path) for every fixture of one kind (`valid` or `invalid`).
@@ -201,7 +201,7 @@ fn invalid_fixtures_are_refused_where_they_say() {
 
 #[test]
 fn the_schema_files_are_embedded_as_written() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../schemas");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas");
     assert!(fleetwire_types::SCHEMA_FILES.len() >= 3);
     for (name, text) in fleetwire_types::SCHEMA_FILES {
         assert_eq!(

@@ -22,7 +22,7 @@ use proptest::sample::Index;
 use serde_json::{json, Value};
 
 fn valid_fixtures() -> Vec<(String, Value)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../schemas/examples");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas/examples");
     let mut out = Vec::new();
     for doc in std::fs::read_dir(dir).unwrap() {
         let doc = doc.unwrap().path();

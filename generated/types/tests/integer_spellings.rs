@@ -9,7 +9,7 @@ use fleetwire_types::{read, read_strict, HostReportedState, NodeHeartbeat};
 fn fixture(path: &str) -> String {
     std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../schemas/examples")
+            .join("../../schemas/examples")
             .join(path),
     )
     .unwrap()

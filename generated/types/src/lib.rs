@@ -26,11 +26,13 @@
 //!
 //! The two halves sit in two folders, and every public item is re-exported here, at the root:
 //!
-//! - `src/generated/`: fleetwire-codegen's output from `schemas/`, included from `OUT_DIR` by
-//!   `build.rs` and never edited by hand: the types ([`types`]), the schema facts (root
+//! - `src/generated/`: fleetwire-codegen's output from `schemas/`, never edited by hand: checked
+//!   in under `src/generated/code/` (with copies of the schema files it was generated from),
+//!   put into `OUT_DIR` by `build.rs` (or generated afresh there inside the workspace after a
+//!   schema edit) and included from there by the wrappers beside it: the types ([`types`]), the schema facts (root
 //!   documents, [`TIMESTAMP_PATTERN`], [`SCHEMA_FILES`], [`BUNDLE_SCHEMA`], the strict
 //!   deserializer's tables) and the root documents' [`WireDocument`] impls and by-name readers
-//!   ([`read_named`]). `generated/snapshot/` holds a copy of the types for reading.
+//!   ([`read_named`]).
 //! - `src/hand_written/`: the validated [`read`]er and the [`strict`]
 //!   deserializer, the embedded schemas' validators ([`compile_validator`]), and the types the
 //!   generated code builds on ([`Timestamp`], [`BoundedVec`], [`WireDocument`], the
@@ -77,3 +79,8 @@ pub use reader::{
 pub use schema::{compile_validator, document, schema_for};
 pub use timestamp::{Timestamp, TimestampError};
 pub use types::*;
+
+/// The README's example is compiled and run as a doctest, so what a reader copies works.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;
