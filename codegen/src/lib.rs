@@ -2,6 +2,7 @@
 //!
 //! - [`rust`]: the types (typify) and the root-document table the validators hang off;
 //! - [`openapi`]: the bundled OpenAPI documents (3.0.3, and 3.1.0 with the schemas as they are);
+//! - [`client`]: the typed client's operations (`fleetwire-client`), from the API description;
 //! - `model` and `site` (feature `site`): the documentation model and the reference site
 //!   rendered from it with askama;
 //! - the bundle itself, embedded in `fleetwire-types` for the validators.

@@ -10,8 +10,8 @@ use x509_parser::prelude::{FromDer, X509Certificate};
 /// The subject organization of every node certificate.
 pub const NODE_ORGANIZATION: &str = "fleetwire node";
 /// The subject organization of the controller's certificates (its client identity towards the
-/// agents and runtimes, and its HTTPS server certificate).
-pub const CONTROLLER_ORGANIZATION: &str = "fleetwire controller";
+/// agents and runtimes, and its HTTPS server certificate): the mark `fleetwire-client` checks.
+pub use fleetwire_client::CONTROLLER_ORGANIZATION;
 
 /// The party a certificate the fleet CA issued stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]

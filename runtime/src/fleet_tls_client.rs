@@ -6,11 +6,10 @@
 
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use fleetwire_client::MarkVerifier;
 use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::PrivateKeyDer;
 
 use crate::fleet_identity::{identify, PeerIdentity};
 use crate::tls_server::{certificates_of, TlsSetupError};
@@ -44,7 +43,11 @@ pub fn client_config(
     let chain = WebPkiServerVerifier::builder(Arc::new(roots))
         .build()
         .map_err(|error| TlsSetupError::ServerVerifier(error.to_string()))?;
-    let verifier = Arc::new(RoleVerifier { chain, role });
+    let mark: fn(&[u8]) -> bool = match role {
+        ServerRole::Controller => |der| matches!(identify(der), Some(PeerIdentity::Controller)),
+        ServerRole::Node => |der| matches!(identify(der), Some(PeerIdentity::Node { .. })),
+    };
+    let verifier = Arc::new(MarkVerifier::new(chain, mark));
     let builder = rustls::ClientConfig::builder()
         .dangerous()
         .with_custom_certificate_verifier(verifier);
@@ -62,61 +65,6 @@ pub fn client_config(
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
-}
-
-/// The fleet CA's chain check, then the role's mark.
-#[derive(Debug)]
-struct RoleVerifier {
-    chain: Arc<WebPkiServerVerifier>,
-    role: ServerRole,
-}
-
-impl ServerCertVerifier for RoleVerifier {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        let verified = self.chain.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        )?;
-        match (identify(end_entity.as_ref()), self.role) {
-            (Some(PeerIdentity::Controller), ServerRole::Controller)
-            | (Some(PeerIdentity::Node { .. }), ServerRole::Node) => Ok(verified),
-            _ => Err(rustls::Error::InvalidCertificate(
-                CertificateError::ApplicationVerificationFailure,
-            )),
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.chain.supported_verify_schemes()
-    }
 }
 
 #[cfg(test)]

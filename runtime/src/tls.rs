@@ -20,21 +20,8 @@ pub fn client_builder() -> reqwest::ClientBuilder {
     reqwest::Client::builder()
 }
 
-/// An HTTP client's error with its causes: reqwest's own message leaves out why a connection
-/// failed (refused, a certificate not trusted, a TLS alert), which is what an operator needs.
-pub fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
+/// An HTTP client's error with its causes (the client crate's, which its errors use too).
+pub use fleetwire_client::with_causes;
 
 #[cfg(test)]
 mod tests {

@@ -11,7 +11,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use fleetwire_types::{ApiError, BootstrapTokenIssued, CreateBootstrapTokenRequest, NodeId};
+use fleetwire_client::operations::CREATE_BOOTSTRAP_TOKEN;
+use fleetwire_types::{BootstrapTokenIssued, CreateBootstrapTokenRequest, NodeId};
 
 use crate::cli_values::parse_duration;
 use crate::controller::operator_tokens::{
@@ -258,83 +259,50 @@ fn create_over_api(args: &CreateArgs, url: &str) -> Result<BootstrapTokenIssued,
         ));
     };
     let token = operator_token(args)?;
-    let pem = std::fs::read(ca_file)
+    let pem = std::fs::read_to_string(ca_file)
         .map_err(|e| failed(format!("cannot read --ca-file {}: {e}", ca_file.display())))?;
-    let cas = reqwest::Certificate::from_pem_bundle(&pem)
-        .ok()
-        .filter(|cas| !cas.is_empty())
-        .ok_or_else(|| {
-            failed(format!(
-                "--ca-file {} holds no PEM certificate",
-                ca_file.display()
-            ))
-        })?;
-    let endpoint = format!("{}/v1/tokens", url.trim_end_matches('/'));
+    let endpoint = format!(
+        "{}{}",
+        url.trim_end_matches('/'),
+        CREATE_BOOTSTRAP_TOKEN.path
+    );
     let request = CreateBootstrapTokenRequest {
         node_id: args.node_id.clone(),
         ttl_s: Some(args.ttl.as_secs() as i64),
     };
+    // Only the fleet CA, and only a server with the controller's mark (docs/security.md).
+    let client = fleetwire_client::Client::builder(url)
+        .fleet_ca_pem(pem)
+        .operator_token(token)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|e| match e {
+            fleetwire_client::BuildError::FleetCa(why) => {
+                failed(format!("--ca-file {}: {why}", ca_file.display()))
+            }
+            other => failed(format!("cannot build the HTTPS client: {other}")),
+        })?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| failed(format!("cannot start the async runtime: {e}")))?;
-    let (status, body) = runtime.block_on(async {
-        let client = crate::tls::client_builder()
-            .tls_certs_only(cas)
-            .https_only(true)
-            .timeout(Duration::from_secs(30))
-            .build()
-            .map_err(|e| {
-                failed(format!(
-                    "cannot build the HTTPS client: {}",
-                    crate::tls::with_causes(&e)
-                ))
-            })?;
-        let answer = client
-            .post(&endpoint)
-            .bearer_auth(&token)
-            .json(&request)
-            .send()
-            .await
-            .map_err(|e| failed(format!("POST {endpoint}: {}", crate::tls::with_causes(&e))))?;
-        let status = answer.status();
-        let body = answer.bytes().await.map_err(|e| {
-            failed(format!(
-                "POST {endpoint}: reading the answer: {}",
-                crate::tls::with_causes(&e)
-            ))
-        })?;
-        Ok::<_, Failure>((status, body))
-    })?;
-    if status != reqwest::StatusCode::CREATED {
-        return Err(match fleetwire_types::read::<ApiError>(&body) {
-            Ok(error) => failed(format!(
+    let answer = runtime.block_on(client.create_bootstrap_token(&request));
+    // The errors show no body a secret could be in: an ApiError's code and message, or the
+    // pointers and keywords of what broke the answer's schema.
+    let issued = answer
+        .map_err(|e| match &e {
+            fleetwire_client::Error::Api { status, error, .. } => failed(format!(
                 "{} {}: {}",
                 status.as_u16(),
-                error.value.code,
-                error.value.message.as_str()
+                error.code,
+                error.message.as_str()
             )),
-            Err(_) => failed(format!(
-                "{} from POST {endpoint}, and the answer is not an ApiError",
-                status.as_u16()
-            )),
-        });
-    }
-    // The violations' pointers and keywords only: their messages may quote the token.
-    let issued =
-        fleetwire_types::read::<BootstrapTokenIssued>(&body)
-            .map_err(|rejection| {
-                let where_: Vec<String> = rejection
-                    .violations()
-                    .iter()
-                    .map(|v| format!("{} ({})", v.instance_path.as_str(), v.keyword))
-                    .collect();
-                failed(format!(
-                "POST {endpoint} answered 201 with a body that is not a BootstrapTokenIssued: {}",
-                if where_.is_empty() { "not JSON".to_string() } else { where_.join(", ") }
-            ))
-            })?
-            .into_inner();
+            fleetwire_client::Error::InvalidResponse { status, .. } if status.is_success() => {
+                failed(format!("POST {endpoint} answered {status} with a body that is not a BootstrapTokenIssued: {e}"))
+            }
+            _ => failed(format!("POST {endpoint}: {e}")),
+        })?
+        .into_inner();
     if issued.node_id != args.node_id {
         return Err(failed(format!(
             "POST {endpoint} answered with a token for node {}, not {}: not printed",

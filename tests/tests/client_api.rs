@@ -49,18 +49,9 @@ fn refused<T: std::fmt::Debug>(
     }
 }
 
-fn csr(key: &KeyPair, node_id: &str) -> String {
-    CertificateParams::new(vec![node_id.to_string()])
-        .unwrap()
-        .serialize_request(key)
-        .unwrap()
-        .pem()
-        .unwrap()
-}
-
 fn registration_with_csr(node_id: &str, key: &KeyPair) -> RegisterNodeRequest {
     let mut body = registration(node_id, 9, 100);
-    body["csr_pem"] = csr(key, node_id).into();
+    body["csr_pem"] = plain_csr(key, node_id).into();
     typed(&body)
 }
 
@@ -279,4 +270,48 @@ async fn every_operation_is_called_through_the_client_with_typed_answers_and_err
         called, declared,
         "every operation of the API document is exercised"
     );
+}
+
+/// A newer controller's answers: fields this version's schemas do not define are set aside and
+/// named (pointers into the whole body, a list's with the index), and `Warning` headers are
+/// handed to the caller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_fields_of_an_answer_are_set_aside_and_named() {
+    use axum::routing::get;
+    let app = axum::Router::new()
+        .route(
+            "/healthz",
+            get(|| async {
+                (
+                    [("warning", "299 - \"unknown field /extra\"")],
+                    axum::Json(json!({"status": "ok", "version": "9.0.0", "since": "2030-01-01T00:00:00Z"})),
+                )
+            }),
+        )
+        .route(
+            "/v1/vms",
+            get(|| async {
+                axum::Json(json!([{
+                    "vm_id": "web-1", "vm_type": "web", "state": "Running", "ram_alloc_mb": 512,
+                    "vcpu_count": 1, "started_at": null, "gpu": "h100"
+                }]))
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let newer = Client::builder(format!("http://127.0.0.1:{port}"))
+        .plain_http()
+        .build()
+        .unwrap();
+    let health = newer.get_healthz().await.unwrap();
+    assert_eq!(health.value.status, HealthStatus::Ok);
+    let unknown: Vec<&str> = health.unknown_fields().iter().map(|p| p.as_str()).collect();
+    assert_eq!(unknown, ["/since"]);
+    assert_eq!(health.warnings(), ["unknown field /extra"]);
+    let vms = newer.list_vms(None).await.unwrap();
+    assert_eq!(vms.value.len(), 1);
+    let unknown: Vec<&str> = vms.unknown_fields().iter().map(|p| p.as_str()).collect();
+    assert_eq!(unknown, ["/0/gpu"]);
+    server.abort();
 }

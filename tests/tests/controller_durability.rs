@@ -8,6 +8,7 @@ mod controller_support;
 use std::time::Duration;
 
 use controller_support::*;
+use fleetwire_types::{CreateVmRequest, NodeId, NodeStatusFilter, StateMessage};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -18,41 +19,34 @@ async fn everything_survives_kill_9() {
     let mut controller = ControllerProcess::start_in(dir.path(), &[]);
 
     // A registered node, heartbeating, with two placed VMs and a cordon.
-    let (status, _) = post_json(
+    register_ok(
         &client,
-        &controller.url("/v1/nodes/register"),
+        &controller,
         &registration("reg-1", agent.port, 500),
     )
     .await;
-    assert_eq!(status, 200);
     heartbeat_ok(
         &client,
         &controller,
         &ppn_heartbeat("reg-1", "127.0.0.1", agent.port),
     )
     .await;
+    let api = api_on(&client, &controller);
     let mut placed = Vec::new();
     for tenant in ["t-a", "t-b"] {
-        let (status, vm) = post_json(
-            &client,
-            &controller.url("/v1/vms"),
+        let request: CreateVmRequest = typed(
             &json!({"vm_type": "small", "ram_mb": 1024, "vcpu_count": 1, "tenant_id": tenant, "disk_gb": 40}),
-        )
-        .await;
-        assert_eq!(status, 200, "{vm}");
-        placed.push(vm["vm_id"].as_str().unwrap().to_string());
+        );
+        let vm = api.create_vm(&request).await.unwrap();
+        placed.push(vm.vm_id.as_str().to_string());
     }
     // Two PPN nodes known by heartbeat only (enrolled by their first).
     for id in ["ppn-1", "ppn-2"] {
         heartbeat_ok(&client, &controller, &ppn_heartbeat(id, "127.0.0.1", 9204)).await;
     }
-    let (status, _) = post_json(
-        &client,
-        &controller.url("/v1/nodes/ppn-2/cordon?reason=maintenance"),
-        &json!({}),
-    )
-    .await;
-    assert_eq!(status, 200);
+    let reason: StateMessage = "maintenance".parse().unwrap();
+    let ppn_2: NodeId = "ppn-2".parse().unwrap();
+    api.cordon_node(&ppn_2, Some(&reason)).await.unwrap();
     // A later heartbeat that changes nothing but the contact time is stored too.
     tokio::time::sleep(Duration::from_millis(1200)).await;
     heartbeat_ok(
@@ -61,24 +55,18 @@ async fn everything_survives_kill_9() {
         &ppn_heartbeat("ppn-1", "127.0.0.1", 9204),
     )
     .await;
-    let (_, before) = get_json(&client, &controller.url("/v1/nodes/ppn-1")).await;
+    let before = node_record(&client, &controller, "ppn-1").await;
     // Heartbeat-derived fields reach the store within one second.
     tokio::time::sleep(Duration::from_millis(1200)).await;
 
     controller.kill_9();
     let controller = ControllerProcess::start_in(dir.path(), &[]);
 
-    let (_, all) = get_json(&client, &controller.url("/v1/nodes?status=all")).await;
+    let api = api_on(&client, &controller);
+    let all = api.list_nodes(Some(&NodeStatusFilter::All)).await.unwrap();
     let listed: Vec<(&str, &str)> = all
-        .as_array()
-        .unwrap()
         .iter()
-        .map(|n| {
-            (
-                n["node_id"].as_str().unwrap(),
-                n["status"].as_str().unwrap(),
-            )
-        })
+        .map(|n| (n.node_id.as_str(), n.status.as_str()))
         .collect();
     assert_eq!(
         listed,
@@ -88,35 +76,28 @@ async fn everything_survives_kill_9() {
             ("reg-1", "unreachable")
         ]
     );
-    let (_, ready) = get_json(&client, &controller.url("/v1/nodes")).await;
-    assert_eq!(ready, json!([]));
-    let (_, after) = get_json(&client, &controller.url("/v1/nodes/ppn-1")).await;
+    assert!(node_ids(&client, &controller, None).await.is_empty());
+    let after = node_record(&client, &controller, "ppn-1").await;
     assert_eq!(
         after["last_heartbeat"], before["last_heartbeat"],
         "the last contact survived"
     );
-    let (_, node) = get_json(&client, &controller.url("/v1/nodes/reg-1")).await;
+    let node = node_record(&client, &controller, "reg-1").await;
     assert_eq!(node["reserved_disk_gb"], 80, "the ledger survived: {node}");
     assert_eq!(node["total_disk_gb"], 500);
     assert_eq!(node["vm_count"], 2);
-    let (_, cordoned) = get_json(&client, &controller.url("/v1/nodes/ppn-2")).await;
+    let cordoned = node_record(&client, &controller, "ppn-2").await;
     assert_eq!(cordoned["cordon_reason"], "maintenance");
     assert!(cordoned["cordoned_at"].is_string());
-    let (_, vms) = get_json(&client, &controller.url("/v1/vms")).await;
-    let mut vm_ids: Vec<String> = vms
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["vm_id"].as_str().unwrap().to_string())
-        .collect();
+    let vms = api.list_vms(None).await.unwrap();
+    let mut vm_ids: Vec<String> = vms.iter().map(|v| v.vm_id.as_str().to_string()).collect();
     placed.sort();
     vm_ids.sort();
     assert_eq!(vm_ids, placed);
-    let (status, vm) = get_json(&client, &controller.url(&format!("/v1/vms/{}", placed[0]))).await;
-    assert_eq!(status, 200);
-    assert_eq!(vm["node_id"], "reg-1");
-    let (_, tenant_b) = get_json(&client, &controller.url("/v1/vms?tenant_id=t-b")).await;
-    assert_eq!(tenant_b.as_array().unwrap().len(), 1);
+    let vm = api.get_vm(&placed[0].parse().unwrap()).await.unwrap();
+    assert_eq!(vm.node_id.as_ref().map(|n| n.as_str()), Some("reg-1"));
+    let tenant_b = api.list_vms(Some(&"t-b".parse().unwrap())).await.unwrap();
+    assert_eq!(tenant_b.len(), 1);
 
     // A heartbeat brings a node back; its placed VMs (young, not yet reported) are kept.
     heartbeat_ok(
@@ -125,14 +106,14 @@ async fn everything_survives_kill_9() {
         &ppn_heartbeat("reg-1", "127.0.0.1", agent.port),
     )
     .await;
-    let (_, node) = get_json(&client, &controller.url("/v1/nodes/reg-1")).await;
+    let node = node_record(&client, &controller, "reg-1").await;
     assert_eq!(node["status"], "ready");
     // The VMs are deleted through the restarted controller, releasing the ledger.
     for vm_id in &placed {
-        let (status, _) = delete_url(&client, &controller.url(&format!("/v1/vms/{vm_id}"))).await;
-        assert_eq!(status, 204);
+        let deleted = api.delete_vm(&vm_id.parse().unwrap()).await.unwrap();
+        assert_eq!(deleted.status().as_u16(), 204);
     }
-    let (_, node) = get_json(&client, &controller.url("/v1/nodes/reg-1")).await;
+    let node = node_record(&client, &controller, "reg-1").await;
     assert_eq!(node["reserved_disk_gb"], 0);
     assert_eq!(agent.deleted().len(), 2);
 }
@@ -150,12 +131,6 @@ async fn a_node_enrolled_by_a_heartbeat_survives_a_kill_9_right_after_the_answer
     }
     controller.kill_9();
     let controller = ControllerProcess::start_in(dir.path(), &[]);
-    let (_, all) = get_json(&client, &controller.url("/v1/nodes?status=all")).await;
-    let ids: Vec<&str> = all
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n["node_id"].as_str().unwrap())
-        .collect();
+    let ids = node_ids(&client, &controller, Some(NodeStatusFilter::All)).await;
     assert_eq!(ids, ["hb-1", "hb-2", "hb-3"]);
 }

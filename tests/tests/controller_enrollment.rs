@@ -9,13 +9,13 @@ mod controller_support;
 use std::time::Duration;
 
 use controller_support::*;
-use serde_json::Value;
+use fleetwire_types::{ApiErrorCode, FleetStatus, NodeId, NodeStatusFilter};
 
-fn ids(list: &Value) -> Vec<String> {
-    list.as_array()
-        .expect("an array")
+fn fleet_ids(fleet: &FleetStatus) -> Vec<String> {
+    fleet
+        .nodes
         .iter()
-        .map(|n| n["node_id"].as_str().unwrap().to_string())
+        .map(|n| n.node_id.as_str().to_string())
         .collect()
 }
 
@@ -71,11 +71,10 @@ async fn a_ppn_agent_enrolls_by_heartbeat_goes_unreachable_and_comes_back() {
         "a PPN agent says no port: the controller's --default-spawn-port"
     );
     assert_eq!(node["runtime"], "smolvm");
-    let (_, listed) = get_json(&client, &controller.url("/v1/nodes")).await;
-    assert_eq!(ids(&listed), vec!["ppn-node-1"]);
-    let (_, fleet) = get_json(&client, &controller.url("/v1/fleet")).await;
-    assert_eq!(ids(&fleet["nodes"]), vec!["ppn-node-1"]);
-    assert_eq!(fleet["counts"]["ready"], 1);
+    assert_eq!(node_ids(&client, &controller, None).await, ["ppn-node-1"]);
+    let fleet = fleet_status(&client, &controller).await;
+    assert_eq!(fleet_ids(&fleet), ["ppn-node-1"]);
+    assert_eq!(fleet.counts.as_ref().map(|c| c.ready), Some(1));
 
     // Stop the agent. Past the staleness limit the node leaves the default listing...
     agent.abort();
@@ -84,8 +83,8 @@ async fn a_ppn_agent_enrolls_by_heartbeat_goes_unreachable_and_comes_back() {
         "the node to leave GET /v1/nodes",
         Duration::from_secs(6),
         || async {
-            let (_, listed) = get_json(&client, &controller.url("/v1/nodes")).await;
-            ids(&listed).is_empty().then_some(())
+            let listed = node_ids(&client, &controller, None).await;
+            listed.is_empty().then_some(())
         },
     )
     .await;
@@ -98,26 +97,28 @@ async fn a_ppn_agent_enrolls_by_heartbeat_goes_unreachable_and_comes_back() {
     assert_eq!(status, 200);
     assert_eq!(node["status"], "unreachable");
     assert!(node["last_heartbeat"].as_str().unwrap().starts_with("20"));
-    let (_, unreachable) = get_json(&client, &controller.url("/v1/nodes?status=unreachable")).await;
-    assert_eq!(ids(&unreachable), vec!["ppn-node-1"]);
-    let (_, all) = get_json(&client, &controller.url("/v1/nodes?status=all")).await;
-    assert_eq!(ids(&all), vec!["ppn-node-1"]);
+    let unreachable = Some(NodeStatusFilter::Unreachable);
+    assert_eq!(
+        node_ids(&client, &controller, unreachable).await,
+        ["ppn-node-1"]
+    );
+    let all = Some(NodeStatusFilter::All);
+    assert_eq!(node_ids(&client, &controller, all).await, ["ppn-node-1"]);
     // The fleet view drops it as PPN's controller does (docs/controller.md "Heartbeats and node
     // status"), yet still counts it.
-    let (_, fleet) = get_json(&client, &controller.url("/v1/fleet")).await;
-    assert_eq!(fleet["counts"]["unreachable"], 1);
-    assert_eq!(fleet["nodes"].as_array().map(Vec::len), Some(0));
+    let fleet = fleet_status(&client, &controller).await;
+    assert_eq!(fleet.counts.as_ref().map(|c| c.unreachable), Some(1));
+    assert!(fleet.nodes.is_empty());
     // Never enrolled is told apart from went silent.
     let (status, _) = get_json(&client, &controller.url("/v1/nodes/never-enrolled")).await;
     assert_eq!(status, 404);
 
     // Re-enrolling is the same procedure: the next heartbeat.
-    let (status, _) = post_json(&client, &controller.url("/v1/nodes/heartbeat"), &body).await;
-    assert_eq!(status, 200);
-    let (_, node) = get_json(&client, &controller.url("/v1/nodes/ppn-node-1")).await;
+    heartbeat_ok(&client, &controller, &body).await;
+    let node = node_record(&client, &controller, "ppn-node-1").await;
     assert_eq!(node["status"], "ready");
-    let (_, fleet) = get_json(&client, &controller.url("/v1/fleet")).await;
-    assert_eq!(ids(&fleet["nodes"]), vec!["ppn-node-1"]);
+    let fleet = fleet_status(&client, &controller).await;
+    assert_eq!(fleet_ids(&fleet), ["ppn-node-1"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -152,13 +153,18 @@ async fn unenrolled_and_long_silent_nodes_are_forgotten() {
     for id in ["gone-1", "gone-2"] {
         heartbeat_ok(&client, &controller, &ppn_heartbeat(id, "127.0.0.1", 9204)).await;
     }
-    let (status, _) = delete_url(&client, &controller.url("/v1/nodes/gone-1")).await;
-    assert_eq!(status, 204);
+    let api = api_on(&client, &controller);
+    let gone: NodeId = "gone-1".parse().unwrap();
+    let deleted = api.delete_node(&gone).await.unwrap();
+    assert_eq!(deleted.status().as_u16(), 204);
     let (status, _) = get_json(&client, &controller.url("/v1/nodes/gone-1")).await;
     assert_eq!(status, 404);
-    let (status, body) = delete_url(&client, &controller.url("/v1/nodes/gone-1")).await;
-    assert_eq!(status, 404);
-    assert_eq!(body["code"], "not_found");
+    let again = api.delete_node(&gone).await.unwrap_err();
+    assert_eq!(again.status().map(|s| s.as_u16()), Some(404), "{again}");
+    assert_eq!(
+        again.api_error().map(|e| e.code),
+        Some(ApiErrorCode::NotFound)
+    );
     eventually(
         "the silent node to be forgotten",
         Duration::from_secs(8),

@@ -7,13 +7,9 @@ mod controller_support;
 use std::time::Duration;
 
 use controller_support::*;
+use fleetwire_client::{Error, ResponseValue};
+use fleetwire_types::{CreateVmRequest, VmRecord};
 use serde_json::{json, Value};
-
-async fn node(client: &reqwest::Client, controller: &ControllerProcess, id: &str) -> Value {
-    let (status, node) = get_json(client, &controller.url(&format!("/v1/nodes/{id}"))).await;
-    assert_eq!(status, 200, "{node}");
-    node
-}
 
 async fn enroll(
     client: &reqwest::Client,
@@ -22,19 +18,38 @@ async fn enroll(
     agent_port: u16,
     disk_gb: u64,
 ) {
-    let (status, body) = post_json(
-        client,
-        &controller.url("/v1/nodes/register"),
-        &registration(id, agent_port, disk_gb),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    register_ok(client, controller, &registration(id, agent_port, disk_gb)).await;
     heartbeat_ok(
         client,
         controller,
         &ppn_heartbeat(id, "127.0.0.1", agent_port),
     )
     .await;
+}
+
+/// `POST /v1/vms` through the typed client, with a well-formed `CreateVmRequest`: the status,
+/// and the `VmRecord` or the `ApiError` as JSON.
+async fn create_vm(
+    client: &reqwest::Client,
+    controller: &ControllerProcess,
+    body: &Value,
+) -> (u16, Value) {
+    let request: CreateVmRequest = typed(body);
+    vm_answer(api_on(client, controller).create_vm(&request).await)
+}
+
+/// A `create_vm` answer as the status and the `VmRecord` or `ApiError` as JSON.
+fn vm_answer(answer: Result<ResponseValue<VmRecord>, Error>) -> (u16, Value) {
+    match answer {
+        Ok(vm) => (
+            vm.status().as_u16(),
+            serde_json::to_value(vm.into_inner()).unwrap(),
+        ),
+        Err(Error::Api { status, error, .. }) => {
+            (status.as_u16(), serde_json::to_value(*error).unwrap())
+        }
+        Err(e) => panic!("POST /v1/vms: {e}"),
+    }
 }
 
 fn vm(ram_mb: u64, disk_gb: u64) -> Value {
@@ -52,9 +67,11 @@ async fn concurrent_placements_never_overbook_the_disk_ledger() {
 
     let attempts = 40;
     let mut tasks = tokio::task::JoinSet::new();
+    let api = api_on(&client, &controller);
+    let request: CreateVmRequest = typed(&vm(256, 10));
     for _ in 0..attempts {
-        let (client, url) = (client.clone(), controller.url("/v1/vms"));
-        tasks.spawn(async move { post_json(&client, &url, &vm(256, 10)).await });
+        let (api, request) = (api.clone(), request.clone());
+        tasks.spawn(async move { vm_answer(api.create_vm(&request).await) });
     }
     let (mut placed, mut refused) = (0, 0);
     while let Some(result) = tasks.join_next().await {
@@ -71,7 +88,7 @@ async fn concurrent_placements_never_overbook_the_disk_ledger() {
     assert_eq!(placed, 30, "exactly the ledger's room is placed");
     assert_eq!(refused, attempts - 30);
     for id in ["disk-a", "disk-b"] {
-        let node = node(&client, &controller, id).await;
+        let node = node_record(&client, &controller, id).await;
         assert_eq!(node["reserved_disk_gb"], 150, "{node}");
         assert_eq!(node["vm_count"], 15);
     }
@@ -84,10 +101,10 @@ async fn concurrent_placements_never_overbook_the_disk_ledger() {
     let (status, _) = delete_url(&client, &controller.url(&format!("/v1/vms/{first}"))).await;
     assert_eq!(status, 204);
     assert_eq!(
-        node(&client, &controller, &owner).await["reserved_disk_gb"],
+        node_record(&client, &controller, &owner).await["reserved_disk_gb"],
         140
     );
-    let (status, placed) = post_json(&client, &controller.url("/v1/vms"), &vm(256, 10)).await;
+    let (status, placed) = create_vm(&client, &controller, &vm(256, 10)).await;
     assert_eq!(status, 200, "{placed}");
     assert_eq!(placed["node_id"], owner.as_str());
 }
@@ -109,10 +126,7 @@ async fn ppn_placement_rules_and_error_answers() {
     heartbeat_ok(&client, &controller, &small).await;
 
     // The most available memory among unreserved nodes wins; tenant_id is copied.
-    let (status, placed) = post_json(
-        &client,
-        &controller.url("/v1/vms"),
-        &json!({"vm_type": "web", "ram_mb": 1024, "vcpu_count": 2, "tenant_id": "acme", "vm_id": "web-1"}),
+    let (status, placed) = create_vm(&client, &controller, &json!({"vm_type": "web", "ram_mb": 1024, "vcpu_count": 2, "tenant_id": "acme", "vm_id": "web-1"}),
     )
     .await;
     assert_eq!(status, 200, "{placed}");
@@ -134,29 +148,29 @@ async fn ppn_placement_rules_and_error_answers() {
     assert_eq!(other, json!([]));
 
     // The same id again: 409.
-    let (status, body) = post_json(
+    let (status, body) = create_vm(
         &client,
-        &controller.url("/v1/vms"),
+        &controller,
         &json!({"vm_type": "web", "ram_mb": 1, "vcpu_count": 1, "vm_id": "web-1"}),
     )
     .await;
     assert_eq!((status, body["code"].as_str()), (409, Some("conflict")));
 
     // Too big for every unreserved node: the reserved node is the last resort.
-    let (status, placed) = post_json(&client, &controller.url("/v1/vms"), &vm(14000, 10)).await;
+    let (status, placed) = create_vm(&client, &controller, &vm(14000, 10)).await;
     assert_eq!(status, 200, "{placed}");
     assert_eq!(placed["node_id"], "spare");
 
     // Preferred node: unknown, or too small → 422.
     let mut request = vm(4096, 10);
     request["preferred_node"] = "nowhere".into();
-    let (status, body) = post_json(&client, &controller.url("/v1/vms"), &request).await;
+    let (status, body) = create_vm(&client, &controller, &request).await;
     assert_eq!(
         (status, body["code"].as_str()),
         (422, Some("preferred_node_unsuitable"))
     );
     request["preferred_node"] = "small".into();
-    let (status, body) = post_json(&client, &controller.url("/v1/vms"), &request).await;
+    let (status, body) = create_vm(&client, &controller, &request).await;
     assert_eq!(
         (status, body["code"].as_str()),
         (422, Some("preferred_node_unsuitable"))
@@ -177,7 +191,7 @@ async fn ppn_placement_rules_and_error_answers() {
         assert_eq!(status, 200);
         assert!(record["cordoned_at"].is_string());
     }
-    let (status, body) = post_json(&client, &controller.url("/v1/vms"), &vm(128, 1)).await;
+    let (status, body) = create_vm(&client, &controller, &vm(128, 1)).await;
     assert_eq!((status, body["code"].as_str()), (503, Some("no_capacity")));
     let (status, _) = post_json(
         &client,
@@ -186,9 +200,9 @@ async fn ppn_placement_rules_and_error_answers() {
     )
     .await;
     assert_eq!(status, 200);
-    let (status, placed) = post_json(
+    let (status, placed) = create_vm(
         &client,
-        &controller.url("/v1/vms"),
+        &controller,
         &json!({"vm_type": "t", "ram_mb": 128, "vcpu_count": 1, "prefer_kvm": true}),
     )
     .await;
@@ -203,7 +217,7 @@ async fn ppn_placement_rules_and_error_answers() {
     )
     .await;
     assert_eq!((status, record["status"].as_str()), (200, Some("draining")));
-    let (status, _) = post_json(&client, &controller.url("/v1/vms"), &vm(128, 1)).await;
+    let (status, _) = create_vm(&client, &controller, &vm(128, 1)).await;
     assert_eq!(status, 503);
     let (status, record) = post_json(
         &client,
@@ -214,11 +228,11 @@ async fn ppn_placement_rules_and_error_answers() {
     assert_eq!((status, record["status"].as_str()), (200, Some("ready")));
 
     // The agent fails: 502, and nothing stays reserved.
-    let before = node(&client, &controller, "small").await["reserved_disk_gb"].clone();
+    let before = node_record(&client, &controller, "small").await["reserved_disk_gb"].clone();
     agent.set_mode(SpawnMode::Fail);
-    let (status, body) = post_json(
+    let (status, body) = create_vm(
         &client,
-        &controller.url("/v1/vms"),
+        &controller,
         &json!({"vm_type": "t", "ram_mb": 128, "vcpu_count": 1, "vm_id": "doomed"}),
     )
     .await;
@@ -228,15 +242,15 @@ async fn ppn_placement_rules_and_error_answers() {
         "{body}"
     );
     assert_eq!(
-        node(&client, &controller, "small").await["reserved_disk_gb"],
+        node_record(&client, &controller, "small").await["reserved_disk_gb"],
         before
     );
     let (status, _) = get_json(&client, &controller.url("/v1/vms/doomed")).await;
     assert_eq!(status, 404);
     agent.set_mode(SpawnMode::Succeed);
-    let (status, _) = post_json(
+    let (status, _) = create_vm(
         &client,
-        &controller.url("/v1/vms"),
+        &controller,
         &json!({"vm_type": "t", "ram_mb": 128, "vcpu_count": 1, "vm_id": "doomed"}),
     )
     .await;
@@ -261,33 +275,33 @@ async fn disk_cordon_sets_below_and_clears_only_above_the_higher_threshold() {
         body
     };
     heartbeat_ok(&client, &controller, &beat(60)).await;
-    assert!(node(&client, &controller, "d1")
+    assert!(node_record(&client, &controller, "d1")
         .await
         .get("disk_cordoned_at")
         .is_none());
     heartbeat_ok(&client, &controller, &beat(49)).await;
-    let cordoned = node(&client, &controller, "d1").await;
+    let cordoned = node_record(&client, &controller, "d1").await;
     assert!(cordoned["disk_cordoned_at"].is_string(), "{cordoned}");
     assert_eq!(
         cordoned["status"], "ready",
         "a disk cordon leaves the node ready"
     );
     assert_eq!(cordoned["available_disk_gb"], 49);
-    let (status, body) = post_json(&client, &controller.url("/v1/vms"), &vm(128, 1)).await;
+    let (status, body) = create_vm(&client, &controller, &vm(128, 1)).await;
     assert_eq!((status, body["code"].as_str()), (503, Some("no_capacity")));
     // Between the thresholds: still cordoned (no flapping).
     heartbeat_ok(&client, &controller, &beat(79)).await;
     assert_eq!(
-        node(&client, &controller, "d1").await["disk_cordoned_at"],
+        node_record(&client, &controller, "d1").await["disk_cordoned_at"],
         cordoned["disk_cordoned_at"]
     );
     // Past the higher threshold: cleared, placements resume.
     heartbeat_ok(&client, &controller, &beat(80)).await;
-    assert!(node(&client, &controller, "d1")
+    assert!(node_record(&client, &controller, "d1")
         .await
         .get("disk_cordoned_at")
         .is_none());
-    let (status, _) = post_json(&client, &controller.url("/v1/vms"), &vm(128, 1)).await;
+    let (status, _) = create_vm(&client, &controller, &vm(128, 1)).await;
     assert_eq!(status, 200);
 }
 
@@ -304,28 +318,28 @@ async fn a_new_runtime_boot_id_prunes_what_the_node_no_longer_reports() {
         body
     };
     heartbeat_ok(&client, &controller, &beat("boot-1", json!([]))).await;
-    let (status, kept) = post_json(&client, &controller.url("/v1/vms"), &json!({"vm_type": "t", "ram_mb": 128, "vcpu_count": 1, "vm_id": "kept", "tenant_id": "t1", "disk_gb": 20})).await;
+    let (status, kept) = create_vm(&client, &controller, &json!({"vm_type": "t", "ram_mb": 128, "vcpu_count": 1, "vm_id": "kept", "tenant_id": "t1", "disk_gb": 20})).await;
     assert_eq!(status, 200, "{kept}");
-    let (status, _) = post_json(
+    let (status, _) = create_vm(
         &client,
-        &controller.url("/v1/vms"),
+        &controller,
         &json!({"vm_type": "t", "ram_mb": 128, "vcpu_count": 1, "vm_id": "lost", "disk_gb": 30}),
     )
     .await;
     assert_eq!(status, 200);
     assert_eq!(
-        node(&client, &controller, "b1").await["reserved_disk_gb"],
+        node_record(&client, &controller, "b1").await["reserved_disk_gb"],
         50
     );
 
     // Same boot id, VMs not reported yet: both kept (the spawn may postdate the heartbeat).
     heartbeat_ok(&client, &controller, &beat("boot-1", json!([]))).await;
-    assert_eq!(node(&client, &controller, "b1").await["vm_count"], 2);
+    assert_eq!(node_record(&client, &controller, "b1").await["vm_count"], 2);
 
     // The runtime restarted: only "kept" is still reported; "lost" is pruned.
     let reported = json!([{"vm_id": "kept", "vm_type": "t", "state": "Running", "ram_alloc_mb": 128, "vcpu_count": 1}]);
     heartbeat_ok(&client, &controller, &beat("boot-2", reported)).await;
-    let record = node(&client, &controller, "b1").await;
+    let record = node_record(&client, &controller, "b1").await;
     assert_eq!(record["vm_count"], 1);
     assert_eq!(record["boot_id"], "boot-2");
     let (status, _) = get_json(&client, &controller.url("/v1/vms/lost")).await;
@@ -340,7 +354,7 @@ async fn a_new_runtime_boot_id_prunes_what_the_node_no_longer_reports() {
         "the self-heal to correct the ledger",
         Duration::from_secs(5),
         || async {
-            (node(&client, &controller, "b1").await["reserved_disk_gb"] == 20).then_some(())
+            (node_record(&client, &controller, "b1").await["reserved_disk_gb"] == 20).then_some(())
         },
     )
     .await;
@@ -369,7 +383,8 @@ async fn checkpoints_are_restored_only_on_the_capturing_engine_version_or_newer(
             "the engine version to be probed",
             Duration::from_secs(5),
             || async {
-                (node(&client, &controller, id).await["engine_version"] == version).then_some(())
+                (node_record(&client, &controller, id).await["engine_version"] == version)
+                    .then_some(())
             },
         )
         .await;
@@ -379,14 +394,14 @@ async fn checkpoints_are_restored_only_on_the_capturing_engine_version_or_newer(
                "restore_checkpoint": {"checkpoint_id": "ckpt-1", "engine_version": engine}})
     };
     // "old" has more memory, but only "new" runs 0.6.0 or newer.
-    let (status, placed) = post_json(&client, &controller.url("/v1/vms"), &restore("0.6.0")).await;
+    let (status, placed) = create_vm(&client, &controller, &restore("0.6.0")).await;
     assert_eq!(status, 200, "{placed}");
     assert_eq!(placed["node_id"], "new");
     assert_eq!(placed["restore_checkpoint"]["checkpoint_id"], "ckpt-1");
     // Semantic, not textual, comparison: 0.10.0 > 0.6.0.
-    let (status, body) = post_json(&client, &controller.url("/v1/vms"), &restore("0.10.0")).await;
+    let (status, body) = create_vm(&client, &controller, &restore("0.10.0")).await;
     assert_eq!((status, body["code"].as_str()), (503, Some("no_capacity")));
-    let (status, placed) = post_json(&client, &controller.url("/v1/vms"), &restore("0.5.0")).await;
+    let (status, placed) = create_vm(&client, &controller, &restore("0.5.0")).await;
     assert_eq!(status, 200);
     assert_eq!(placed["node_id"], "old");
 }
@@ -415,11 +430,11 @@ async fn a_vm_goes_only_to_a_node_whose_runtime_can_run_it() {
     let command = json!({"vm_type": "small", "ram_mb": 256, "vcpu_count": 1, "disk_gb": 1,
                          "command": ["/bin/sleep", "60"]});
     for _ in 0..3 {
-        let (status, vm) = post_json(&client, &controller.url("/v1/vms"), &image).await;
+        let (status, vm) = create_vm(&client, &controller, &image).await;
         assert_eq!(status, 200, "{vm}");
         assert_eq!(vm["node_id"], "vm-1", "an image only on smolvm: {vm}");
         assert_eq!(vm["image"], "alpine:3.20");
-        let (status, vm) = post_json(&client, &controller.url("/v1/vms"), &command).await;
+        let (status, vm) = create_vm(&client, &controller, &command).await;
         assert_eq!(status, 200, "{vm}");
         assert_eq!(
             vm["node_id"], "proc-1",
@@ -430,7 +445,7 @@ async fn a_vm_goes_only_to_a_node_whose_runtime_can_run_it() {
     // Asked for the wrong node by name: refused, saying why.
     let mut pinned = image.clone();
     pinned["preferred_node"] = "proc-1".into();
-    let (status, body) = post_json(&client, &controller.url("/v1/vms"), &pinned).await;
+    let (status, body) = create_vm(&client, &controller, &pinned).await;
     assert_eq!(status, 422, "{body}");
     assert_eq!(body["code"], "preferred_node_unsuitable");
     assert!(
@@ -444,11 +459,11 @@ async fn a_vm_goes_only_to_a_node_whose_runtime_can_run_it() {
     // An image without network can never be pulled: refused at intake, at its pointer.
     let mut offline = image.clone();
     offline["network"] = false.into();
-    let (status, body) = post_json(&client, &controller.url("/v1/vms"), &offline).await;
+    let (status, body) = create_vm(&client, &controller, &offline).await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["code"], "invalid_document");
     assert_eq!(body["violations"][0]["instance_path"], "/network", "{body}");
-    // Not an image reference: the schema refuses it.
+    // Not an image reference: the schema refuses it (raw: the typed client cannot send it).
     let mut path = image.clone();
     path["image"] = "./local/rootfs.tar".into();
     let (status, body) = post_json(&client, &controller.url("/v1/vms"), &path).await;

@@ -8,6 +8,7 @@ mod controller_support;
 use std::time::Duration;
 
 use controller_support::*;
+use fleetwire_types::{CreateBootstrapTokenRequest, NodeStatusFilter, RegisterNodeRequest};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
 use serde_json::{json, Value};
 use x509_parser::extensions::GeneralName;
@@ -22,15 +23,6 @@ fn greedy_csr(key: &KeyPair, node_id: &str) -> String {
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.distinguished_name.push(DnType::CommonName, "root");
     params.serialize_request(key).unwrap().pem().unwrap()
-}
-
-fn plain_csr(key: &KeyPair, node_id: &str) -> String {
-    CertificateParams::new(vec![node_id.to_string()])
-        .unwrap()
-        .serialize_request(key)
-        .unwrap()
-        .pem()
-        .unwrap()
 }
 
 /// A node of the test: its key and the certificate the controller issued it.
@@ -67,44 +59,43 @@ async fn send(request: reqwest::RequestBuilder) -> (u16, Value) {
     (status, value)
 }
 
-/// Mints a bootstrap token over the operator API.
+/// Mints a bootstrap token over the operator API (the typed client).
 async fn mint(controller: &ControllerProcess, node_id: &str) -> String {
-    let (status, issued) = send(
-        controller
-            .tls_client()
-            .post(controller.url("/v1/tokens"))
-            .bearer_auth(ADMIN_TOKEN)
-            .json(&json!({"node_id": node_id, "ttl_s": 600})),
-    )
-    .await;
-    assert_eq!(status, 201, "{issued}");
-    assert_eq!(issued["node_id"], node_id);
-    let token = issued["token"].as_str().unwrap().to_string();
-    assert!(token.starts_with(issued["token_id"].as_str().unwrap()));
-    token
+    let request = CreateBootstrapTokenRequest {
+        node_id: node_id.parse().unwrap(),
+        ttl_s: Some(600),
+    };
+    let issued = controller
+        .admin_api()
+        .create_bootstrap_token(&request)
+        .await
+        .unwrap();
+    assert_eq!(issued.status().as_u16(), 201);
+    assert_eq!(issued.node_id.as_str(), node_id);
+    assert!(issued.token.starts_with(issued.token_id.as_str()));
+    issued.token.to_string()
 }
 
-/// Registers `node_id` with a bootstrap token, asking for too much; returns the node.
+/// Registers `node_id` with a bootstrap token (the typed client), asking for too much; returns
+/// the node.
 async fn enroll(controller: &ControllerProcess, node_id: &str, token: &str) -> Node {
     let key = KeyPair::generate().unwrap();
-    let (status, answer) = send(
-        controller
-            .tls_client()
-            .post(controller.url("/v1/nodes/register"))
-            .bearer_auth(token)
-            .json(&register_body(node_id, &greedy_csr(&key, node_id))),
-    )
-    .await;
-    assert_eq!(status, 200, "{answer}");
+    let request: RegisterNodeRequest = typed(&register_body(node_id, &greedy_csr(&key, node_id)));
+    let enrolling = controller.api(None).with_bootstrap_token(token).unwrap();
+    let answer = enrolling
+        .register_node(&request)
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(
-        answer["ca_pem"].as_str().unwrap().as_bytes(),
+        answer.ca_pem.as_ref().unwrap().as_bytes(),
         controller.ca_pem().as_slice(),
         "the registration answer carries the fleet CA"
     );
     Node {
         id: node_id.to_string(),
         key,
-        cert_pem: answer["cert_pem"].as_str().unwrap().to_string(),
+        cert_pem: answer.cert_pem.expect("a certificate").to_string(),
     }
 }
 
@@ -112,17 +103,15 @@ fn heartbeat(node_id: &str) -> Value {
     ppn_heartbeat(node_id, "127.0.0.1", 9)
 }
 
-/// The node list as an admin sees it: what must not change when a request is refused.
+/// The node list as a viewer sees it (the typed client): what must not change when a request
+/// is refused.
 async fn stored_nodes(controller: &ControllerProcess) -> Value {
-    let (status, nodes) = send(
-        controller
-            .tls_client()
-            .get(controller.url("/v1/nodes?status=all"))
-            .bearer_auth(VIEWER_TOKEN),
-    )
-    .await;
-    assert_eq!(status, 200, "{nodes}");
-    nodes
+    let viewer = controller.api(Some(VIEWER_TOKEN));
+    let nodes = viewer
+        .list_nodes(Some(&NodeStatusFilter::All))
+        .await
+        .unwrap();
+    serde_json::to_value(nodes.into_inner()).unwrap()
 }
 
 fn assert_refused(status: u16, answer: &Value, expected: u16, code: &str) {

@@ -269,19 +269,24 @@ async fn create_token(
 }
 
 /// A stand-in of the controller's HTTPS port: a CA, a server certificate for 127.0.0.1 and
-/// `POST /v1/tokens`. Returns the CA's PEM and the port; the server lives as long as the test
-/// process.
-fn https_stand_in(seen: Arc<Mutex<Seen>>) -> (String, u16) {
+/// `POST /v1/tokens`; its certificate carries the controller's mark when `marked`. Returns the
+/// CA's PEM and the port; the server lives as long as the test process.
+fn https_stand_in(seen: Arc<Mutex<Seen>>, marked: bool) -> (String, u16) {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
     let ca_pem = ca_params.self_signed(&ca_key).unwrap().pem();
     let issuer = rcgen::Issuer::new(ca_params, ca_key);
     let server_key = rcgen::KeyPair::generate().unwrap();
-    let server_cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&server_key, &issuer)
-        .unwrap();
+    // The controller's mark, which the client asks of a controller (docs/security.md).
+    let mut server_params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    if marked {
+        server_params.distinguished_name.push(
+            rcgen::DnType::OrganizationName,
+            fleetwire_client::CONTROLLER_ORGANIZATION,
+        );
+    }
+    let server_cert = server_params.signed_by(&server_key, &issuer).unwrap();
     let certified = fleetwire::tls_server::certified_key(
         &server_cert.pem(),
         &server_key.serialize_pem(),
@@ -318,7 +323,7 @@ fn https_stand_in(seen: Arc<Mutex<Seen>>) -> (String, u16) {
 fn create_over_the_api_posts_the_request_and_prints_the_token() {
     let dir = tempfile::tempdir().unwrap();
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let (ca_pem, port) = https_stand_in(seen.clone());
+    let (ca_pem, port) = https_stand_in(seen.clone(), true);
     let ca_file = dir.path().join("ca.pem");
     std::fs::write(&ca_file, &ca_pem).unwrap();
     let token_file = dir.path().join("operator-token");
@@ -408,6 +413,35 @@ fn create_over_the_api_posts_the_request_and_prints_the_token() {
     );
     assert!(untrusted.stdout.is_empty());
     assert!(!text(&untrusted.stderr).contains(GOOD_OPERATOR_TOKEN));
+    assert_eq!(seen.lock().unwrap().bodies.len(), 1);
+
+    // A server the CA vouches for, but without the controller's mark (a node's certificate
+    // may name the controller's address): refused by TLS, the token not sent.
+    let (unmarked_ca, unmarked_port) = https_stand_in(seen.clone(), false);
+    let unmarked_file = dir.path().join("unmarked-ca.pem");
+    std::fs::write(&unmarked_file, &unmarked_ca).unwrap();
+    let unmarked_url = format!("https://127.0.0.1:{unmarked_port}");
+    let unmarked = run(
+        &[
+            "create",
+            "--node-id",
+            "gpu-07",
+            "--url",
+            &unmarked_url,
+            "--ca-file",
+            unmarked_file.to_str().unwrap(),
+            "--bearer-file",
+            token_file.to_str().unwrap(),
+        ],
+        &data,
+    );
+    assert_eq!(
+        unmarked.status.code(),
+        Some(1),
+        "{}",
+        text(&unmarked.stderr)
+    );
+    assert!(unmarked.stdout.is_empty());
     assert_eq!(seen.lock().unwrap().bodies.len(), 1);
 
     // Plain http, a missing --ca-file and a missing operator token are usage errors.

@@ -11,17 +11,19 @@ use std::time::{Duration, Instant};
 use controller_support::*;
 use fleetwire_e2e::agent_harness::agent_command;
 use fleetwire_e2e::{fleetwire, free_port, Running};
+use fleetwire_types::CreateVmRequest;
 use serde_json::{json, Value};
 
-async fn get(client: &reqwest::Client, url: &str) -> (u16, Value) {
-    let answer = client
-        .get(url)
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .expect("an answer");
-    let status = answer.status().as_u16();
-    (status, answer.json().await.unwrap_or(Value::Null))
+/// The node's record as the admin reads it (the typed client): the status, and the record as
+/// JSON (`Null` when refused).
+async fn get_node(admin: &fleetwire_client::Client, node_id: &str) -> (u16, Value) {
+    match admin.get_node(&node_id.parse().unwrap()).await {
+        Ok(node) => (
+            node.status().as_u16(),
+            serde_json::to_value(node.into_inner()).unwrap(),
+        ),
+        Err(e) => (e.status().map_or(0, |s| s.as_u16()), Value::Null),
+    }
 }
 
 /// Mints a token with the real CLI on the controller's data directory.
@@ -67,7 +69,7 @@ fn secure_agent(controller: &ControllerProcess, dir: &std::path::Path, port: u16
 async fn an_agent_enrolls_with_a_token_is_placed_on_over_mtls_and_rotates_its_certificate() {
     // Node certificates of 24 s: the agent renews them 16 s in.
     let controller = ControllerProcess::start_secure(&["--cert-validity", "24s"]);
-    let admin = controller.tls_client();
+    let admin = controller.admin_api();
     let dir = tempfile::tempdir().unwrap();
     let token = token_create(&controller, "node-1");
     {
@@ -81,7 +83,7 @@ async fn an_agent_enrolls_with_a_token_is_placed_on_over_mtls_and_rotates_its_ce
 
     // Enrolled with the token, then ready by heartbeats over mTLS.
     let node = eventually("the node to be ready", Duration::from_secs(30), || async {
-        let (status, node) = get(&admin, &controller.url("/v1/nodes/node-1")).await;
+        let (status, node) = get_node(&admin, "node-1").await;
         (status == 200 && node["status"] == "ready").then_some(node)
     })
     .await;
@@ -93,17 +95,11 @@ async fn an_agent_enrolls_with_a_token_is_placed_on_over_mtls_and_rotates_its_ce
     // certificate: the controller calls it over mTLS.
     let pid_file = dir.path().join("tenant.pid");
     let command = format!("echo $$ > {}; exec sleep 600", pid_file.display());
-    let placed = admin
-        .post(controller.url("/v1/vms"))
-        .bearer_auth(ADMIN_TOKEN)
-        .json(&json!({"vm_type": "process", "ram_mb": 64, "vcpu_count": 1, "command": ["/bin/sh", "-c", command]}))
-        .send()
-        .await
-        .unwrap();
-    let status = placed.status().as_u16();
-    let vm: Value = placed.json().await.unwrap();
-    assert_eq!(status, 200, "{vm}");
-    assert_eq!(vm["node_id"], "node-1");
+    let request: CreateVmRequest = typed(
+        &json!({"vm_type": "process", "ram_mb": 64, "vcpu_count": 1, "command": ["/bin/sh", "-c", command]}),
+    );
+    let vm = admin.create_vm(&request).await.unwrap().into_inner();
+    assert_eq!(vm.node_id.as_ref().map(|n| n.as_str()), Some("node-1"));
     eventually("the tenant to run", Duration::from_secs(20), || async {
         std::fs::read_to_string(&pid_file).ok().map(|_| ())
     })
@@ -127,7 +123,7 @@ async fn an_agent_enrolls_with_a_token_is_placed_on_over_mtls_and_rotates_its_ce
     let mut beats = 0;
     let rotated = loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let (status, node) = get(&admin, &controller.url("/v1/nodes/node-1")).await;
+        let (status, node) = get_node(&admin, "node-1").await;
         assert_eq!(status, 200);
         assert_eq!(node["status"], "ready", "{node}");
         let heard = node["last_heartbeat"].as_str().unwrap().to_string();
@@ -155,7 +151,7 @@ async fn an_agent_enrolls_with_a_token_is_placed_on_over_mtls_and_rotates_its_ce
         "a heartbeat over the new certificate",
         Duration::from_secs(10),
         || async {
-            let (_, node) = get(&admin, &controller.url("/v1/nodes/node-1")).await;
+            let (_, node) = get_node(&admin, "node-1").await;
             (node["last_heartbeat"].as_str() != Some(before.as_str())
                 && node["cert_serial"] == rotated.as_str())
             .then_some(())
@@ -164,13 +160,8 @@ async fn an_agent_enrolls_with_a_token_is_placed_on_over_mtls_and_rotates_its_ce
     .await;
     // The controller still reaches the agent after the rotation (its server certificate was
     // swapped in place): the machine is deleted through it.
-    let deleted = admin
-        .delete(controller.url(&format!("/v1/vms/{}", vm["vm_id"].as_str().unwrap())))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(deleted.status(), 204);
+    let deleted = admin.delete_vm(&vm.vm_id).await.unwrap();
+    assert_eq!(deleted.status().as_u16(), 204);
 
     // No secret in either log.
     let secret = token.split('.').next_back().unwrap();

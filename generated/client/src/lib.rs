@@ -50,6 +50,8 @@
 mod client;
 #[path = "hand_written/error.rs"]
 mod error;
+// Public: the body readers the generated operations use, one per kind of answer (an API
+// document without `default` answers uses `unexpected`).
 #[path = "hand_written/response.rs"]
 pub mod response;
 #[path = "hand_written/secret.rs"]
@@ -68,4 +70,4 @@ pub use error::{BuildError, Error};
 pub use operations::OPERATIONS;
 pub use response::{with_causes, ResponseValue};
 pub use secret::BearerToken;
-pub use trust::CONTROLLER_ORGANIZATION;
+pub use trust::{MarkVerifier, CONTROLLER_ORGANIZATION};

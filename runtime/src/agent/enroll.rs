@@ -5,7 +5,10 @@
 
 use std::net::IpAddr;
 
-use fleetwire_types::{BoundedVec, PemCsr, RegisterNodeRequest, RegisterNodeResponse, RuntimeUrl};
+use fleetwire_client::operations::REGISTER_NODE;
+use fleetwire_types::{
+    BoundedVec, PemCsr, RegisterNodeRequest, RegisterNodeResponse, RuntimeUrl, WireDocument,
+};
 use rcgen::{CertificateParams, DnType, KeyPair, SanType};
 use reqwest::StatusCode;
 
@@ -113,57 +116,46 @@ pub fn register_request(agent: &Agent, key: &KeyPair) -> Result<RegisterNodeRequ
     })
 }
 
-/// How much of a refusing answer's body a `RegisterError::Refused` quotes for the log (not a
-/// schema limit).
-const REFUSAL_QUOTE_CHARS: usize = 500;
-
 /// One registration attempt with a CSR for `key`, sent with `token` as bearer credential when
-/// given (the first enrollment), else with whatever client certificate `http` presents.
+/// given (the first enrollment), else with whatever client certificate `client` presents.
 pub async fn register(
     agent: &Agent,
-    http: &reqwest::Client,
+    client: &fleetwire_client::Client,
     key: &KeyPair,
     token: Option<&BootstrapSecret>,
 ) -> Result<Enrolled, RegisterError> {
     let request = register_request(agent, key)?;
-    let url = format!("{}/v1/nodes/register", agent.config.fleet_endpoint);
-    let mut post = http.post(&url).json(&request);
-    if let Some(token) = token {
-        // reqwest marks a bearer header sensitive: it is never shown in its debug output.
-        post = post.bearer_auth(token.expose());
-    }
-    let resp = post.send().await.map_err(|e| {
-        RegisterError::Unreachable(format!("POST {url}: {}", crate::tls::with_causes(&e)))
-    })?;
-    let status = resp.status();
-    let body = resp
-        .bytes()
-        .await
-        .map_err(|e| RegisterError::Unreachable(format!("POST {url}: {e}")))?;
-    match status {
-        s if s.is_success() => {
-            let accepted = fleetwire_types::read::<RegisterNodeResponse>(&body).map_err(|r| {
-                RegisterError::Refused(format!("POST {url}: not a RegisterNodeResponse: {r}"))
-            })?;
-            crate::unknown_fields::note(&accepted, &format!("POST {url}"));
-            let answer = accepted.value;
+    let peer = format!("POST {}{}", agent.config.fleet_endpoint, REGISTER_NODE.path);
+    let client = match token {
+        // The client sends it in a header marked sensitive: never in its debug output.
+        Some(token) => client
+            .with_bootstrap_token(token.expose())
+            .map_err(|e| RegisterError::Refused(format!("{peer}: {e}")))?,
+        None => client.clone(),
+    };
+    match client.register_node(&request).await {
+        Ok(answer) => {
+            crate::unknown_fields::note_fields(
+                RegisterNodeResponse::INFO.name,
+                answer.unknown_fields(),
+                &peer,
+            );
+            let answer = answer.into_inner();
             tracing::info!(status = ?answer.node.status, "registered");
             Ok(Enrolled::Registered(Box::new(answer)))
         }
-        StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => Ok(Enrolled::ByHeartbeat),
-        s if s.is_server_error() => Err(RegisterError::Unreachable(format!("POST {url}: {s}"))),
-        s => {
-            let why = format!(
-                "POST {url}: {s}: {}",
-                String::from_utf8_lossy(&body)
-                    .chars()
-                    .take(REFUSAL_QUOTE_CHARS)
-                    .collect::<String>()
-            );
-            Err(match s {
-                StatusCode::UNAUTHORIZED => RegisterError::Unauthorized(why),
-                StatusCode::FORBIDDEN => RegisterError::Forbidden(why),
-                _ => RegisterError::Refused(why),
+        Err(e) => {
+            let why = format!("{peer}: {e}");
+            Err(match e.status() {
+                // A PPN controller: no registration route.
+                Some(StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED) => {
+                    return Ok(Enrolled::ByHeartbeat)
+                }
+                None => RegisterError::Unreachable(why),
+                Some(s) if s.is_server_error() => RegisterError::Unreachable(why),
+                Some(StatusCode::UNAUTHORIZED) => RegisterError::Unauthorized(why),
+                Some(StatusCode::FORBIDDEN) => RegisterError::Forbidden(why),
+                Some(_) => RegisterError::Refused(why),
             })
         }
     }

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use fleetwire_client::operations::POST_HEARTBEAT;
 use fleetwire_types::{F32Min0, F64Min0, NodeHeartbeat, RegisterNodeResponse, Timestamp};
 use reqwest::StatusCode;
 use tokio::sync::watch;
@@ -74,10 +75,7 @@ enum Beat {
     Unreachable(String),
 }
 
-/// How much of a refusing answer's body a `Beat::Refused` quotes for the log (not a schema limit).
-const REFUSAL_QUOTE_CHARS: usize = 300;
-
-async fn send_heartbeat(agent: &Agent, http: &reqwest::Client) -> Beat {
+async fn send_heartbeat(agent: &Agent, client: &fleetwire_client::Client) -> Beat {
     let heartbeat = build_heartbeat(agent);
     let body = serde_json::to_value(&heartbeat).expect("a generated value serializes");
     if let Some(v) = fleetwire_types::validate_value::<NodeHeartbeat>(&body).first() {
@@ -86,27 +84,21 @@ async fn send_heartbeat(agent: &Agent, http: &reqwest::Client) -> Beat {
             fleetwire_types::describe(v)
         ));
     }
-    let url = format!("{}/v1/nodes/heartbeat", agent.config.fleet_endpoint);
-    match http.post(&url).json(&body).send().await {
-        Ok(resp) if resp.status().is_success() => Beat::Taken,
-        Ok(resp) if resp.status() == StatusCode::NOT_FOUND => Beat::Forgotten,
-        Ok(resp) if resp.status().is_server_error() => {
-            Beat::Unreachable(format!("POST {url}: {}", resp.status()))
-        }
-        Ok(resp) => {
-            let status = resp.status();
-            let text = resp.text().await.unwrap_or_default();
-            let why = format!(
-                "POST {url}: {status}: {}",
-                text.chars().take(REFUSAL_QUOTE_CHARS).collect::<String>()
-            );
-            if status == StatusCode::UNAUTHORIZED {
-                Beat::Unauthorized(why)
-            } else {
-                Beat::Refused(why)
-            }
-        }
-        Err(e) => Beat::Unreachable(format!("POST {url}: {}", crate::tls::with_causes(&e))),
+    let Err(e) = client.post_heartbeat(&heartbeat).await else {
+        return Beat::Taken;
+    };
+    let why = format!(
+        "POST {}{}: {e}",
+        agent.config.fleet_endpoint, POST_HEARTBEAT.path
+    );
+    match e.status() {
+        // Any success: a PPN controller's answers are not all the document's.
+        Some(s) if s.is_success() => Beat::Taken,
+        Some(StatusCode::NOT_FOUND) => Beat::Forgotten,
+        Some(StatusCode::UNAUTHORIZED) => Beat::Unauthorized(why),
+        Some(s) if s.is_server_error() => Beat::Unreachable(why),
+        Some(_) => Beat::Refused(why),
+        None => Beat::Unreachable(why),
     }
 }
 
@@ -118,7 +110,7 @@ struct Link {
     /// The expiry error was logged for the current certificate.
     expiry_told: bool,
     /// Secure mode: presents the certificate, when there is one. Plain mode: plain HTTP.
-    client: reqwest::Client,
+    client: fleetwire_client::Client,
 }
 
 /// Why an attempt to enroll or renew did not get through.

@@ -29,6 +29,8 @@ pub enum TrustError {
     NoCa { pinned: PathBuf },
     #[error("building the HTTP client: {0}")]
     Client(reqwest::Error),
+    #[error("the controller client: {0}")]
+    Api(fleetwire_client::BuildError),
     #[error("VM_BOOTSTRAP_TOKEN_FILE {}: {error}", path.display())]
     TokenFileUnreadable {
         path: PathBuf,
@@ -61,10 +63,23 @@ pub fn trusted_ca(config: &AgentConfig) -> Result<(PathBuf, String), TrustError>
     Err(TrustError::NoCa { pinned })
 }
 
-/// The client for the controller. Secure mode: HTTPS trusting the fleet CA only, presenting
+/// The typed client for the controller (`fleetwire-client`), on [`controller_http`]'s
+/// HTTP client.
+pub fn controller_client(
+    config: &AgentConfig,
+    identity: Option<&NodeIdentity>,
+) -> Result<fleetwire_client::Client, TrustError> {
+    let http = controller_http(config, identity)?;
+    fleetwire_client::Client::builder(config.fleet_endpoint.as_str())
+        .http_client(http)
+        .build()
+        .map_err(TrustError::Api)
+}
+
+/// The HTTP client for the controller. Secure mode: HTTPS trusting the fleet CA only, presenting
 /// `identity`'s certificate when it has one (pass `None` to enroll with a bootstrap token).
 /// Plain mode: plain HTTP.
-pub fn controller_client(
+fn controller_http(
     config: &AgentConfig,
     identity: Option<&NodeIdentity>,
 ) -> Result<reqwest::Client, TrustError> {

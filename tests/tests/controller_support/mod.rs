@@ -267,6 +267,16 @@ pub fn client() -> reqwest::Client {
         .expect("client")
 }
 
+/// A CSR for `key` naming `node_id` and nothing else.
+pub fn plain_csr(key: &rcgen::KeyPair, node_id: &str) -> String {
+    rcgen::CertificateParams::new(vec![node_id.to_string()])
+        .unwrap()
+        .serialize_request(key)
+        .unwrap()
+        .pem()
+        .unwrap()
+}
+
 /// A JSON body as the typed document the client sends; panics, naming the violations, when it
 /// is not one (a test's well-formed body must be).
 pub fn typed<T: fleetwire_types::WireDocument>(body: &Value) -> T {
@@ -322,16 +332,90 @@ pub async fn get_json(client: &reqwest::Client, url: &str) -> (u16, Value) {
     )
 }
 
-/// Posts a heartbeat and requires the controller's `200`.
-pub async fn heartbeat_ok(client: &reqwest::Client, controller: &ControllerProcess, body: &Value) {
-    let (status, answer) = post_json(client, &controller.url("/v1/nodes/heartbeat"), body).await;
-    assert_eq!(status, 200, "heartbeat refused: {answer}");
+/// The typed client on a test's own HTTP client (its TLS trust and client certificate), for
+/// well-formed calls; deliberately malformed requests stay raw (`post_json` and kin).
+pub fn api_on(http: &reqwest::Client, controller: &ControllerProcess) -> fleetwire_client::Client {
+    fleetwire_client::Client::builder(controller.url(""))
+        .http_client(http.clone())
+        .build()
+        .expect("client")
 }
 
-/// The controller's `/metrics` text.
+/// Posts a heartbeat (a well-formed `NodeHeartbeat`) through the typed client and requires the
+/// controller's `200`.
+pub async fn heartbeat_ok(client: &reqwest::Client, controller: &ControllerProcess, body: &Value) {
+    let heartbeat: fleetwire_types::NodeHeartbeat = typed(body);
+    let taken = api_on(client, controller).post_heartbeat(&heartbeat).await;
+    match taken {
+        Ok(answer) => assert_eq!(answer.status().as_u16(), 200),
+        Err(e) => panic!("heartbeat refused: {e}"),
+    }
+}
+
+/// Registers a node (a well-formed `RegisterNodeRequest`) through the typed client; returns
+/// the answer as JSON.
+pub async fn register_ok(
+    client: &reqwest::Client,
+    controller: &ControllerProcess,
+    body: &Value,
+) -> Value {
+    let request: fleetwire_types::RegisterNodeRequest = typed(body);
+    match api_on(client, controller).register_node(&request).await {
+        Ok(answer) => {
+            serde_json::to_value(answer.into_inner()).expect("a generated value serializes")
+        }
+        Err(e) => panic!("registration refused: {e}"),
+    }
+}
+
+/// A node's record (`GET /v1/nodes/{id}` through the typed client) as JSON.
+pub async fn node_record(
+    client: &reqwest::Client,
+    controller: &ControllerProcess,
+    id: &str,
+) -> Value {
+    let id: fleetwire_types::NodeId = id.parse().expect("a node id");
+    match api_on(client, controller).get_node(&id).await {
+        Ok(record) => {
+            serde_json::to_value(record.into_inner()).expect("a generated value serializes")
+        }
+        Err(e) => panic!("GET node {}: {e}", id.as_str()),
+    }
+}
+
+/// The ids of the nodes `GET /v1/nodes?status=…` lists (through the typed client), in the
+/// controller's order.
+pub async fn node_ids(
+    client: &reqwest::Client,
+    controller: &ControllerProcess,
+    status: Option<fleetwire_types::NodeStatusFilter>,
+) -> Vec<String> {
+    match api_on(client, controller).list_nodes(status.as_ref()).await {
+        Ok(nodes) => nodes
+            .iter()
+            .map(|n| n.node_id.as_str().to_string())
+            .collect(),
+        Err(e) => panic!("GET /v1/nodes: {e}"),
+    }
+}
+
+/// `GET /v1/fleet` through the typed client.
+pub async fn fleet_status(
+    client: &reqwest::Client,
+    controller: &ControllerProcess,
+) -> fleetwire_types::FleetStatus {
+    match api_on(client, controller).get_fleet().await {
+        Ok(fleet) => fleet.into_inner(),
+        Err(e) => panic!("GET /v1/fleet: {e}"),
+    }
+}
+
+/// The controller's `/metrics` text (through the typed client).
 pub async fn metrics_text(client: &reqwest::Client, controller: &ControllerProcess) -> String {
-    let response = client.get(controller.url("/metrics")).send().await;
-    response.expect("GET /metrics").text().await.expect("body")
+    match api_on(client, controller).get_metrics().await {
+        Ok(text) => text.into_inner(),
+        Err(e) => panic!("GET /metrics: {e}"),
+    }
 }
 
 pub async fn delete_url(client: &reqwest::Client, url: &str) -> (u16, Value) {

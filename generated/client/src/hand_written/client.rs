@@ -91,6 +91,13 @@ impl Client {
         }
     }
 
+    /// The client for `base_url` on a `reqwest::Client` the caller built with its own TLS
+    /// settings (progenitor's `new_with_client`): the same as
+    /// `Client::builder(base_url).http_client(http).build()`.
+    pub fn new_with_client(base_url: &str, http: reqwest::Client) -> Result<Client, BuildError> {
+        Client::builder(base_url).http_client(http).build()
+    }
+
     /// The controller's address.
     pub fn base_url(&self) -> &Url {
         &self.base

@@ -59,7 +59,7 @@ pub fn fleet_tls_config(
         .with_safe_default_protocol_versions()
         .map_err(|e| BuildError::FleetCa(e.to_string()))?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(ControllerVerifier { chain }));
+        .with_custom_certificate_verifier(Arc::new(MarkVerifier::new(chain, has_controller_mark)));
     let mut config = match identity {
         None => builder.with_no_client_auth(),
         Some((chain_pem, key_pem)) => {
@@ -97,13 +97,25 @@ fn certificates(pem: &str) -> Result<Vec<CertificateDer<'static>>, String> {
     Ok(certs)
 }
 
-/// The fleet CA's chain check, then the controller's mark.
+/// A server certificate check for one member of the fleet calling another: the fleet CA's
+/// chain check, then the mark the server's role needs (for the client, the controller's; the
+/// controller, calling agents, asks for a node's). A chain that merely verifies is not enough:
+/// a node certificate may name the controller's address.
 #[derive(Debug)]
-struct ControllerVerifier {
+pub struct MarkVerifier {
     chain: Arc<WebPkiServerVerifier>,
+    mark: fn(&[u8]) -> bool,
 }
 
-impl ServerCertVerifier for ControllerVerifier {
+impl MarkVerifier {
+    /// `chain` verifies against the fleet CA; `mark` says whether the verified end-entity
+    /// certificate (DER) is of the role asked for.
+    pub fn new(chain: Arc<WebPkiServerVerifier>, mark: fn(&[u8]) -> bool) -> MarkVerifier {
+        MarkVerifier { chain, mark }
+    }
+}
+
+impl ServerCertVerifier for MarkVerifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -119,7 +131,7 @@ impl ServerCertVerifier for ControllerVerifier {
             ocsp_response,
             now,
         )?;
-        if has_controller_mark(end_entity.as_ref()) {
+        if (self.mark)(end_entity.as_ref()) {
             Ok(verified)
         } else {
             Err(rustls::Error::InvalidCertificate(
