@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde_json::{Map, Value};
 
+use crate::keywords;
+
 /// The file suffix that marks a JSON Schema under `schemas/`.
 pub const SCHEMA_SUFFIX: &str = ".schema.json";
 /// The file that describes the controller's HTTP API (OpenAPI 3.0.3 paths).
@@ -87,6 +89,7 @@ impl Bundle {
         let mut def_files = BTreeMap::new();
         let mut roots = Vec::new();
         for file in &files {
+            keywords::check_file(&file.name, &file.value)?;
             let obj = file
                 .value
                 .as_object()

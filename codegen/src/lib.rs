@@ -15,6 +15,7 @@
 pub mod bounded;
 pub mod bundle;
 pub mod exactness;
+pub mod keywords;
 #[cfg(feature = "site")]
 pub mod model;
 pub mod nullability;
@@ -26,6 +27,7 @@ pub mod rust;
 pub mod site;
 pub mod string_enums;
 pub mod string_lengths;
+pub mod target;
 pub mod typify_impls;
 
 use std::path::{Path, PathBuf};
@@ -67,7 +69,7 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
     // One type space for both the Rust output and the Rust names the site anchors.
     let space = rust::type_space(&bundle)?;
     let types_rs = rust::types(&space)?;
-    let facts_rs = rust::facts(&bundle, &rust::closed_structs(&space)?)?;
+    let facts_rs = rust::facts(&bundle, &rust::closed_structs(&space)?, &space.target)?;
     let documents_rs = rust::documents(&bundle);
     let bundle_json = pretty(&bundle.to_value())?;
     let openapi_json = openapi::document(&bundle)?

@@ -188,7 +188,6 @@ impl Model {
     /// Builds the model from the bundle, the type space typify built from it, and the example
     /// fixtures under `examples_dir` (missing folder: no examples).
     pub fn build(bundle: &Bundle, rust: &RustTypes, examples_dir: &Path) -> Result<Model> {
-        let space = &rust.space;
         let mut types: Vec<TypeDoc> = bundle
             .defs
             .iter()
@@ -229,7 +228,7 @@ impl Model {
         }
         rust_types.sort_by(|a, b| a.name.cmp(&b.name));
         for t in &mut types {
-            t.rust_path = rust_names::rust_path(space, &t.name);
+            t.rust_path = rust_names::rust_path(rust, &t.name);
         }
 
         let by_name: BTreeMap<&str, &TypeDoc> =
