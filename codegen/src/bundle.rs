@@ -53,8 +53,15 @@ pub struct Bundle {
 }
 
 impl Bundle {
-    /// Reads every `*.schema.json` (and the API description) under `dir`.
+    /// Reads every `*.schema.json` (and fleetwire's API description, `fleet-api.openapi.json`,
+    /// when there is one) under `dir`.
     pub fn load(dir: &Path) -> Result<Bundle> {
+        let api_path = dir.join(API_FILE);
+        Self::load_with_api(dir, api_path.exists().then_some(api_path.as_path()))
+    }
+
+    /// Reads every `*.schema.json` under `dir`, and the API description at `api` if given.
+    pub fn load_with_api(dir: &Path, api: Option<&Path>) -> Result<Bundle> {
         let mut names: Vec<String> = std::fs::read_dir(dir)
             .with_context(|| format!("reading schema directory {}", dir.display()))?
             .filter_map(|e| e.ok())
@@ -74,12 +81,7 @@ impl Bundle {
                 path,
             });
         }
-        let api_path = dir.join(API_FILE);
-        let api = if api_path.exists() {
-            Some(read_json(&api_path)?)
-        } else {
-            None
-        };
+        let api = api.map(read_json).transpose()?;
         Self::from_files(files, api)
     }
 

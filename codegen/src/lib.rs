@@ -28,6 +28,7 @@ pub mod site;
 pub mod string_enums;
 pub mod string_lengths;
 pub mod target;
+pub mod toolkit;
 pub mod typify_impls;
 
 use std::path::{Path, PathBuf};
@@ -63,11 +64,16 @@ pub struct Outputs {
     pub openapi_31_json: Option<String>,
 }
 
-/// Reads `schemas_dir` once and generates every output from it.
+/// Reads fleetwire's `schemas_dir` once and generates every output from it.
 pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
-    let bundle = Bundle::load(schemas_dir)?;
+    generate_with(&toolkit::Config::fleetwire(schemas_dir))
+}
+
+/// Reads the schemas `config` names once and generates every output from them.
+pub fn generate_with(config: &toolkit::Config) -> Result<Outputs> {
+    let bundle = Bundle::load_with_api(&config.schemas_dir, config.api_file.as_deref())?;
     // One type space for both the Rust output and the Rust names the site anchors.
-    let space = rust::type_space(&bundle)?;
+    let space = rust::type_space_for(&bundle, config.target.clone())?;
     let types_rs = rust::types(&space)?;
     let facts_rs = rust::facts(&bundle, &rust::closed_structs(&space)?, &space.target)?;
     let documents_rs = rust::documents(&bundle);
@@ -80,15 +86,15 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
         .transpose()?;
     #[cfg(feature = "site")]
     let model = {
-        let mut model =
-            model::Model::build(&bundle, &space, &schemas_dir.join(model::EXAMPLES_DIR))?;
+        let mut model = model::Model::build(&bundle, &space, &config.examples_dir)?;
         // The site offers both documents beside the API page (docs/reference-site.md).
-        for (name, text) in [
-            (OPENAPI_30_FILE, &openapi_json),
-            (OPENAPI_31_FILE, &openapi_31_json),
-        ] {
+        for (name, text) in config
+            .openapi_files
+            .iter()
+            .zip([&openapi_json, &openapi_31_json])
+        {
             if let Some(text) = text {
-                model.openapi_files.push((name.to_string(), text.clone()));
+                model.openapi_files.push((name.clone(), text.clone()));
             }
         }
         model
@@ -222,7 +228,7 @@ fn pretty(value: &serde_json::Value) -> Result<String> {
 }
 
 /// Writes `content` unless the file already holds it (so cargo sees no needless change).
-fn write_if_changed(path: &Path, content: &str) -> Result<bool> {
+pub(crate) fn write_if_changed(path: &Path, content: &str) -> Result<bool> {
     if std::fs::read_to_string(path).is_ok_and(|c| c == content) {
         return Ok(false);
     }

@@ -96,4 +96,6 @@ pub mod toolkit {
     pub use crate::schema_set::{DocumentInfo, SchemaSet, StructRules};
     pub use crate::strict;
     pub use crate::string_lengths::{cut, length_bounds};
+    /// The validator crate the generated `WireDocument` impls name.
+    pub use jsonschema;
 }
