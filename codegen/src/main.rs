@@ -31,12 +31,16 @@ struct Inputs {
     /// Its example documents (`<dir>/<Document>/valid/*.json`). Default: `examples/` in it.
     #[arg(long, requires = "schemas")]
     examples: Option<PathBuf>,
+    /// The crate its generated code is part of (the Rust paths the site shows).
+    #[arg(long = "crate", requires = "schemas", default_value = "generated")]
+    crate_name: String,
 }
 
 impl Inputs {
     /// The toolkit's configuration, when a schema folder is given.
     fn toolkit(&self) -> Option<fleetwire_codegen::toolkit::Toolkit> {
-        let mut toolkit = fleetwire_codegen::toolkit::Toolkit::new(self.schemas.clone()?);
+        let mut toolkit = fleetwire_codegen::toolkit::Toolkit::new(self.schemas.clone()?)
+            .crate_name(&self.crate_name);
         if let Some(api) = &self.api {
             toolkit = toolkit.api(api);
         }
