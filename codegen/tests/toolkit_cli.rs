@@ -23,20 +23,29 @@ fn codegen(args: &[&str]) -> std::process::Output {
     out
 }
 
-#[test]
-fn generate_writes_any_schema_folder_s_outputs() {
+/// `command` on the parcel schemas and their API description, with `extra` arguments, into a
+/// fresh folder.
+fn on_parcels_with_api(command: &str, extra: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let schemas = parcel_schemas();
     let api = schemas.join("parcel-api.openapi.json");
-    codegen(&[
-        "generate",
+    let mut args = vec![
+        command,
         "--schemas",
         schemas.to_str().unwrap(),
         "--api",
         api.to_str().unwrap(),
         "--out",
         dir.path().to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    codegen(&args);
+    dir
+}
+
+#[test]
+fn generate_writes_any_schema_folder_s_outputs() {
+    let dir = on_parcels_with_api("generate", &[]);
     for file in [
         "types.rs",
         "facts.rs",
@@ -80,20 +89,7 @@ fn generate_without_an_api_writes_no_openapi_document() {
 
 #[test]
 fn docs_renders_the_site_of_any_schema_folder() {
-    let dir = tempfile::tempdir().unwrap();
-    let schemas = parcel_schemas();
-    let api = schemas.join("parcel-api.openapi.json");
-    codegen(&[
-        "docs",
-        "--schemas",
-        schemas.to_str().unwrap(),
-        "--api",
-        api.to_str().unwrap(),
-        "--crate",
-        "parcels",
-        "--out",
-        dir.path().to_str().unwrap(),
-    ]);
+    let dir = on_parcels_with_api("docs", &["--crate", "parcels"]);
     let index = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
     assert!(index.contains("Shipment") && index.contains("Depot"));
     assert!(!index.contains("NodeHeartbeat"));
