@@ -14,6 +14,7 @@
 
 pub mod bounded;
 pub mod bundle;
+pub mod config;
 pub mod exactness;
 pub mod keywords;
 #[cfg(feature = "site")]
@@ -37,10 +38,8 @@ use anyhow::{Context, Result};
 
 pub use bundle::Bundle;
 
-/// The file names of the two OpenAPI documents, under `generated/openapi/` in the repository
-/// and under `openapi/` on the reference site.
-pub const OPENAPI_30_FILE: &str = "fleet-api.json";
-pub const OPENAPI_31_FILE: &str = "fleet-api.3.1.json";
+/// fleetwire's two OpenAPI documents' file names.
+pub use config::{FLEET_API_30_FILE as OPENAPI_30_FILE, FLEET_API_31_FILE as OPENAPI_31_FILE};
 
 /// Everything generated from one reading of `schemas/`.
 #[derive(Debug, Clone)]
@@ -66,11 +65,11 @@ pub struct Outputs {
 
 /// Reads fleetwire's `schemas_dir` once and generates every output from it.
 pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
-    generate_with(&toolkit::Config::fleetwire(schemas_dir))
+    generate_with(&config::Config::fleetwire(schemas_dir))
 }
 
 /// Reads the schemas `config` names once and generates every output from them.
-pub fn generate_with(config: &toolkit::Config) -> Result<Outputs> {
+pub fn generate_with(config: &config::Config) -> Result<Outputs> {
     let bundle = Bundle::load_with_api(&config.schemas_dir, config.api_file.as_deref())?;
     // One type space for both the Rust output and the Rust names the site anchors.
     let space = rust::type_space_for(&bundle, config.target.clone())?;

@@ -28,7 +28,7 @@ pub use rust_names::RustType;
 use words::{Phrase, Token};
 
 /// The folder under `schemas/` whose `<Document>/valid/*.json` fixtures are shown as examples.
-pub use crate::toolkit::EXAMPLES_DIR;
+pub use crate::config::EXAMPLES_DIR;
 
 /// The site's page file for a root document.
 pub fn document_page(name: &str) -> String {

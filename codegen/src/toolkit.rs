@@ -1,54 +1,16 @@
 //! fleetwire-codegen as a toolkit: any folder of JSON Schemas (and an optional API description)
 //! in, what it makes for fleetwire out — exact types, the validated reader's tables, the
-//! OpenAPI documents, the site (docs/codegen.md). [`Config`] says where the inputs are and where
-//! the generated code lives; [`Toolkit`] is the build-script entry point of a crate that runs
-//! it on its own schemas.
+//! OpenAPI documents, the site (docs/codegen.md). [`Toolkit`] is the build-script entry point of
+//! a crate that runs it on its own schemas, and the command line's `--schemas`.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::bundle::{API_FILE, SCHEMA_SUFFIX};
+use crate::bundle::SCHEMA_SUFFIX;
+use crate::config::{Config, EXAMPLES_DIR, OPENAPI_30_FILE, OPENAPI_31_FILE};
 use crate::target::Target;
 use crate::Outputs;
-
-/// The folder of example documents beside the schemas, by default (`examples/<Document>/valid`).
-pub const EXAMPLES_DIR: &str = "examples";
-
-/// The OpenAPI documents' file names for a crate other than fleetwire.
-pub const OPENAPI_30_FILE: &str = "openapi.json";
-pub const OPENAPI_31_FILE: &str = "openapi.3.1.json";
-
-/// What one generation reads and for which crate.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// The folder of `*.schema.json` files.
-    pub schemas_dir: PathBuf,
-    /// The API description (OpenAPI 3.0.3 paths whose bodies reference the schemas), if any.
-    pub api_file: Option<PathBuf>,
-    /// Example documents for the site: `<dir>/<Document>/valid/*.json` (missing: none).
-    pub examples_dir: PathBuf,
-    /// Where the generated code lives and what it names.
-    pub target: Target,
-    /// The file names of the OpenAPI 3.0.3 and 3.1.0 documents (on the site, and in `OUT_DIR`
-    /// under `openapi/`).
-    pub openapi_files: [String; 2],
-}
-
-impl Config {
-    /// fleetwire's own: `schemas_dir/fleet-api.openapi.json` when it exists, the examples under
-    /// `schemas_dir/examples`, the code for `fleetwire-types`.
-    pub fn fleetwire(schemas_dir: &Path) -> Config {
-        let api = schemas_dir.join(API_FILE);
-        Config {
-            schemas_dir: schemas_dir.to_path_buf(),
-            api_file: api.exists().then_some(api),
-            examples_dir: schemas_dir.join(EXAMPLES_DIR),
-            target: Target::fleetwire(),
-            openapi_files: [crate::OPENAPI_30_FILE.into(), crate::OPENAPI_31_FILE.into()],
-        }
-    }
-}
 
 /// The build-script entry point for a crate with schemas of its own:
 ///
@@ -250,4 +212,44 @@ pub const OPENAPI_FILES: &[(&str, &str)] = &[{openapi}];
         toolkit = crate::target::TOOLKIT_PATH,
         openapi = openapi.join(", "),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_build_script_reruns_on_the_folders_each_schema_file_and_the_api() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["b.schema.json", "a.schema.json", "notes.txt"] {
+            std::fs::write(dir.path().join(name), "{}").unwrap();
+        }
+        let api = dir.path().join("api.openapi.json");
+        let toolkit = Toolkit::new(dir.path()).api(&api);
+        assert_eq!(
+            toolkit.watched(),
+            [
+                dir.path().to_path_buf(),
+                dir.path().join("a.schema.json"),
+                dir.path().join("b.schema.json"),
+                api,
+                dir.path().join(EXAMPLES_DIR),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_schema_error_names_the_file_the_pointer_and_the_keyword() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("x.schema.json"),
+            r#"{"$defs": {"A": {"type": "object", "unevaluatedProperties": false}}}"#,
+        )
+        .unwrap();
+        let err = format!("{:#}", Toolkit::new(dir.path()).generate().unwrap_err());
+        assert!(
+            err.contains("x.schema.json: /$defs/A/unevaluatedProperties: the keyword `unevaluatedProperties` is not supported"),
+            "{err}"
+        );
+    }
 }
