@@ -249,10 +249,14 @@ impl Model {
                 file: root.file.clone(),
                 types: reached,
                 examples: examples::load(examples_dir, &root.name)?,
-                unknown_fields: policy::of(
-                    &root.name,
-                    bundle.defs.get(&root.name).unwrap_or(&Value::Null),
-                ),
+                unknown_fields: {
+                    let schema = bundle.defs.get(&root.name).unwrap_or(&Value::Null);
+                    if rust.target.is_fleetwire() {
+                        policy::of(&root.name, schema)
+                    } else {
+                        policy::general(schema)
+                    }
+                },
             });
         }
         let mut api = api;

@@ -69,6 +69,11 @@ impl Target {
         }
     }
 
+    /// Whether the code is `fleetwire-types`' own (fleetwire's schemas).
+    pub fn is_fleetwire(&self) -> bool {
+        self.support == Support::InCrate
+    }
+
     /// Whether `definition`'s type is hand-written.
     pub fn is_replaced(&self, definition: &str) -> bool {
         self.replacements.iter().any(|(name, _)| name == definition)

@@ -131,3 +131,29 @@ fn a_refused_keyword_fails_generate_with_its_file_and_pointer() {
     );
     assert!(!dir.path().join("out").exists());
 }
+
+#[test]
+fn a_document_named_like_one_of_fleetwire_s_gets_none_of_its_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let schemas = dir.path().join("schemas");
+    std::fs::create_dir(&schemas).unwrap();
+    std::fs::write(
+        schemas.join("health.schema.json"),
+        r#"{"title": "Health", "type": "object", "additionalProperties": false,
+            "properties": {"up": {"type": "boolean"}}}"#,
+    )
+    .unwrap();
+    let site = dir.path().join("site");
+    codegen(&[
+        "docs",
+        "--schemas",
+        schemas.to_str().unwrap(),
+        "--out",
+        site.to_str().unwrap(),
+    ]);
+    let page = std::fs::read_to_string(site.join("Health.html")).unwrap();
+    assert!(
+        !page.contains("every fleetwire server"),
+        "fleetwire's policy shown"
+    );
+}

@@ -172,13 +172,19 @@ pub fn of(name: &str, schema: &Value) -> UnknownFieldPolicy {
             closed,
             general: false,
         },
-        None => UnknownFieldPolicy {
-            read_from: Vec::new(),
-            written_to: Vec::new(),
-            warns_in_answer: false,
-            closed,
-            general: true,
-        },
+        None => general(schema),
+    }
+}
+
+/// The general statement only, for a document the table does not describe (every document of
+/// a schema set other than fleetwire's: the table is where fleetwire reads and writes its own).
+pub fn general(schema: &Value) -> UnknownFieldPolicy {
+    UnknownFieldPolicy {
+        read_from: Vec::new(),
+        written_to: Vec::new(),
+        warns_in_answer: false,
+        closed: schema.get("additionalProperties") == Some(&Value::Bool(false)),
+        general: true,
     }
 }
 
