@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 use anyhow::{Context, Result};
 use serde_json::{Map, Value};
 
+use crate::target::Target;
+
 /// Keywords that annotate a schema without constraining an instance.
 pub const ANNOTATIONS: &[&str] = &[
     "description",
@@ -144,12 +146,14 @@ pub struct Prepared {
     pub anchors: Vec<(String, String)>,
 }
 
-/// Where `fleetwire-types` keeps the generated types and the hand-written `BoundedVec`: the
-/// generated code names them by their defining module, not by the crate root's re-exports.
-pub const TYPES: &str = "crate::types";
-pub const BOUNDED_VEC: &str = "crate::bounded::BoundedVec";
-
-pub fn prepare(defs: &Map<String, Value>) -> Result<Prepared> {
+/// Hoists and records the bounded numbers and arrays of `defs`; the conversions name the
+/// generated types and `BoundedVec` as `target` says (by their defining module, not by a
+/// crate root's re-exports).
+pub fn prepare(defs: &Map<String, Value>, target: &Target) -> Result<Prepared> {
+    let paths = Paths {
+        types: &target.types_module,
+        bounded_vec: &target.bounded_vec(),
+    };
     let mut out = Prepared {
         defs: defs.clone(),
         conversions: Vec::new(),
@@ -160,7 +164,7 @@ pub fn prepare(defs: &Map<String, Value>) -> Result<Prepared> {
     for name in names {
         let mut schema = out.defs[&name].clone();
         let mut hoisted = Vec::new();
-        visit(&mut schema, &name, &name, &mut out, &mut hoisted)?;
+        visit(&mut schema, &name, &name, &paths, &mut out, &mut hoisted)?;
         out.defs.insert(name, schema);
         for (item_name, item) in hoisted {
             out.defs.insert(item_name, item);
@@ -171,10 +175,17 @@ pub fn prepare(defs: &Map<String, Value>) -> Result<Prepared> {
 
 /// `context`: a name for types made here (`NodeHeartbeatCpuUsage`); `anchor`: where the site
 /// documents this schema (`NodeHeartbeat.cpu_usage`).
+/// How the conversions name the generated types' module and `BoundedVec`.
+struct Paths<'a> {
+    types: &'a str,
+    bounded_vec: &'a str,
+}
+
 fn visit(
     schema: &mut Value,
     context: &str,
     anchor: &str,
+    paths: &Paths<'_>,
     out: &mut Prepared,
     hoisted: &mut Vec<(String, Value)>,
 ) -> Result<()> {
@@ -183,8 +194,10 @@ fn visit(
     };
     if let Some(range) = number_range(obj) {
         let name = range.type_name();
-        out.conversions
-            .push((Value::Object(obj.clone()), format!("{TYPES}::{name}")));
+        out.conversions.push((
+            Value::Object(obj.clone()),
+            format!("{}::{name}", paths.types),
+        ));
         out.anchors.push((name.clone(), anchor.to_string()));
         out.ranges.insert(name, range);
         return Ok(());
@@ -204,7 +217,7 @@ fn visit(
                     item_name.push('_');
                 }
                 let mut item = items.take();
-                visit(&mut item, &item_name, anchor, out, hoisted)?;
+                visit(&mut item, &item_name, anchor, paths, out, hoisted)?;
                 out.anchors.push((item_name.clone(), anchor.to_string()));
                 hoisted.push((item_name.clone(), item));
                 *items = serde_json::json!({ "$ref": format!("#/$defs/{item_name}") });
@@ -216,7 +229,10 @@ fn visit(
             .unwrap_or_else(|| "{ usize::MAX }".into());
         out.conversions.push((
             Value::Object(obj.clone()),
-            format!("{BOUNDED_VEC}<{TYPES}::{item_type}, {min}, {max}>"),
+            format!(
+                "{}<{}::{item_type}, {min}, {max}>",
+                paths.bounded_vec, paths.types
+            ),
         ));
         return Ok(());
     }
@@ -229,17 +245,25 @@ fn visit(
                             schema,
                             &format!("{context}{}", pascal(prop)),
                             &format!("{anchor}.{prop}"),
+                            paths,
                             out,
                             hoisted,
                         )?;
                     }
                 }
             }
-            "items" | "additionalProperties" => visit(value, context, anchor, out, hoisted)?,
+            "items" | "additionalProperties" => visit(value, context, anchor, paths, out, hoisted)?,
             "oneOf" | "anyOf" | "allOf" => {
                 if let Some(variants) = value.as_array_mut() {
                     for (i, v) in variants.iter_mut().enumerate() {
-                        visit(v, &format!("{context}Variant{i}"), anchor, out, hoisted)?;
+                        visit(
+                            v,
+                            &format!("{context}Variant{i}"),
+                            anchor,
+                            paths,
+                            out,
+                            hoisted,
+                        )?;
                     }
                 }
             }

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde_json::{Map, Value};
 
+use crate::keywords;
 use crate::schema_set::{self, SchemaSet};
 
 /// The file suffix that marks a JSON Schema under `schemas/`.
@@ -55,8 +56,15 @@ pub struct Bundle {
 }
 
 impl Bundle {
-    /// Reads every `*.schema.json` (and the API description) under `dir`.
+    /// Reads every `*.schema.json` (and fleetwire's API description, `fleet-api.openapi.json`,
+    /// when there is one) under `dir`.
     pub fn load(dir: &Path) -> Result<Bundle> {
+        let api_path = dir.join(API_FILE);
+        Self::load_with_api(dir, api_path.exists().then_some(api_path.as_path()))
+    }
+
+    /// Reads every `*.schema.json` under `dir`, and the API description at `api` if given.
+    pub fn load_with_api(dir: &Path, api: Option<&Path>) -> Result<Bundle> {
         let mut names: Vec<String> = std::fs::read_dir(dir)
             .with_context(|| format!("reading schema directory {}", dir.display()))?
             .filter_map(|e| e.ok())
@@ -76,16 +84,16 @@ impl Bundle {
                 path,
             });
         }
-        let api_path = dir.join(API_FILE);
         let set = schema_set::load(dir, is_set_file)?;
-        let api = if api_path.exists() {
-            let mut api = read_json(&api_path)?;
-            if let Some(set) = &set {
-                stamp_api_version(&mut api, &set.version)?;
+        let api = match api {
+            Some(path) => {
+                let mut api = read_json(path)?;
+                if let Some(set) = &set {
+                    stamp_api_version(&mut api, &set.version)?;
+                }
+                Some(api)
             }
-            Some(api)
-        } else {
-            None
+            None => None,
         };
         let mut bundle = Self::from_files(files, api)?;
         bundle.set = set;
@@ -98,6 +106,7 @@ impl Bundle {
         let mut def_files = BTreeMap::new();
         let mut roots = Vec::new();
         for file in &files {
+            keywords::check_file(&file.name, &file.value)?;
             let obj = file
                 .value
                 .as_object()

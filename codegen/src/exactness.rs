@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use crate::bounded::ANNOTATIONS;
 use crate::bundle::{ref_name, Bundle};
 use crate::nullability::non_nullable_optional;
-use crate::replacements::is_replaced;
+use crate::target::Target;
 
 /// Why a root document is not enforced by its generated type alone: the first constraint found
 /// that only the schema checks, with the definition it was found in.
@@ -36,19 +36,30 @@ impl From<&str> for Inexact {
     }
 }
 
-/// `Ok` when every constraint reachable from `root` is enforced by the generated types;
-/// otherwise the first reason it is not.
+/// `Ok` when every constraint reachable from `root` is enforced by fleetwire's generated
+/// types; otherwise the first reason it is not.
 pub fn analyse(bundle: &Bundle, root: &str) -> Result<(), Inexact> {
-    let mut seen = BTreeSet::new();
+    analyse_for(bundle, root, &Target::fleetwire())
+}
+
+/// [`analyse`] for the types generated for `target`: its replaced definitions are
+/// hand-written types that enforce their definition in full (see `replacements`).
+pub fn analyse_for(bundle: &Bundle, root: &str, target: &Target) -> Result<(), Inexact> {
+    // A replaced definition counts as already checked: nothing below it is looked at.
+    let mut seen: BTreeSet<String> = target
+        .replacements
+        .iter()
+        .map(|(name, _)| name.clone())
+        .filter(|name| name != root)
+        .collect();
+    if target.is_replaced(root) {
+        return Ok(());
+    }
     check_def(bundle, root, &mut seen)
 }
 
 fn check_def(bundle: &Bundle, name: &str, seen: &mut BTreeSet<String>) -> Result<(), Inexact> {
     if !seen.insert(name.to_string()) {
-        return Ok(());
-    }
-    if is_replaced(name) {
-        // A hand-written type that enforces its definition in full (see `replacements`).
         return Ok(());
     }
     let schema = bundle

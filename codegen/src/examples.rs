@@ -7,8 +7,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-/// The folder under `schemas/` whose `<Document>/valid/*.json` fixtures are the examples.
-pub const EXAMPLES_DIR: &str = "examples";
+pub use crate::config::EXAMPLES_DIR;
 
 /// One example document, shown on its document's page and published beside it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -19,9 +19,11 @@ pub mod bounded;
 pub mod build_stamp;
 pub mod bundle;
 pub mod client;
+pub mod config;
 pub mod exactness;
 pub mod examples;
 pub mod git_revision;
+pub mod keywords;
 #[cfg(feature = "site")]
 pub mod model;
 pub mod nullability;
@@ -38,6 +40,8 @@ pub mod site;
 pub mod site_changelog;
 pub mod string_enums;
 pub mod string_lengths;
+pub mod target;
+pub mod toolkit;
 pub mod typify_impls;
 pub mod wire;
 
@@ -47,10 +51,8 @@ use anyhow::{Context, Result};
 
 pub use bundle::Bundle;
 
-/// The file names of the two OpenAPI documents, under `generated/openapi/` in the repository
-/// and under `openapi/` on the reference site.
-pub const OPENAPI_30_FILE: &str = "fleet-api.json";
-pub const OPENAPI_31_FILE: &str = "fleet-api.3.1.json";
+/// fleetwire's two OpenAPI documents' file names.
+pub use config::{FLEET_API_30_FILE as OPENAPI_30_FILE, FLEET_API_31_FILE as OPENAPI_31_FILE};
 
 /// Everything generated from one reading of `schemas/`.
 #[derive(Debug, Clone)]
@@ -79,10 +81,16 @@ pub struct Outputs {
     pub client_rs: Option<String>,
 }
 
-/// Reads `schemas_dir` once and generates every output from it.
+/// Reads fleetwire's `schemas_dir` once and generates every output from it.
 pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
+    generate_with(&config::Config::fleetwire(schemas_dir))
+}
+
+/// Reads the schemas `config` names once and generates every output from them.
+pub fn generate_with(config: &config::Config) -> Result<Outputs> {
+    let bundle = Bundle::load_with_api(&config.schemas_dir, config.api_file.as_deref())?;
+    let schemas_dir = config.schemas_dir.as_path();
     let inputs = read_inputs(schemas_dir)?;
-    let bundle = Bundle::load(schemas_dir)?;
     // Every root document of a versioned set says who writes and reads it (the site's policy,
     // `diff`'s directions); a folder without `schema-set.json` has no releases to judge, and its
     // annotations, if any, are still checked (docs/versioning.md, "Directions").
@@ -94,30 +102,35 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
         }
     }
     // One type space for both the Rust output and the Rust names the site anchors.
-    let space = rust::type_space(&bundle)?;
+    let space = rust::type_space_for(&bundle, config.target.clone())?;
     let types_rs = rust::types(&space)?;
-    let facts_rs = rust::facts(&bundle, &rust::closed_structs(&space)?)?;
+    let facts_rs = rust::facts(&bundle, &rust::closed_structs(&space)?, &space.target)?;
     let documents_rs = rust::documents(&bundle);
     let bundle_json = pretty(&bundle.to_value())?;
     // The API documents carry the fixtures as their bodies' examples (docs/reference-site.md).
-    let examples_dir = schemas_dir.join(examples::EXAMPLES_DIR);
+    let examples_dir = &config.examples_dir;
     let openapi_json = openapi::document(&bundle)?
-        .map(|doc| pretty(&openapi::with_examples(doc, &examples_dir)?))
+        .map(|doc| pretty(&openapi::with_examples(doc, examples_dir)?))
         .transpose()?;
     let openapi_31_json = openapi::document_31(&bundle)?
-        .map(|doc| pretty(&openapi::with_examples(doc, &examples_dir)?))
+        .map(|doc| pretty(&openapi::with_examples(doc, examples_dir)?))
         .transpose()?;
-    let client_rs = client::client(&bundle)?;
+    // The typed client is fleetwire's (`fleetwire-client`), built on its types.
+    let client_rs = match config.target.is_fleetwire() {
+        true => client::client(&bundle)?,
+        false => None,
+    };
     #[cfg(feature = "site")]
     let model = {
-        let mut model = model::Model::build(&bundle, &space, &examples_dir)?;
+        let mut model = model::Model::build(&bundle, &space, &config.examples_dir)?;
         // The site offers both documents beside the API page (docs/reference-site.md).
-        for (name, text) in [
-            (OPENAPI_30_FILE, &openapi_json),
-            (OPENAPI_31_FILE, &openapi_31_json),
-        ] {
+        for (name, text) in config
+            .openapi_files
+            .iter()
+            .zip([&openapi_json, &openapi_31_json])
+        {
             if let Some(text) = text {
-                model.openapi_files.push((name.to_string(), text.clone()));
+                model.openapi_files.push((name.clone(), text.clone()));
             }
         }
         model.stamp = build_stamp::of(schemas_dir, &bundle);
@@ -378,7 +391,7 @@ fn pretty(value: &serde_json::Value) -> Result<String> {
 }
 
 /// Writes `content` unless the file already holds it (so cargo sees no needless change).
-fn write_if_changed(path: &Path, content: &str) -> Result<bool> {
+pub(crate) fn write_if_changed(path: &Path, content: &str) -> Result<bool> {
     if std::fs::read_to_string(path).is_ok_and(|c| c == content) {
         return Ok(false);
     }

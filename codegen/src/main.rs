@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -19,14 +19,56 @@ struct Cli {
     command: Command,
 }
 
+/// Another schema folder than the workspace's (the toolkit, docs/codegen.md).
+#[derive(clap::Args)]
+struct Inputs {
+    /// A folder of `*.schema.json` files: generate for it instead of the workspace's `schemas/`.
+    #[arg(long)]
+    schemas: Option<PathBuf>,
+    /// Its API description (OpenAPI 3.0.3 paths whose bodies reference the schemas).
+    #[arg(long, requires = "schemas")]
+    api: Option<PathBuf>,
+    /// Its example documents (`<dir>/<Document>/valid/*.json`). Default: `examples/` in it.
+    #[arg(long, requires = "schemas")]
+    examples: Option<PathBuf>,
+    /// The crate its generated code is part of (the Rust paths the site shows).
+    #[arg(long = "crate", requires = "schemas", default_value = "generated")]
+    crate_name: String,
+}
+
+impl Inputs {
+    /// The toolkit's configuration, when a schema folder is given.
+    fn toolkit(&self) -> Option<fleetwire_codegen::toolkit::Toolkit> {
+        let mut toolkit = fleetwire_codegen::toolkit::Toolkit::new(self.schemas.clone()?)
+            .crate_name(&self.crate_name);
+        if let Some(api) = &self.api {
+            toolkit = toolkit.api(api);
+        }
+        if let Some(examples) = &self.examples {
+            toolkit = toolkit.examples(examples);
+        }
+        Some(toolkit)
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Rewrite the checked-in generated files (the OpenAPI documents, the generated crates' sources).
-    Generate,
+    /// With `--schemas DIR --out DIR`: write the types, schema facts, root documents, bundle
+    /// and OpenAPI documents of any schema folder into `--out`, as a build script would.
+    Generate {
+        #[command(flatten)]
+        inputs: Inputs,
+        /// The folder to write into (with `--schemas`).
+        #[arg(long, requires = "schemas")]
+        out: Option<PathBuf>,
+    },
     /// Exit 1, printing a diff, when a checked-in generated file is stale.
     Check,
     /// Write the reference site as a static folder, ready to publish as-is.
     Docs {
+        #[command(flatten)]
+        inputs: Inputs,
         /// The folder to write (created if missing). Files an earlier run wrote there that are
         /// no longer part of the site are removed; no other file is touched.
         /// Default: `docs-site/dist` in the workspace.
@@ -126,9 +168,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Release => return release(&cli.workspace),
         _ => {}
     }
-    let outputs = fleetwire_codegen::generate(&cli.workspace.join("schemas"))?;
+    if let Command::Generate { inputs, out } = &cli.command {
+        if let Some(toolkit) = inputs.toolkit() {
+            let out = out
+                .as_deref()
+                .context("`generate --schemas` needs `--out DIR`")?;
+            for path in toolkit.write_to(out)? {
+                println!("wrote {}", path.display());
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    let outputs = match &cli.command {
+        Command::Docs { inputs, .. } => match inputs.toolkit() {
+            Some(toolkit) => toolkit.generate()?,
+            None => fleetwire_codegen::generate(&cli.workspace.join("schemas"))?,
+        },
+        _ => fleetwire_codegen::generate(&cli.workspace.join("schemas"))?,
+    };
     match cli.command {
-        Command::Generate => {
+        Command::Generate { .. } => {
             let changed = fleetwire_codegen::write_checked_in(&outputs, &cli.workspace)?;
             if changed.is_empty() {
                 println!("generated files are up to date");
@@ -138,7 +197,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Docs { out } => {
+        Command::Docs { out, .. } => {
             let out = out.unwrap_or_else(|| cli.workspace.join("docs-site").join("dist"));
             let published = fleetwire_codegen::site::publish(&outputs.model, &out)?;
             for stale in &published.removed {
@@ -258,7 +317,6 @@ fn release(workspace: &std::path::Path) -> Result<ExitCode> {
 }
 
 fn peer_check(workspace: &std::path::Path, openapi: Option<PathBuf>) -> Result<ExitCode> {
-    use anyhow::Context;
     use fleetwire_codegen::peer_check;
     let bundle = fleetwire_codegen::Bundle::load(&workspace.join("schemas"))?;
     let version = peer_check::upstream_version(&bundle, "smolvm")?;

@@ -30,7 +30,8 @@ pub use role::DocumentRole;
 pub use rust_names::RustType;
 use words::{Phrase, Token};
 
-pub use crate::examples::EXAMPLES_DIR;
+/// The folder under `schemas/` whose `<Document>/valid/*.json` fixtures are shown as examples.
+pub use crate::config::EXAMPLES_DIR;
 
 /// The site's page file for a root document.
 pub fn document_page(name: &str) -> String {
@@ -197,7 +198,6 @@ impl Model {
     /// Builds the model from the bundle, the type space typify built from it, and the example
     /// fixtures under `examples_dir` (missing folder: no examples).
     pub fn build(bundle: &Bundle, rust: &RustTypes, examples_dir: &Path) -> Result<Model> {
-        let space = &rust.space;
         let mut types: Vec<TypeDoc> = bundle
             .defs
             .iter()
@@ -238,7 +238,7 @@ impl Model {
         }
         rust_types.sort_by(|a, b| a.name.cmp(&b.name));
         for t in &mut types {
-            t.rust_path = rust_names::rust_path(space, &t.name);
+            t.rust_path = rust_names::rust_path(rust, &t.name);
         }
 
         let by_name: BTreeMap<&str, &TypeDoc> =
@@ -264,10 +264,14 @@ impl Model {
                 file: root.file.clone(),
                 types: reached,
                 examples: crate::examples::load(examples_dir, &root.name)?,
-                unknown_fields: policy::of(
-                    &root.name,
-                    bundle.defs.get(&root.name).unwrap_or(&Value::Null),
-                ),
+                unknown_fields: {
+                    let schema = bundle.defs.get(&root.name).unwrap_or(&Value::Null);
+                    if rust.target.is_fleetwire() {
+                        policy::of(&root.name, schema)
+                    } else {
+                        policy::general(schema)
+                    }
+                },
                 role: DocumentRole::of(
                     bundle.defs.get(&root.name).unwrap_or(&Value::Null),
                     in_api.contains(&root.name),

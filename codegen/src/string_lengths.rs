@@ -73,13 +73,10 @@ fn length_check(stmt: &syn::Stmt) -> Option<(syn::BinOp, usize)> {
     matches!(cmp.op, syn::BinOp::Gt(_) | syn::BinOp::Lt(_)).then_some((cmp.op, n))
 }
 
-/// The macro of `fleetwire-types` that writes the constants and the constructor, by its
-/// defining module.
-pub const LENGTH_BOUNDS: &str = "crate::string_lengths::length_bounds";
-
-/// One invocation of [`LENGTH_BOUNDS`] per bounded string newtype: its constants (and, when its
+/// One invocation of `macro_path` (the `length_bounds` macro of `fleetwire-types`, which writes
+/// the constants and the constructor) per bounded string newtype: its constants (and, when its
 /// length is all it checks, `truncated`).
-pub fn impls(found: &BTreeMap<String, StringLengths>) -> String {
+pub fn impls(found: &BTreeMap<String, StringLengths>, macro_path: &str) -> String {
     let mut out = String::new();
     for (name, lengths) in found {
         let mut args = name.clone();
@@ -92,7 +89,7 @@ pub fn impls(found: &BTreeMap<String, StringLengths>) -> String {
                 args.push_str(", fn truncated");
             }
         }
-        out.push_str(&format!("{LENGTH_BOUNDS}!({args});\n"));
+        out.push_str(&format!("{macro_path}!({args});\n"));
     }
     out
 }

@@ -55,15 +55,21 @@ pub fn of(name: &str, schema: &Value) -> UnknownFieldPolicy {
                 general: false,
             }
         }
-        None => UnknownFieldPolicy {
-            read_from: Vec::new(),
-            written_to: Vec::new(),
-            writers: Vec::new(),
-            readers: Vec::new(),
-            warns_in_answer: false,
-            closed,
-            general: true,
-        },
+        None => general(schema),
+    }
+}
+
+/// The general statement only, for a document without the annotation (every document of a
+/// schema set other than fleetwire's: the annotation says where fleetwire reads and writes).
+pub fn general(schema: &Value) -> UnknownFieldPolicy {
+    UnknownFieldPolicy {
+        read_from: Vec::new(),
+        written_to: Vec::new(),
+        writers: Vec::new(),
+        readers: Vec::new(),
+        warns_in_answer: false,
+        closed: schema.get("additionalProperties") == Some(&Value::Bool(false)),
+        general: true,
     }
 }
 

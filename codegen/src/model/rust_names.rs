@@ -10,7 +10,6 @@ use std::collections::{BTreeMap, VecDeque};
 use typify::{Type, TypeDetails, TypeEnumVariant, TypeId, TypeSpace};
 
 use crate::bundle::Bundle;
-use crate::replacements::is_replaced;
 use crate::rust::RustTypes;
 
 /// A generated Rust type and the anchor (section or field) that documents it.
@@ -20,17 +19,16 @@ pub struct RustType {
     pub anchor: String,
 }
 
-/// The crate the generated types are used from.
-const CRATE: &str = "fleetwire_types";
-
-/// The path a reader uses for a definition's Rust type, if it has one.
-pub fn rust_path(space: &TypeSpace, def: &str) -> Option<String> {
-    if is_replaced(def) {
-        return Some(format!("{CRATE}::{def}"));
+/// The path a reader uses for a definition's Rust type, if it has one: under the crate the
+/// generated types are used from (`fleetwire_types`).
+pub fn rust_path(rust: &RustTypes, def: &str) -> Option<String> {
+    let krate = &rust.target.crate_name;
+    if rust.target.is_replaced(def) {
+        return Some(format!("{krate}::{def}"));
     }
-    named_types(space)
+    named_types(&rust.space)
         .contains_key(def)
-        .then(|| format!("{CRATE}::{def}"))
+        .then(|| format!("{krate}::{def}"))
 }
 
 /// Every struct, enum and newtype typify generates, by name.

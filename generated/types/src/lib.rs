@@ -39,9 +39,11 @@
 //!   `length_bounds!` macro behind `StateMessage::MAX_LENGTH` and `StateMessage::truncated`).
 //!
 //! The modules are declared flat, here, because the halves interleave in layers: the schema
-//! facts build on `DocumentInfo`; `Timestamp` and the strict deserializer read the facts; the
-//! types build on `Timestamp` and `BoundedVec`; the reader uses the generated `Violation`; the
-//! root documents tie the reader to the types. Each module imports one way (the module-graph
+//! facts implement `SchemaSet` (`schema_set`: `DocumentInfo`, `StructRules`) for fleetwire's
+//! schemas; `Timestamp` reads the facts; the strict deserializer and the reader work for any
+//! `SchemaSet`, a type parameter; the types build on `Timestamp` and `BoundedVec`; the reader
+//! uses the generated `Violation`; the root documents tie the reader to the types. [`toolkit`]
+//! re-exports what code generated for another crate's schemas names (docs/codegen.md). Each module imports one way (the module-graph
 //! check, docs/architecture.md). docs/architecture.md describes the crate among the others.
 
 // The generated half.
@@ -61,6 +63,8 @@ mod document;
 mod reader;
 #[path = "hand_written/schema.rs"]
 mod schema;
+#[path = "hand_written/schema_set.rs"]
+mod schema_set;
 #[path = "hand_written/strict.rs"]
 pub mod strict;
 #[path = "hand_written/string_lengths.rs"]
@@ -69,17 +73,20 @@ mod string_lengths;
 mod timestamp;
 
 pub use bounded::{BoundedVec, LengthError};
-pub use document::{DocumentInfo, WireDocument};
+pub use document::WireDocument;
 pub use documents::{read_named, read_named_strict, reserialize_named, written_named};
 pub use facts::{
-    BUNDLE_SCHEMA, DOCUMENTS, SCHEMA_FILES, SCHEMA_SET_HASH, SCHEMA_SET_NAME, SCHEMA_SET_VERSION,
-    TIMESTAMP_PATTERN,
+    Schemas, BUNDLE_SCHEMA, DOCUMENTS, SCHEMA_FILES, SCHEMA_SET_HASH, SCHEMA_SET_NAME,
+    SCHEMA_SET_VERSION, TIMESTAMP_PATTERN,
 };
 pub use reader::{
     describe, read, read_strict, read_value, read_value_strict, summarize, unknown_fields,
     validate_value, Accepted, Rejection,
 };
-pub use schema::{compile_validator, document, schema_for};
+pub use schema::{
+    compile_validator, compile_validator_in, document, document_in, schema_for, schema_for_in,
+};
+pub use schema_set::{DocumentInfo, SchemaSet, StructRules};
 pub use timestamp::{Timestamp, TimestampError};
 pub use types::*;
 
@@ -87,3 +94,18 @@ pub use types::*;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeExample;
+
+/// What the code fleetwire-codegen's toolkit generates for another crate's schemas names:
+/// the reader, the strict deserializer and the types the generated types build on, for any
+/// schema set (docs/codegen.md, "Outputs").
+pub mod toolkit {
+    pub use crate::bounded::{BoundedVec, LengthError};
+    pub use crate::document::WireDocument;
+    pub use crate::reader::{read, read_strict, Accepted, Rejection};
+    pub use crate::schema::compile_validator_in;
+    pub use crate::schema_set::{DocumentInfo, SchemaSet, StructRules};
+    pub use crate::strict;
+    pub use crate::string_lengths::{cut, length_bounds};
+    /// The validator crate the generated `WireDocument` impls name.
+    pub use jsonschema;
+}

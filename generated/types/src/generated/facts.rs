@@ -1,8 +1,9 @@
 //! What the schemas say that the hand-written code reads: the root documents, the `Timestamp`
-//! pattern, the schema files and the strict deserializer's tables (generated; it names no
-//! generated type, so the hand-written modules can read it).
+//! pattern, the schema files, the strict deserializer's tables, and `Schemas`, fleetwire's
+//! schema set that ties them together (generated; it names no generated type, so the
+//! hand-written modules can read it).
 
-use crate::document::DocumentInfo;
+use crate::schema_set::{DocumentInfo, SchemaSet, StructRules};
 
 include!(concat!(env!("OUT_DIR"), "/facts.rs"));
 

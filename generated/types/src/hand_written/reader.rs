@@ -127,7 +127,7 @@ pub fn read_strict<T: WireDocument>(bytes: &[u8]) -> Result<T, Rejection> {
 }
 
 fn read_with<T: WireDocument>(bytes: &[u8], strict: bool) -> Result<Accepted<T>, Rejection> {
-    match strict::from_slice_lenient::<T>(bytes) {
+    match strict::from_slice_lenient::<T::Set, T>(bytes) {
         Ok((typed, 0)) if T::INFO.exact => Ok(Accepted {
             value: typed,
             unknown_fields: Vec::new(),
@@ -170,7 +170,7 @@ fn read_value_with<T: WireDocument>(value: &Value, strict: bool) -> Result<Accep
     if !found.violations.is_empty() || (strict && !found.unknown.is_empty()) {
         return Err(Rejection::Invalid(found.into_violations(strict)));
     }
-    let (typed, _) = strict::from_value_lenient::<T>(value)
+    let (typed, _) = strict::from_value_lenient::<T::Set, T>(value)
         .map_err(|err| Rejection::Invalid(vec![type_violation("", &err.to_string())]))?;
     Ok(Accepted {
         value: typed,

@@ -7,7 +7,9 @@
 //!   but not nullable.
 //!
 //! Wrapping the deserializer at every depth closes both: `deserialize_struct` asks for a map,
-//! and the properties the generated table `struct_rules` names refuse `null`. The typed parse
+//! and the properties the generated table `struct_rules` of the document's schema set
+//! ([`SchemaSet`], a type parameter of every adapter, so each lookup is a static call) names
+//! refuse `null`. The typed parse
 //! then accepts exactly what the schema does (the property tests check it), with two
 //! adjustments the schemas call for:
 //!
@@ -24,13 +26,17 @@ use serde::de::{
     self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor,
 };
 
-use crate::facts::{self, StructRules};
+use std::marker::PhantomData;
 
-/// Deserializes a `T` from `bytes` as strictly as its schema: structs from objects only, and a
-/// key that a closed object's schema does not define is an error (see [`from_slice_lenient`]
-/// for the reader that sets such keys aside).
-pub fn from_slice<'de, T: de::Deserialize<'de>>(bytes: &'de [u8]) -> serde_json::Result<T> {
-    let (value, unknown) = from_slice_lenient(bytes)?;
+use crate::schema_set::{SchemaSet, StructRules};
+
+/// Deserializes a `T` of the schema set `S` from `bytes` as strictly as its schema: structs
+/// from objects only, and a key that a closed object's schema does not define is an error (see
+/// [`from_slice_lenient`] for the reader that sets such keys aside).
+pub fn from_slice<'de, S: SchemaSet, T: de::Deserialize<'de>>(
+    bytes: &'de [u8],
+) -> serde_json::Result<T> {
+    let (value, unknown) = from_slice_lenient::<S, T>(bytes)?;
     if unknown > 0 {
         return Err(<serde_json::Error as de::Error>::custom(format!(
             "{unknown} field(s) the schema does not define (additionalProperties)"
@@ -43,34 +49,34 @@ pub fn from_slice<'de, T: de::Deserialize<'de>>(bytes: &'de [u8]) -> serde_json:
 /// schema does not define are skipped: the value is what the schema knows, and the count says
 /// how many keys were set aside (their pointers come from the schema validator, see
 /// [`crate::read`]).
-pub fn from_slice_lenient<'de, T: de::Deserialize<'de>>(
+pub fn from_slice_lenient<'de, S: SchemaSet, T: de::Deserialize<'de>>(
     bytes: &'de [u8],
 ) -> serde_json::Result<(T, u32)> {
     // Checking the whole body as UTF-8 once is cheaper than serde_json's check of every string
     // read from a byte slice; a body that is not UTF-8 is read from the slice so that the error
     // says where.
     match std::str::from_utf8(bytes) {
-        Ok(text) => from_read(serde_json::de::StrRead::new(text)),
-        Err(_) => from_read(serde_json::de::SliceRead::new(bytes)),
+        Ok(text) => from_read::<S, _, T>(serde_json::de::StrRead::new(text)),
+        Err(_) => from_read::<S, _, T>(serde_json::de::SliceRead::new(bytes)),
     }
 }
 
 /// Deserializes a `T` from an already-parsed value with the same rules as
 /// [`from_slice_lenient`].
-pub fn from_value_lenient<'de, T: de::Deserialize<'de>>(
+pub fn from_value_lenient<'de, S: SchemaSet, T: de::Deserialize<'de>>(
     value: &'de serde_json::Value,
 ) -> serde_json::Result<(T, u32)> {
     UNKNOWN.with(|n| n.set(0));
-    let typed = T::deserialize(Strict::new(value))?;
+    let typed = T::deserialize(Strict::<_, S>::new(value))?;
     Ok((typed, UNKNOWN.with(|n| n.get())))
 }
 
-fn from_read<'de, R: serde_json::de::Read<'de>, T: de::Deserialize<'de>>(
+fn from_read<'de, S: SchemaSet, R: serde_json::de::Read<'de>, T: de::Deserialize<'de>>(
     read: R,
 ) -> serde_json::Result<(T, u32)> {
     UNKNOWN.with(|n| n.set(0));
     let mut de = serde_json::Deserializer::new(read);
-    let value = T::deserialize(Strict::new(&mut de))?;
+    let value = T::deserialize(Strict::<_, S>::new(&mut de))?;
     de.end()?;
     Ok((value, UNKNOWN.with(|n| n.get())))
 }
@@ -92,9 +98,10 @@ macro_rules! pass {
     };
 }
 
-/// The adapter around any deserializer.
-pub struct Strict<D> {
+/// The adapter around any deserializer, for the documents of the schema set `S`.
+pub struct Strict<D, S> {
     de: D,
+    set: PhantomData<fn() -> S>,
     /// The value is an optional property the schema does not let be `null`: `null` is refused
     /// instead of read as absent. Only this value: what it contains is read with a fresh
     /// adapter.
@@ -104,10 +111,11 @@ pub struct Strict<D> {
     closed_member: bool,
 }
 
-impl<D> Strict<D> {
-    pub fn new(de: D) -> Strict<D> {
+impl<D, S: SchemaSet> Strict<D, S> {
+    pub fn new(de: D) -> Strict<D, S> {
         Strict {
             de,
+            set: PhantomData,
             refuse_null: false,
             closed_member: false,
         }
@@ -155,7 +163,12 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Integral<V> {
 }
 
 /// Wraps the visitor so the accessors it is handed are wrapped too.
-struct Wrap<V>(V);
+struct Wrap<V, S>(V, PhantomData<fn() -> S>);
+
+/// `Wrap` of `inner`, for the schema set `S`.
+fn wrap<V, S>(inner: V) -> Wrap<V, S> {
+    Wrap(inner, PhantomData)
+}
 
 macro_rules! forward_integer {
     ($($method:ident),* $(,)?) => {
@@ -171,13 +184,13 @@ macro_rules! forward {
     ($($method:ident),* $(,)?) => {
         $(
             fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-                self.de.$method(Wrap(visitor))
+                self.de.$method(wrap::<_, S>(visitor))
             }
         )*
     };
 }
 
-impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
+impl<'de, D: Deserializer<'de>, S: SchemaSet> Deserializer<'de> for Strict<D, S> {
     type Error = D::Error;
 
     forward_integer!(
@@ -213,14 +226,15 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         if self.closed_member {
             UNKNOWN.with(|n| n.set(n.get().saturating_add(1)));
         }
-        self.de.deserialize_ignored_any(Wrap(visitor))
+        self.de.deserialize_ignored_any(wrap::<_, S>(visitor))
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
         if self.refuse_null {
-            self.de.deserialize_option(Wrap(NoNullVisitor(visitor)))
+            self.de
+                .deserialize_option(wrap::<_, S>(NoNullVisitor(visitor)))
         } else {
-            self.de.deserialize_option(Wrap(visitor))
+            self.de.deserialize_option(wrap::<_, S>(visitor))
         }
     }
 
@@ -229,7 +243,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         name: &'static str,
         visitor: V,
     ) -> Result<V::Value, D::Error> {
-        self.de.deserialize_unit_struct(name, Wrap(visitor))
+        self.de.deserialize_unit_struct(name, wrap::<_, S>(visitor))
     }
 
     fn deserialize_newtype_struct<V: Visitor<'de>>(
@@ -237,7 +251,8 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         name: &'static str,
         visitor: V,
     ) -> Result<V::Value, D::Error> {
-        self.de.deserialize_newtype_struct(name, Wrap(visitor))
+        self.de
+            .deserialize_newtype_struct(name, wrap::<_, S>(visitor))
     }
 
     fn deserialize_tuple<V: Visitor<'de>>(
@@ -245,7 +260,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         len: usize,
         visitor: V,
     ) -> Result<V::Value, D::Error> {
-        self.de.deserialize_tuple(len, Wrap(visitor))
+        self.de.deserialize_tuple(len, wrap::<_, S>(visitor))
     }
 
     fn deserialize_tuple_struct<V: Visitor<'de>>(
@@ -254,7 +269,8 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         len: usize,
         visitor: V,
     ) -> Result<V::Value, D::Error> {
-        self.de.deserialize_tuple_struct(name, len, Wrap(visitor))
+        self.de
+            .deserialize_tuple_struct(name, len, wrap::<_, S>(visitor))
     }
 
     /// A struct comes from a map, never from a sequence, and knows which of its optional
@@ -265,8 +281,12 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         _fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, D::Error> {
-        let rules = facts::struct_rules(name);
-        self.de.deserialize_map(StructVisitor { visitor, rules })
+        let rules = S::struct_rules(name);
+        self.de.deserialize_map(StructVisitor::<V, S> {
+            visitor,
+            rules,
+            set: PhantomData,
+        })
     }
 
     /// A string enum comes from a string only, never from `{"variant": null}`.
@@ -276,10 +296,11 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         variants: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, D::Error> {
-        if facts::is_string_enum(name) {
+        if S::is_string_enum(name) {
             self.de.deserialize_str(StringEnum(visitor))
         } else {
-            self.de.deserialize_enum(name, variants, Wrap(visitor))
+            self.de
+                .deserialize_enum(name, variants, wrap::<_, S>(visitor))
         }
     }
 
@@ -288,7 +309,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
     }
 }
 
-impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
+impl<'de, V: Visitor<'de>, S: SchemaSet> Visitor<'de> for Wrap<V, S> {
     type Value = V::Value;
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -308,7 +329,7 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
     }
 
     fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<V::Value, D::Error> {
-        self.0.visit_some(Strict::new(deserializer))
+        self.0.visit_some(Strict::<_, S>::new(deserializer))
     }
 
     fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
@@ -319,83 +340,89 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
         self,
         deserializer: D,
     ) -> Result<V::Value, D::Error> {
-        self.0.visit_newtype_struct(Strict::new(deserializer))
+        self.0
+            .visit_newtype_struct(Strict::<_, S>::new(deserializer))
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
-        self.0.visit_seq(Wrap(seq))
+        self.0.visit_seq(wrap::<_, S>(seq))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
-        self.0.visit_map(Wrap(map))
+        self.0.visit_map(wrap::<_, S>(map))
     }
 
     fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<V::Value, A::Error> {
-        self.0.visit_enum(Wrap(data))
+        self.0.visit_enum(wrap::<_, S>(data))
     }
 }
 
 /// Wraps a seed so the deserializer it is given is wrapped.
-struct Seed<S>(S);
+struct Seed<K, S>(K, PhantomData<fn() -> S>);
 
-impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Seed<S> {
-    type Value = S::Value;
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<S::Value, D::Error> {
-        self.0.deserialize(Strict::new(deserializer))
+/// `Seed` of `inner`, for the schema set `S`.
+fn wrap_seed<K, S>(inner: K) -> Seed<K, S> {
+    Seed(inner, PhantomData)
+}
+
+impl<'de, K: DeserializeSeed<'de>, S: SchemaSet> DeserializeSeed<'de> for Seed<K, S> {
+    type Value = K::Value;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<K::Value, D::Error> {
+        self.0.deserialize(Strict::<_, S>::new(deserializer))
     }
 }
 
-impl<'de, A: SeqAccess<'de>> SeqAccess<'de> for Wrap<A> {
+impl<'de, A: SeqAccess<'de>, S: SchemaSet> SeqAccess<'de> for Wrap<A, S> {
     type Error = A::Error;
     fn next_element_seed<T: DeserializeSeed<'de>>(
         &mut self,
         seed: T,
     ) -> Result<Option<T::Value>, A::Error> {
-        self.0.next_element_seed(Seed(seed))
+        self.0.next_element_seed(wrap_seed::<_, S>(seed))
     }
     fn size_hint(&self) -> Option<usize> {
         self.0.size_hint()
     }
 }
 
-impl<'de, A: MapAccess<'de>> MapAccess<'de> for Wrap<A> {
+impl<'de, A: MapAccess<'de>, S: SchemaSet> MapAccess<'de> for Wrap<A, S> {
     type Error = A::Error;
     fn next_key_seed<K: DeserializeSeed<'de>>(
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, A::Error> {
-        self.0.next_key_seed(Seed(seed))
+        self.0.next_key_seed(wrap_seed::<_, S>(seed))
     }
     fn next_value_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, A::Error> {
-        self.0.next_value_seed(Seed(seed))
+        self.0.next_value_seed(wrap_seed::<_, S>(seed))
     }
     fn size_hint(&self) -> Option<usize> {
         self.0.size_hint()
     }
 }
 
-impl<'de, A: EnumAccess<'de>> EnumAccess<'de> for Wrap<A> {
+impl<'de, A: EnumAccess<'de>, S: SchemaSet> EnumAccess<'de> for Wrap<A, S> {
     type Error = A::Error;
-    type Variant = Wrap<A::Variant>;
+    type Variant = Wrap<A::Variant, S>;
     fn variant_seed<T: DeserializeSeed<'de>>(
         self,
         seed: T,
     ) -> Result<(T::Value, Self::Variant), A::Error> {
-        let (value, variant) = self.0.variant_seed(Seed(seed))?;
-        Ok((value, Wrap(variant)))
+        let (value, variant) = self.0.variant_seed(wrap_seed::<_, S>(seed))?;
+        Ok((value, wrap::<_, S>(variant)))
     }
 }
 
-impl<'de, A: VariantAccess<'de>> VariantAccess<'de> for Wrap<A> {
+impl<'de, A: VariantAccess<'de>, S: SchemaSet> VariantAccess<'de> for Wrap<A, S> {
     type Error = A::Error;
     fn unit_variant(self) -> Result<(), A::Error> {
         self.0.unit_variant()
     }
     fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<T::Value, A::Error> {
-        self.0.newtype_variant_seed(Seed(seed))
+        self.0.newtype_variant_seed(wrap_seed::<_, S>(seed))
     }
     fn tuple_variant<V: Visitor<'de>>(self, len: usize, visitor: V) -> Result<V::Value, A::Error> {
-        self.0.tuple_variant(len, Wrap(visitor))
+        self.0.tuple_variant(len, wrap::<_, S>(visitor))
     }
     fn struct_variant<V: Visitor<'de>>(
         self,
@@ -403,27 +430,29 @@ impl<'de, A: VariantAccess<'de>> VariantAccess<'de> for Wrap<A> {
         visitor: V,
     ) -> Result<V::Value, A::Error> {
         // A struct variant's body is an object too.
-        self.0.newtype_variant_seed(StructBody(visitor))
+        self.0
+            .newtype_variant_seed(StructBody::<V, S>(visitor, PhantomData))
     }
 }
 
 /// Reads a struct variant's body through a map.
-struct StructBody<V>(V);
+struct StructBody<V, S>(V, PhantomData<fn() -> S>);
 
-impl<'de, V: Visitor<'de>> DeserializeSeed<'de> for StructBody<V> {
+impl<'de, V: Visitor<'de>, S: SchemaSet> DeserializeSeed<'de> for StructBody<V, S> {
     type Value = V::Value;
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<V::Value, D::Error> {
-        deserializer.deserialize_map(Wrap(self.0))
+        deserializer.deserialize_map(wrap::<_, S>(self.0))
     }
 }
 
 /// The visitor of a struct body: hands the struct's visitor a map that checks `null`s.
-struct StructVisitor<V> {
+struct StructVisitor<V, S> {
     visitor: V,
     rules: StructRules,
+    set: PhantomData<fn() -> S>,
 }
 
-impl<'de, V: Visitor<'de>> Visitor<'de> for StructVisitor<V> {
+impl<'de, V: Visitor<'de>, S: SchemaSet> Visitor<'de> for StructVisitor<V, S> {
     type Value = V::Value;
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -431,8 +460,9 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for StructVisitor<V> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
-        self.visitor.visit_map(StructMap {
+        self.visitor.visit_map(StructMap::<A, S> {
             map,
+            set: PhantomData,
             non_null: self.rules.non_null,
             closed: self.rules.closed,
             value_non_null: false,
@@ -441,14 +471,15 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for StructVisitor<V> {
 }
 
 /// A struct's map: remembers whether the key just read names a property that may not be null.
-struct StructMap<A> {
+struct StructMap<A, S> {
     map: A,
+    set: PhantomData<fn() -> S>,
     non_null: &'static [&'static str],
     closed: bool,
     value_non_null: bool,
 }
 
-impl<'de, A: MapAccess<'de>> MapAccess<'de> for StructMap<A> {
+impl<'de, A: MapAccess<'de>, S: SchemaSet> MapAccess<'de> for StructMap<A, S> {
     type Error = A::Error;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(
@@ -456,7 +487,7 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for StructMap<A> {
         seed: K,
     ) -> Result<Option<K::Value>, A::Error> {
         if self.non_null.is_empty() {
-            return self.map.next_key_seed(Seed(seed));
+            return self.map.next_key_seed(wrap_seed::<_, S>(seed));
         }
         let mut is_non_null = false;
         let key = self.map.next_key_seed(KeySeed {
@@ -469,8 +500,9 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for StructMap<A> {
     }
 
     fn next_value_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, A::Error> {
-        self.map.next_value_seed(MemberSeed {
+        self.map.next_value_seed(MemberSeed::<_, S> {
             seed,
+            set: PhantomData,
             refuse_null: std::mem::take(&mut self.value_non_null),
             closed_member: self.closed,
         })
@@ -482,15 +514,15 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for StructMap<A> {
 }
 
 /// Reads a key, noting whether it is one of `non_null`.
-struct KeySeed<'a, S> {
-    seed: S,
+struct KeySeed<'a, K> {
+    seed: K,
     non_null: &'static [&'static str],
     found: &'a mut bool,
 }
 
-impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for KeySeed<'_, S> {
-    type Value = S::Value;
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<S::Value, D::Error> {
+impl<'de, K: DeserializeSeed<'de>> DeserializeSeed<'de> for KeySeed<'_, K> {
+    type Value = K::Value;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<K::Value, D::Error> {
         self.seed.deserialize(KeyDeserializer {
             inner: deserializer,
             non_null: self.non_null,
@@ -573,17 +605,19 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for KeyVisitor<'_, V> {
 
 /// The value of a struct's property: it may be one that may not be `null`, and it may belong
 /// to a closed object.
-struct MemberSeed<S> {
-    seed: S,
+struct MemberSeed<K, S> {
+    seed: K,
+    set: PhantomData<fn() -> S>,
     refuse_null: bool,
     closed_member: bool,
 }
 
-impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for MemberSeed<S> {
-    type Value = S::Value;
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<S::Value, D::Error> {
-        self.seed.deserialize(Strict {
+impl<'de, K: DeserializeSeed<'de>, S: SchemaSet> DeserializeSeed<'de> for MemberSeed<K, S> {
+    type Value = K::Value;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<K::Value, D::Error> {
+        self.seed.deserialize(Strict::<D, S> {
             de: deserializer,
+            set: PhantomData,
             refuse_null: self.refuse_null,
             closed_member: self.closed_member,
         })

@@ -3,8 +3,12 @@
 //! the schema; how to cut text to a bound is written once, here.
 
 /// Gives a generated string newtype its schema's bounds: `MIN_LENGTH`, `MAX_LENGTH` and, when
-/// the length is all the type checks, `truncated`, which cuts text to `MAX_LENGTH`.
-macro_rules! length_bounds {
+/// the length is all the type checks, `truncated`, which cuts text to `MAX_LENGTH`. Exported
+/// (as `fleetwire_types::toolkit::length_bounds`) for the code the toolkit generates in other
+/// crates (docs/codegen.md).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __length_bounds {
     (
         $name:ident $(, min = $min:literal)? $(, max = $max:literal)? $(, fn $truncated:ident)?
     ) => {
@@ -22,14 +26,14 @@ macro_rules! length_bounds {
                 /// `text` cut to its first [`Self::MAX_LENGTH`] characters (never inside one):
                 /// the length is all the schema checks.
                 pub fn $truncated(text: &str) -> Self {
-                    let cut = $crate::string_lengths::cut(text, Self::MAX_LENGTH);
+                    let cut = $crate::toolkit::cut(text, Self::MAX_LENGTH);
                     Self(cut.to_string())
                 }
             )?
         }
     };
 }
-pub(crate) use length_bounds;
+pub use crate::__length_bounds as length_bounds;
 
 /// `text` up to its `max`-th character (Unicode code point), never cut inside one.
 pub fn cut(text: &str, max: usize) -> &str {

@@ -45,16 +45,6 @@ pub const SCHEMA_FILES: &[(&str, &str)] = &[
     ("smolvm.schema.json", include_str!(concat!(env!("OUT_DIR"), "/inputs/smolvm.schema.json"))),
 ];
 
-/// What the strict deserializer knows of one generated struct (the table [`struct_rules`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct StructRules {
-    /// Optional properties that may not be `null` (by JSON name).
-    pub non_null: &'static [&'static str],
-    /// The schema is closed (`additionalProperties: false`): a key it does not define is an
-    /// unknown field, counted when skipped.
-    pub closed: bool,
-}
-
 /// What the strict deserializer knows of each generated struct: its optional properties that may
 /// not be `null` (by JSON name), and whether its schema is closed.
 pub(crate) fn struct_rules(struct_name: &str) -> StructRules {
@@ -103,7 +93,7 @@ pub(crate) fn struct_rules(struct_name: &str) -> StructRules {
         "UsageMeters" => StructRules { non_null: &[], closed: true },
         "Violation" => StructRules { non_null: &[], closed: true },
         "VmRecord" => StructRules { non_null: &["host_ports", "node_id", "disk_gb", "command", "image", "message", "created_at"], closed: true },
-        _ => StructRules { non_null: &[], closed: false },
+        _ => StructRules::OPEN,
     }
 }
 
@@ -112,3 +102,20 @@ pub(crate) fn is_string_enum(enum_name: &str) -> bool {
     matches!(enum_name, "DesiredInstanceState" | "NodeStatusFilter" | "VmState" | "PortProtocol" | "ApiErrorCode" | "HealthStatus" | "TransportSecurity" | "KnownRuntime" | "HostState" | "VolumeState" | "InstanceState" | "CheckpointState" | "ExportState")
 }
 
+/// This crate's schema set: what the reader, the strict deserializer and the validators of
+/// `fleetwire-types` know of its documents.
+#[derive(Debug, Clone, Copy)]
+pub struct Schemas;
+
+impl SchemaSet for Schemas {
+    const BUNDLE_SCHEMA: &'static str = BUNDLE_SCHEMA;
+    const DOCUMENTS: &'static [DocumentInfo] = DOCUMENTS;
+    #[inline]
+    fn struct_rules(struct_name: &str) -> StructRules {
+        struct_rules(struct_name)
+    }
+    #[inline]
+    fn is_string_enum(enum_name: &str) -> bool {
+        is_string_enum(enum_name)
+    }
+}
