@@ -276,7 +276,15 @@ fn fleet_mode_a_placement_creates_its_machine_in_smolvm_over_mtls() {
     let (_temp, root) = shared_root();
     let ca_dir = root.join("controller-ca");
     let ca_arg = ca_dir.display().to_string();
-    let controller = ControllerProcess::start(&["--ca-dir", &ca_arg]);
+    // The agent reports this machine's free disk: cordon only a nearly full one (as `up` does).
+    let controller = ControllerProcess::start(&[
+        "--ca-dir",
+        &ca_arg,
+        "--disk-cordon-below",
+        "1",
+        "--disk-uncordon-above",
+        "2",
+    ]);
     let FleetAgent {
         agent,
         port,

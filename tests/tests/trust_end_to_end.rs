@@ -68,7 +68,16 @@ fn secure_agent(controller: &ControllerProcess, dir: &std::path::Path, port: u16
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_enrolls_with_a_token_is_placed_on_over_mtls_and_rotates_its_certificate() {
     // Node certificates of 24 s: the agent renews them 16 s in.
-    let controller = ControllerProcess::start_secure(&["--cert-validity", "24s"]);
+    // The real agent reports this machine's free disk: cordon only when it is nearly full (as
+    // `fleetwire up` does), not below a production host's 20 GB, or the placement has no node.
+    let controller = ControllerProcess::start_secure(&[
+        "--cert-validity",
+        "24s",
+        "--disk-cordon-below",
+        "1",
+        "--disk-uncordon-above",
+        "2",
+    ]);
     let admin = controller.admin_api();
     let dir = tempfile::tempdir().unwrap();
     let token = token_create(&controller, "node-1");
