@@ -9,6 +9,7 @@
 //! field it came from.
 
 mod api;
+pub mod brand;
 pub mod curl;
 mod essence;
 pub mod policy;
@@ -66,6 +67,8 @@ pub struct Model {
     /// The changelog page's entries, newest first (`releases::history`); filled in by
     /// `generate`.
     pub changelog: Vec<crate::releases::HistoryEntry>,
+    /// Whose reference this is: the name the pages carry, the crate of the Rust types.
+    pub brand: brand::Brand,
 }
 
 /// A root document's page: the document first, then every type it reaches, in the order a
@@ -319,6 +322,7 @@ impl Model {
             openapi_files: Vec::new(),
             stamp: Default::default(),
             changelog: Vec::new(),
+            brand: brand::Brand::of(bundle, &rust.target),
         })
     }
 

@@ -13,6 +13,7 @@ use askama::Template;
 use serde::Serialize;
 
 use crate::build_stamp::Stamp;
+use crate::model::brand::Brand;
 use crate::model::words::{Phrase, Token};
 use crate::model::{
     self, ApiDoc, BackRef, ExtraFields, Model, Row, RowKind, TypeDoc, TypeKind, Variant, API_PAGE,
@@ -61,6 +62,8 @@ pub struct RowView {
 pub struct ExtraView {
     pub refused: bool,
     pub ty: Vec<Tok>,
+    /// fleetwire's own schemas: the text states what fleetwire does with an unlisted field.
+    pub fleetwire: bool,
 }
 
 pub struct VariantView {
@@ -120,6 +123,7 @@ pub struct NavEntry {
 struct DocumentPage {
     title: String,
     stamp: Stamp,
+    brand: Brand,
     nav: Vec<NavEntry>,
     toc: Vec<TocEntry>,
     root: TypeView,
@@ -205,6 +209,7 @@ pub struct GroupView {
 struct ApiPage {
     title: String,
     stamp: Stamp,
+    brand: Brand,
     nav: Vec<NavEntry>,
     toc: Vec<TocEntry>,
     /// The files the `curl` lines name, and what each holds.
@@ -243,6 +248,7 @@ pub struct RoleGroup {
 struct IndexPage {
     title: String,
     stamp: Stamp,
+    brand: Brand,
     nav: Vec<NavEntry>,
     toc: Vec<TocEntry>,
     groups: Vec<RoleGroup>,
@@ -258,6 +264,7 @@ struct IndexPage {
 struct ChangelogPage {
     title: String,
     stamp: Stamp,
+    brand: Brand,
     nav: Vec<NavEntry>,
     toc: Vec<TocEntry>,
     releases: Vec<ReleaseView>,
@@ -268,6 +275,7 @@ fn render_changelog(model: &Model) -> Result<String> {
     ChangelogPage {
         title: "Changelog".into(),
         stamp: model.stamp.clone(),
+        brand: model.brand.clone(),
         nav: nav(model, CHANGELOG_PAGE),
         toc: releases
             .iter()
@@ -396,15 +404,18 @@ impl Place<'_> {
             Some(ExtraFields::Refused) => Some(ExtraView {
                 refused: true,
                 ty: Vec::new(),
+                fleetwire: self.model.brand.fleetwire,
             }),
             Some(ExtraFields::Typed(ty)) => Some(ExtraView {
                 refused: false,
                 ty: self.phrase(ty),
+                fleetwire: self.model.brand.fleetwire,
             }),
             // Whether unknown fields are refused matters to every writer: say it either way.
             Some(ExtraFields::Accepted) => Some(ExtraView {
                 refused: false,
                 ty: Vec::new(),
+                fleetwire: self.model.brand.fleetwire,
             }),
             None => None,
         }
@@ -429,7 +440,10 @@ impl Place<'_> {
             essence: self.essences(&row.ty),
             description: paragraphs(row.description.as_deref()),
             aliases,
-            rust_type: row.rust_type.clone(),
+            rust_type: row
+                .rust_type
+                .as_ref()
+                .map(|name| format!("{}::{name}", self.model.brand.crate_path)),
         }
     }
 
@@ -628,6 +642,7 @@ fn render_document(model: &Model, doc: &model::DocumentDoc) -> Result<String> {
     DocumentPage {
         title: doc.name.clone(),
         stamp: model.stamp.clone(),
+        brand: model.brand.clone(),
         nav: nav(model, &place.page),
         toc,
         root,
@@ -805,6 +820,7 @@ fn render_api(model: &Model, api: &ApiDoc) -> Result<String> {
     ApiPage {
         title: api.title.clone(),
         stamp: model.stamp.clone(),
+        brand: model.brand.clone(),
         nav: nav(model, API_PAGE),
         toc,
         trust_files: model::curl::TRUST_FILES
@@ -898,8 +914,9 @@ fn render_index(model: &Model) -> Result<String> {
         .collect();
     toc.extend(toc_for(&orphans));
     IndexPage {
-        title: "fleetwire reference".into(),
+        title: format!("{} reference", model.brand.name),
         stamp: model.stamp.clone(),
+        brand: model.brand.clone(),
         nav: nav(model, INDEX_PAGE),
         toc,
         groups,

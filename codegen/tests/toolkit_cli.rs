@@ -99,6 +99,30 @@ fn docs_renders_the_site_of_any_schema_folder() {
         shipment.contains("parcels::Shipment"),
         "the section's Rust path"
     );
+    // The pages are the parcel set's: its name and crate, none of fleetwire's own words.
+    assert!(
+        index.contains("<h1>parcels reference</h1>"),
+        "the set's name"
+    );
+    for page in [&index, &shipment] {
+        let at = page
+            .find("fleetwire reference")
+            .map(|i| &page[i.saturating_sub(200)..i + 40]);
+        assert!(at.is_none(), "fleetwire's brand: {at:?}");
+        assert!(
+            !page.contains("fleetwire_types::"),
+            "fleetwire's crate path"
+        );
+        assert!(
+            !page.contains("fleetwire never writes"),
+            "fleetwire's policy"
+        );
+        assert!(!page.contains("fleetwire validate"), "fleetwire's command");
+    }
+    assert!(
+        shipment.contains("<code>parcels::"),
+        "Rust types named by the parcel crate"
+    );
     assert!(dir.path().join("examples/Shipment/door.json").exists());
     let api_page = std::fs::read_to_string(dir.path().join("api.html")).unwrap();
     assert!(api_page.contains("/v1/shipments"));
