@@ -181,15 +181,18 @@ fn read_inputs(schemas_dir: &Path) -> Result<Vec<(String, String)>> {
 pub enum GeneratedCrate {
     /// `fleetwire-types`, in `generated/types`.
     Types,
+    /// `fleetwire-client`, in `generated/client`.
+    Client,
 }
 
 impl GeneratedCrate {
-    pub const ALL: [GeneratedCrate; 1] = [GeneratedCrate::Types];
+    pub const ALL: [GeneratedCrate; 2] = [GeneratedCrate::Types, GeneratedCrate::Client];
 
     /// The crate's folder, relative to the workspace.
     pub fn dir(self) -> &'static str {
         match self {
             GeneratedCrate::Types => "generated/types",
+            GeneratedCrate::Client => "generated/client",
         }
     }
 
@@ -206,6 +209,11 @@ impl GeneratedCrate {
                     outputs.bundle_json.clone(),
                 ),
             ],
+            GeneratedCrate::Client => outputs
+                .client_rs
+                .iter()
+                .map(|text| (PathBuf::from(client::CLIENT_FILE), text.clone()))
+                .collect(),
         };
         for (name, text) in &outputs.inputs {
             files.push((Path::new(INPUTS_DIR).join(name), text.clone()));
@@ -310,9 +318,6 @@ pub fn checked_in(outputs: &Outputs) -> Vec<(PathBuf, String)> {
         if let Some(api) = api {
             files.push((PathBuf::from("generated/openapi").join(name), api.clone()));
         }
-    }
-    if let Some(client_rs) = &outputs.client_rs {
-        files.push((PathBuf::from(client::CLIENT_FILE), client_rs.clone()));
     }
     files
 }

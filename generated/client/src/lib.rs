@@ -40,8 +40,10 @@
 //! # Layout
 //!
 //! `src/hand_written/` holds the client, its trust options, errors and body readers;
-//! `src/generated/code/client.rs` the operations, generated and kept in the repository (a test
-//! of `fleetwire-codegen` fails with a diff when it is stale). The modules are declared flat
+//! `src/generated/code/client.rs` the operations, generated and kept in the repository with
+//! copies of the schema files they came from (a test of `fleetwire-codegen` fails with a diff
+//! when they are stale), put into `OUT_DIR` by `build.rs` (regenerated there, inside the
+//! workspace, after a schema edit) and included by `src/generated/operations.rs`. The modules are declared flat
 //! here; each imports one way: `secret`, `error` ← `trust`, `response` ← `client` ←
 //! `operations`.
 
@@ -59,10 +61,8 @@ mod secret;
 #[path = "hand_written/trust.rs"]
 pub mod trust;
 
-// The generated half (prettyplease's layout, which `cargo fmt` leaves alone: the staleness
-// test compares it byte for byte).
-#[rustfmt::skip]
-#[path = "generated/code/client.rs"]
+// The generated half, included from `OUT_DIR` (build.rs).
+#[path = "generated/operations.rs"]
 pub mod operations;
 
 pub use client::{Bearer, Client, ClientBuilder, Operation, DEFAULT_TIMEOUT};
