@@ -88,7 +88,8 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
         controller,
         writer,
         probe_requests,
-    } = Controller::start(settings, Box::new(store), ca, credentials)?;
+    } = Controller::start(settings, Box::new(store), ca, credentials)
+        .with_context(|| format!("starting on the store {}", db.display()))?;
     let tcp = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

@@ -17,6 +17,13 @@ pub enum StoreError {
     /// The database would not switch to write-ahead logging.
     #[error("the database refused WAL mode ({mode})")]
     NoWal { mode: String },
+    /// An existing file is not a store this build can open: refused before anything wrote
+    /// to it.
+    #[error(
+        "refusing to open the store {}: {problem}; the file was left as it is",
+        path.display()
+    )]
+    Unusable { path: PathBuf, problem: Unusable },
     /// The database was migrated by a newer controller: left alone.
     #[error(
         "the database is at schema version {found}, newer than this controller's {known}: \
@@ -67,4 +74,25 @@ impl StoreError {
             _ => StoreError::Query { doing, cause },
         }
     }
+}
+
+/// Why an existing file is not a store this build may open. Found on a read-only connection
+/// before anything writes to the file, so a refused file is left byte for byte as it was
+/// (docs/controller.md, "Durability"). Found by `sqlite`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unusable {
+    #[error("it is not a SQLite database ({cause})")]
+    NotADatabase { cause: String },
+    #[error("it is damaged: {problems}")]
+    Damaged { problems: String },
+    #[error(
+        "it is a SQLite database of something else (tables: {tables}; schema version \
+         {version}), not a fleetwire store"
+    )]
+    Foreign { tables: String, version: u32 },
+    #[error(
+        "its schema version {found} is newer than this build's {known}: a newer fleetwire \
+         wrote it"
+    )]
+    Newer { found: u32, known: u32 },
 }

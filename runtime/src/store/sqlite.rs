@@ -8,7 +8,7 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 
 use super::backend::{Durability, Store};
 use super::contact_log::{self, Encoder, MergeError};
-use super::error::StoreError;
+use super::error::{StoreError, Unusable};
 use super::node_rows::{NodeWrite, StoredNode};
 
 /// One schema migration: SQL, or a step that needs code (re-encoding rows).
@@ -127,9 +127,108 @@ pub fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     })
 }
 
+/// The tables a fleetwire store has held at some schema version (`bootstrap_tokens` is
+/// created outside the migrations, see `bootstrap_tokens`).
+const OWN_TABLES: &[&str] = &["nodes", "liveness", "contact_log", "bootstrap_tokens"];
+
+/// How many of `PRAGMA quick_check`'s findings a refusal quotes.
+const PROBLEMS_QUOTED: usize = 5;
+
+/// Checks, reading only, that the existing file at `path` (if any) is a store this build can
+/// open: a SQLite database, not damaged (`PRAGMA quick_check`: every page and b-tree, all
+/// but the indexes' agreement with their tables), holding a fleetwire schema no newer than
+/// [`SCHEMA_VERSION`]. Opening read-write would change such a file before any of this could
+/// be found out: WAL mode rewrites the header, a migration creates tables in it.
+fn check_existing(path: &Path) -> Result<(), StoreError> {
+    // A missing file is a new store; so is an empty one, as SQLite itself takes it.
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.len() > 0 => {}
+        _ => return Ok(()),
+    }
+    let unusable = |problem| StoreError::Unusable {
+        path: path.to_path_buf(),
+        problem,
+    };
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| StoreError::Open {
+        path: path.to_path_buf(),
+        cause: e.to_string(),
+    })?;
+    let damaged = |doing: &str| {
+        let doing = doing.to_string();
+        move |e: rusqlite::Error| match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::NotADatabase) => unusable(Unusable::NotADatabase {
+                cause: e.to_string(),
+            }),
+            Some(rusqlite::ErrorCode::DatabaseCorrupt) => unusable(Unusable::Damaged {
+                problems: format!("{doing}: {e}"),
+            }),
+            _ => StoreError::Open {
+                path: path.to_path_buf(),
+                cause: format!("{doing}: {e}"),
+            },
+        }
+    };
+    // The first statement reads the header and the schema: a file that is no database, or
+    // whose first page is damaged, fails here.
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .and_then(|mut stmt| {
+            stmt.query_map([], |r| r.get(0))?
+                .collect::<Result<Vec<String>, _>>()
+        })
+        .map_err(damaged("reading its schema"))?;
+    let version: u32 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(damaged("reading its schema version"))?;
+    if version > SCHEMA_VERSION {
+        return Err(unusable(Unusable::Newer {
+            found: version,
+            known: SCHEMA_VERSION,
+        }));
+    }
+    let own = |t: &String| OWN_TABLES.contains(&t.as_str()) || t.starts_with("sqlite_");
+    let ours = if version == 0 {
+        tables.iter().all(own)
+    } else {
+        tables.iter().any(|t| t == "nodes")
+    };
+    if !ours {
+        return Err(unusable(Unusable::Foreign {
+            tables: tables.join(", "),
+            version,
+        }));
+    }
+    let mut problems: Vec<String> = conn
+        .prepare("PRAGMA quick_check")
+        .and_then(|mut stmt| {
+            stmt.query_map([], |r| r.get(0))?
+                .collect::<Result<Vec<String>, _>>()
+        })
+        .map_err(damaged("checking every page (quick_check)"))?;
+    if problems != ["ok"] {
+        let found = problems.len();
+        problems.truncate(PROBLEMS_QUOTED);
+        let mut problems = problems.join("; ");
+        if found > PROBLEMS_QUOTED {
+            problems.push_str(&format!(" (and {} more)", found - PROBLEMS_QUOTED));
+        }
+        return Err(unusable(Unusable::Damaged {
+            problems: format!("checking every page (quick_check): {problems}"),
+        }));
+    }
+    Ok(())
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and migrates it to [`SCHEMA_VERSION`].
+    /// An existing file that is not a store this build can use is refused unchanged
+    /// ([`Unusable`]).
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        check_existing(path)?;
         Self::with_connection(open_connection(path)?)
     }
 
@@ -618,6 +717,106 @@ mod tests {
         drop(conn);
         let error = SqliteStore::open(&path).err().unwrap();
         assert!(error.to_string().contains("newer"), "{error}");
+    }
+
+    /// A store with one node, closed (its WAL checkpointed into the file).
+    fn closed_store(path: &Path) -> Vec<u8> {
+        let mut store = SqliteStore::open(path).unwrap();
+        store_a_and_b(&mut store);
+        drop(store);
+        std::fs::read(path).unwrap()
+    }
+
+    /// Opening `path` is refused with `problem`, and the file is as it was.
+    fn refused(path: &Path, before: &[u8]) -> Unusable {
+        let Err(StoreError::Unusable {
+            path: named,
+            problem,
+        }) = SqliteStore::open(path)
+        else {
+            panic!("{} was opened", path.display());
+        };
+        assert_eq!(named, path);
+        assert!(
+            std::fs::read(path).unwrap() == before,
+            "the file was changed"
+        );
+        problem
+    }
+
+    #[test]
+    fn refuses_files_that_are_no_store_of_this_build_and_leaves_them_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sqlite3");
+        let good = closed_store(&path);
+        // Not a database at all.
+        let garbage: Vec<u8> = (0..8192u32).map(|i| (i * 7919 % 251) as u8).collect();
+        std::fs::write(&path, &garbage).unwrap();
+        assert!(matches!(
+            refused(&path, &garbage),
+            Unusable::NotADatabase { .. }
+        ));
+        // Another program's database, in rollback-journal mode (WAL would rewrite its header).
+        std::fs::remove_file(&path).unwrap();
+        let other = Connection::open(&path).unwrap();
+        other
+            .execute_batch("CREATE TABLE photos (id INTEGER PRIMARY KEY, name TEXT)")
+            .unwrap();
+        drop(other);
+        let foreign = std::fs::read(&path).unwrap();
+        assert_eq!(
+            refused(&path, &foreign),
+            Unusable::Foreign {
+                tables: "photos".into(),
+                version: 0
+            }
+        );
+        // A newer build's store.
+        std::fs::write(&path, &good).unwrap();
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+            .unwrap();
+        drop(conn);
+        let newer = std::fs::read(&path).unwrap();
+        assert_eq!(
+            refused(&path, &newer),
+            Unusable::Newer {
+                found: SCHEMA_VERSION + 1,
+                known: SCHEMA_VERSION
+            }
+        );
+        // Its own store opens.
+        std::fs::write(&path, &good).unwrap();
+        assert_eq!(
+            SqliteStore::open(&path)
+                .unwrap()
+                .load_nodes()
+                .unwrap()
+                .len(),
+            2
+        );
+    }
+
+    #[test]
+    fn a_damaged_b_tree_page_is_found_before_the_store_is_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sqlite3");
+        let mut store = SqliteStore::open(&path).unwrap();
+        let rows: Vec<NodeWrite> = (0..400)
+            .map(|i| NodeWrite::Upsert(Box::new(node(&format!("n{i:04}"), &"x".repeat(600)))))
+            .collect();
+        store.write(&rows, Durability::Commit).unwrap();
+        drop(store);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let page = 4096;
+        let pages = bytes.len() / page;
+        assert!(pages > 8, "{pages} pages");
+        // The header of a page in the middle: its b-tree page type and cell count.
+        let middle = pages / 2 * page;
+        bytes[middle..middle + 8].copy_from_slice(&[0x0d, 0xff, 0xff, 0xff, 0xff, 0, 0, 0]);
+        std::fs::write(&path, &bytes).unwrap();
+        let problem = refused(&path, &bytes);
+        assert!(matches!(problem, Unusable::Damaged { .. }), "{problem}");
     }
 
     #[test]
