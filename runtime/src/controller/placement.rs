@@ -330,6 +330,11 @@ async fn place(
     request: CreateVmRequest,
 ) -> Result<VmRecord, PlacementError> {
     let accepted_at = Timestamp::now();
+    // A store that cannot write (a full disk) could not record the VM: refused before a node
+    // starts one that nobody would know of (docs/controller.md, "Durability").
+    if let Some(error) = controller.writer.failing() {
+        return Err(PlacementError::Store(error));
+    }
     let mut hold = admit(controller, &request)?;
     let spawned = controller.agents.spawn(hold.agent, &request).await;
     let mut vm = match spawned {

@@ -180,6 +180,8 @@ pub struct WriterHandle<K> {
     /// Nodes queued for the next write-behind batch.
     dirty: Arc<Mutex<Dirty<K>>>,
     costs: Arc<Costs>,
+    /// Why the latest store write failed, until one succeeds (a full disk, say).
+    failing: Arc<Mutex<Option<StoreError>>>,
 }
 
 impl<K> Clone for WriterHandle<K> {
@@ -188,6 +190,7 @@ impl<K> Clone for WriterHandle<K> {
             tx: self.tx.clone(),
             dirty: self.dirty.clone(),
             costs: self.costs.clone(),
+            failing: self.failing.clone(),
         }
     }
 }
@@ -212,6 +215,8 @@ impl<K: From<String> + Send + 'static> Writer<K> {
         let shared = dirty.clone();
         let costs = Arc::new(Costs::new(flush_interval));
         let measured = costs.clone();
+        let failing: Arc<Mutex<Option<StoreError>>> = Arc::default();
+        let told = failing.clone();
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || {
@@ -222,6 +227,7 @@ impl<K: From<String> + Send + 'static> Writer<K> {
                     flush_interval,
                     dirty: shared,
                     costs: measured,
+                    failing: told,
                     spare: Vec::new(),
                     retry: Vec::new(),
                     writes: Vec::new(),
@@ -235,7 +241,12 @@ impl<K: From<String> + Send + 'static> Writer<K> {
             })
             .expect("spawning the store writer thread");
         Writer {
-            handle: WriterHandle { tx, dirty, costs },
+            handle: WriterHandle {
+                tx,
+                dirty,
+                costs,
+                failing,
+            },
             thread: Some(thread),
         }
     }
@@ -306,9 +317,16 @@ impl<K> WriterHandle<K> {
             .await
     }
 
-    /// Asks the store whether it answers, through the writer (so a wedged writer shows too).
+    /// Asks the store whether it answers, through the writer (so a wedged writer shows too),
+    /// and whether its latest write went through.
     pub async fn check(&self) -> Result<(), StoreError> {
         self.ask(Command::Check, "answering").await
+    }
+
+    /// Why the latest store write failed, while no later one has succeeded: a request about
+    /// to do what cannot be undone (start a VM) before it commits is refused instead.
+    pub fn failing(&self) -> Option<StoreError> {
+        self.failing.lock().clone()
     }
 
     /// Sends the writer a command carrying a reply channel and waits for the reply; `doing`
@@ -334,6 +352,8 @@ struct WriterLoop<K> {
     flush_interval: Duration,
     dirty: Arc<Mutex<Dirty<K>>>,
     costs: Arc<Costs>,
+    /// Shared with the handles: the latest write's failure, cleared by a write that succeeds.
+    failing: Arc<Mutex<Option<StoreError>>>,
     /// The dirty list of the previous flush, emptied, swapped in for the next one: the lists
     /// and the batch keep their capacity from flush to flush.
     spare: Vec<K>,
@@ -410,7 +430,8 @@ impl<K: From<String> + Send + 'static> WriterLoop<K> {
             Command::Commit { node_ids, reply } => self.commits.push((node_ids, reply)),
             Command::Flush(reply) => self.waiters.push(reply),
             Command::Check(reply) => {
-                let _ = reply.send(self.store.check());
+                let failing = self.failing.lock().clone();
+                let _ = reply.send(self.store.check().and(failing.map_or(Ok(()), Err)));
             }
             Command::Shutdown(reply) => return Next::Stop(Some(reply)),
         }
@@ -496,15 +517,23 @@ impl<K: From<String> + Send + 'static> WriterLoop<K> {
             )
         };
         self.last_flush = flush_started.elapsed();
+        if rows > 0 {
+            *self.failing.lock() = result.as_ref().err().cloned();
+        }
         if let Err(error) = &result {
             tracing::error!(%error, rows, "store write failed; retrying");
             // The snapshot cleared the nodes' marks: keep them so the next flush retries.
+            // Once each: a node queued again while its retry is pending is in the batch twice,
+            // and a store that fails for minutes (a full disk) would otherwise double it with
+            // every attempt.
             self.retry.extend(
                 writes
                     .iter()
                     .chain(&contacts)
                     .map(|w| w.node_id().to_string()),
             );
+            self.retry.sort_unstable();
+            self.retry.dedup();
             self.flush_due = Some(Instant::now() + self.flush_interval);
         }
         for reply in commits.into_iter().map(|(_, reply)| reply).chain(waiters) {
