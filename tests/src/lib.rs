@@ -151,6 +151,7 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Opt
 
 pub mod agent_harness;
 pub mod background;
+pub mod cuttable_link;
 pub mod real_peers;
 pub mod real_smolvm;
 pub mod reported_watch;

@@ -13,7 +13,7 @@ use fleetwire_types::{F32Min0, F64Min0, NodeHeartbeat, RegisterNodeResponse, Tim
 use reqwest::StatusCode;
 use tokio::sync::watch;
 
-use super::backoff::Backoff;
+use super::backoff::{Backoff, HeartbeatPace};
 use super::config::BootstrapTokenSource;
 use super::enroll::{self, Enrolled, RegisterError};
 use super::host_facts::{agent_version, boot_id_of, hostname_of, HostFacts};
@@ -381,6 +381,8 @@ pub async fn run(agent: Arc<Agent>, identity: NodeIdentity, mut stop: watch::Rec
     }
     let secure = !agent.config.plain_http;
     let mut registered = false;
+    // Heartbeats that cannot reach the controller are retried on this, not every interval.
+    let mut pace = HeartbeatPace::new(agent.config.heartbeat_interval);
     loop {
         let now = SystemTime::now();
         if secure {
@@ -461,7 +463,7 @@ pub async fn run(agent: Arc<Agent>, identity: NodeIdentity, mut stop: watch::Rec
                             l.unreachable = false;
                         });
                         backoff.reset();
-                        agent.config.heartbeat_interval
+                        pace.taken()
                     }
                     Beat::Forgotten => {
                         tracing::warn!("the controller does not know this node: registering again");
@@ -484,7 +486,7 @@ pub async fn run(agent: Arc<Agent>, identity: NodeIdentity, mut stop: watch::Rec
                     Beat::Unreachable(e) => {
                         tracing::warn!("heartbeat failed: {e}");
                         agent.update_link(|l| l.unreachable = true);
-                        agent.config.heartbeat_interval
+                        pace.unreachable()
                     }
                 }
             }
