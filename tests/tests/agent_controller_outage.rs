@@ -24,7 +24,11 @@ const INTERVAL: Duration = Duration::from_secs(1);
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn wire<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_value(v).unwrap().as_str().unwrap().to_string()
+    serde_json::to_value(v)
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 /// The pids of processes whose command line holds `token`.
@@ -103,9 +107,11 @@ fn agents_ride_out_two_minutes_without_their_controller() {
             .wait_reported("ready", Duration::from_secs(30), |r| {
                 (wire(&r.state) == "ready").then_some(())
             });
-        wait_for("the controller to list the node ready", Duration::from_secs(30), || {
-            node_status(&controller, &node.id).filter(|(s, _)| s == "ready")
-        });
+        wait_for(
+            "the controller to list the node ready",
+            Duration::from_secs(30),
+            || node_status(&controller, &node.id).filter(|(s, _)| s == "ready"),
+        );
     }
 
     // Cut: first refusing, then silent.
@@ -136,14 +142,19 @@ fn agents_ride_out_two_minutes_without_their_controller() {
                         cut.elapsed()
                     ),
                     Some(_) => assert_eq!(
-                        state, "unreachable",
+                        state,
+                        "unreachable",
                         "{}: {:?} into the outage ({mode:?})",
                         node.id,
                         cut.elapsed()
                     ),
                 }
                 if let Some(before) = &last_reported[i] {
-                    assert!(report.reported_at >= *before, "{}: reported_at went back", node.id);
+                    assert!(
+                        report.reported_at >= *before,
+                        "{}: reported_at went back",
+                        node.id
+                    );
                 }
                 last_reported[i] = Some(report.reported_at);
                 // The machine runs on: the same process, and only it.
@@ -165,17 +176,21 @@ fn agents_ride_out_two_minutes_without_their_controller() {
     }
     // reported.json was rewritten all along: its latest copy is from the last seconds.
     for (i, node) in nodes.iter().enumerate() {
-        let fresh = node
-            .agent
-            .wait_reported("a fresh reported.json", Duration::from_secs(5), |r| {
-                Some(r.reported_at)
-            });
+        let fresh =
+            node.agent
+                .wait_reported("a fresh reported.json", Duration::from_secs(5), |r| {
+                    Some(r.reported_at)
+                });
         assert!(
             Some(&fresh) >= last_reported[i].as_ref(),
             "{}: reported_at",
             node.id
         );
-        assert!(unreachable_since[i].is_some(), "{} never said unreachable", node.id);
+        assert!(
+            unreachable_since[i].is_some(),
+            "{} never said unreachable",
+            node.id
+        );
     }
 
     // Through the silent link each retry waited for the call timeout, then for a drawn
@@ -189,7 +204,12 @@ fn agents_ride_out_two_minutes_without_their_controller() {
             .filter(|(_, mode)| *mode == LinkMode::Blackhole)
             .map(|(at, _)| at)
             .collect();
-        assert!(silent.len() >= 3, "{}: {} attempts in a silent minute", node.id, silent.len());
+        assert!(
+            silent.len() >= 3,
+            "{}: {} attempts in a silent minute",
+            node.id,
+            silent.len()
+        );
         gaps.extend(silent.windows(2).map(|w| w[1] - w[0]));
     }
     let shortest = *gaps.iter().min().unwrap();
@@ -199,7 +219,10 @@ fn agents_ride_out_two_minutes_without_their_controller() {
          reported.json copies read during the outage",
         gaps.len() + nodes.len()
     );
-    assert!(shortest >= CALL_TIMEOUT + INTERVAL / 2, "a retry after {shortest:?}");
+    assert!(
+        shortest >= CALL_TIMEOUT + INTERVAL / 2,
+        "a retry after {shortest:?}"
+    );
     assert!(
         longest - shortest >= Duration::from_millis(250),
         "retries in step: {gaps:?}"
@@ -218,5 +241,8 @@ fn agents_ride_out_two_minutes_without_their_controller() {
         );
         assert_eq!(pids_with(&node.token), [node.machine], "{}", node.id);
     }
-    println!("both agents ready again {:?} after the link came back", back.elapsed());
+    println!(
+        "both agents ready again {:?} after the link came back",
+        back.elapsed()
+    );
 }
