@@ -524,8 +524,8 @@ impl<K: From<String> + Send + 'static> WriterLoop<K> {
             tracing::error!(%error, rows, "store write failed; retrying");
             // The snapshot cleared the nodes' marks: keep them so the next flush retries.
             // Once each: a node queued again while its retry is pending is in the batch twice,
-            // and a store that fails for minutes (a full disk) would otherwise double it with
-            // every attempt.
+            // and a store that fails for minutes (a full disk) would otherwise add a copy of
+            // every heartbeating node to the list with each attempt.
             self.retry.extend(
                 writes
                     .iter()
