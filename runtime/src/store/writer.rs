@@ -740,6 +740,92 @@ mod tests {
         writer.shutdown().await;
     }
 
+    /// A store whose writes fail with a full disk while `full` is set.
+    struct FillingStore {
+        inner: SqliteStore,
+        full: Arc<std::sync::atomic::AtomicBool>,
+    }
+    impl Store for FillingStore {
+        fn load_nodes(&mut self) -> Result<Vec<StoredNode>, StoreError> {
+            self.inner.load_nodes()
+        }
+        fn write(&mut self, batch: &[NodeWrite], d: Durability) -> Result<(), StoreError> {
+            if self.full.load(Ordering::SeqCst) {
+                return Err(StoreError::DiskFull {
+                    doing: "commit",
+                    cause: "database or disk is full".into(),
+                });
+            }
+            self.inner.write(batch, d)
+        }
+        fn check(&mut self) -> Result<(), StoreError> {
+            self.inner.check()
+        }
+        fn schema_version(&mut self) -> Result<u32, StoreError> {
+            self.inner.schema_version()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failing_store_is_reported_retried_once_per_node_and_recovers_by_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.sqlite3");
+        let full = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let state: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+        let attempts: Arc<Mutex<Vec<usize>>> = Arc::default();
+        let seen = attempts.clone();
+        let writer = Writer::start(
+            Box::new(FillingStore {
+                inner: SqliteStore::open(&path).unwrap(),
+                full: full.clone(),
+            }),
+            Box::new(Rows(state.clone())),
+            Box::new(move |f| seen.lock().unwrap().push(f.rows)),
+            Duration::from_millis(20),
+        );
+        let handle = &writer.handle;
+        state.lock().unwrap().insert("a".into(), 1);
+        handle.commit(vec!["a".into()]).await.unwrap();
+        full.store(true, Ordering::SeqCst);
+        state.lock().unwrap().insert("b".into(), 1);
+        let refused = handle.commit(vec!["b".into()]).await.unwrap_err();
+        assert!(matches!(refused, StoreError::DiskFull { .. }));
+        assert_eq!(handle.failing(), Some(refused.clone()));
+        assert_eq!(handle.check().await, Err(refused));
+        // Nodes queued again and again while the store fails: an attempt writes each node at
+        // most twice (queued, and kept from the failed attempt), however many attempts failed.
+        attempts.lock().unwrap().clear();
+        for round in 0..10 {
+            for id in ["a", "d"] {
+                state.lock().unwrap().insert(id.into(), round);
+                let _ = handle.mark_dirty(id.into(), Change::Row);
+            }
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+        let sizes = attempts.lock().unwrap().clone();
+        assert!(sizes.len() >= 5, "{sizes:?}");
+        assert!(sizes.iter().all(|&rows| rows <= 5), "{sizes:?}");
+        // Space returns: the pending retry goes through without being asked, and clears it.
+        full.store(false, Ordering::SeqCst);
+        for _ in 0..100 {
+            if handle.failing().is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(handle.failing(), None);
+        handle.check().await.unwrap();
+        let ids: Vec<String> = SqliteStore::open(&path)
+            .unwrap()
+            .load_nodes()
+            .unwrap()
+            .into_iter()
+            .map(|n| n.node_id)
+            .collect();
+        assert_eq!(ids, ["a", "b", "d"]);
+        writer.shutdown().await;
+    }
+
     #[tokio::test]
     async fn dirty_nodes_are_written_within_the_interval_and_commits_at_once() {
         let dir = tempfile::tempdir().unwrap();
