@@ -90,8 +90,10 @@ pub struct NodeState {
     /// cached serialization).
     vms: Vec<VmEntry>,
     pub flags: NodeFlags,
-    /// When this process last heard from the node, by its monotonic clock. `None` for a node
-    /// loaded from the store and not heard from since: it is unreachable until it heartbeats.
+    /// When this process last heard from the node, by its monotonic clock; for a node loaded
+    /// from the store and not heard from since, the controller's start (the start-up grace,
+    /// `nodes::loaded_last_seen`), or `None` when it was silent already before the restart:
+    /// it is unreachable until it heartbeats.
     pub last_seen: Option<Instant>,
     pub pending: Pending,
     /// The record serialized, shared by the fleet listing and the store writer until it changes.
