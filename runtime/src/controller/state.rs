@@ -238,8 +238,8 @@ impl NodeState {
 
     /// After a change of `record.status` alone (a node going silent, or loaded from the
     /// store): drops the cached serialization and leaves the store alone. A status is derived
-    /// from the node's flags and last contact, never read back (a loaded node is unreachable
-    /// until it heartbeats), so the stored row needs no write for it; and a whole fleet
+    /// from the node's flags and last contact, never read back (a loaded node keeps it for the
+    /// start-up grace, `nodes::loaded_last_seen`), so the stored row needs no write for it; and a whole fleet
     /// going silent at once (a partition, a restart) costs the store nothing, where a
     /// hundred thousand full rows would take the writer over a second.
     pub fn status_changed(&mut self) {
