@@ -329,6 +329,10 @@ mod tests {
             .unwrap();
         assert_eq!(stored(&path, "status"), ["ready"]);
         tokio::time::sleep(Duration::from_millis(100)).await;
+        // Another node is heard from after n1 went silent: n1 was stale before the restart.
+        take_heartbeat(&controller, heartbeat("n2", 1000))
+            .await
+            .unwrap();
         sweep(&controller).await;
         let served: serde_json::Value =
             serde_json::from_slice(&controller.node_json("n1").unwrap()).unwrap();
@@ -336,25 +340,74 @@ mod tests {
         controller.flushed().await.unwrap();
         assert_eq!(
             stored(&path, "status"),
-            ["ready"],
+            ["ready", "ready"],
             "the status is not written"
         );
         started.writer.shutdown().await;
         drop(controller);
 
-        // Loaded again, the node is unreachable until it heartbeats, and that writes nothing.
+        // Loaded again, n1 (silent before the restart) is unreachable until it heartbeats, and
+        // that writes nothing; n2 (heard from until the restart) has the start-up grace.
         let started = start();
-        let served: serde_json::Value =
-            serde_json::from_slice(&started.controller.node_json("n1").unwrap()).unwrap();
-        assert_eq!(served["status"], "unreachable");
+        assert_eq!(
+            status(&started.controller, "n1").as_deref(),
+            Some("unreachable")
+        );
+        assert_eq!(status(&started.controller, "n2").as_deref(), Some("ready"));
         started.controller.flushed().await.unwrap();
-        assert_eq!(stored(&path, "status"), ["ready"]);
+        assert_eq!(stored(&path, "status"), ["ready", "ready"]);
         // A heartbeat brings it back, and its row is written in full.
         take_heartbeat(&started.controller, heartbeat("n1", 2000))
             .await
             .unwrap();
         started.controller.flushed().await.unwrap();
-        assert_eq!(stored(&path, "ram_available_mb"), [6192]);
+        assert_eq!(stored(&path, "ram_available_mb"), [6192, 7192]);
+        started.writer.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn nodes_heard_from_until_a_restart_stay_ready_for_one_stale_window_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.sqlite3");
+        let settings = Settings {
+            stale_after: Duration::from_millis(300),
+            ..Settings::for_tests()
+        };
+        let start = || {
+            let store = Box::new(SqliteStore::open(&path).unwrap());
+            Controller::start(settings.clone(), store, None, Credentials::none()).unwrap()
+        };
+        let started = start();
+        for id in ["a", "b"] {
+            take_heartbeat(&started.controller, heartbeat(id, 1000))
+                .await
+                .unwrap();
+        }
+        started.controller.flushed().await.unwrap();
+        started.writer.shutdown().await;
+        drop(started.controller);
+        // The controller stays down for longer than the staleness window.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+
+        let started = start();
+        let controller = started.controller;
+        sweep(&controller).await;
+        // Silent for the outage only: not unreachable merely because the controller was down.
+        assert_eq!(status(&controller, "a").as_deref(), Some("ready"));
+        assert_eq!(status(&controller, "b").as_deref(), Some("ready"));
+        assert!(controller
+            .metrics
+            .render()
+            .contains("fleetwire_controller_nodes{status=\"ready\"} 2"));
+        // One node comes back within the grace; the other stays silent past it.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        take_heartbeat(&controller, heartbeat("a", 1000))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        sweep(&controller).await;
+        assert_eq!(status(&controller, "a").as_deref(), Some("ready"));
+        assert_eq!(status(&controller, "b").as_deref(), Some("unreachable"));
         started.writer.shutdown().await;
     }
 }

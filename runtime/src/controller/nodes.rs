@@ -33,6 +33,24 @@ pub fn status(
     }
 }
 
+/// The start-up grace (docs/controller.md, "Statuses after a restart"): a node loaded from
+/// the store counts as heard from at `started` — so it is not judged stale before
+/// `started + stale_after` merely because the controller was down — unless it was stale
+/// already when the controller last heard from the fleet: its stored contact is more than
+/// `stale_after` older than `newest`, the latest contact the store holds of any node (the
+/// nearest thing the store knows to the moment the previous controller stopped).
+pub fn loaded_last_seen(
+    last_heartbeat: Timestamp,
+    newest: Timestamp,
+    started: Instant,
+    stale_after: Duration,
+) -> Option<Instant> {
+    let behind = (newest.utc() - last_heartbeat.utc())
+        .to_std()
+        .unwrap_or_default();
+    (behind <= stale_after).then_some(started)
+}
+
 /// Re-derives `record.status` (and posts it with the last contact to the liveness board);
 /// the previous status when it changed.
 pub fn refresh_status(
@@ -595,6 +613,45 @@ mod tests {
             body[k] = v.clone();
         }
         read(&serde_json::to_vec(&body).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_start_up_grace_covers_nodes_heard_from_until_the_restart_only() {
+        let newest: Timestamp = "2026-12-01T10:00:00Z".parse().unwrap();
+        let at = |s: &str| -> Timestamp { s.parse().unwrap() };
+        let started = Instant::now();
+        let stale = Duration::from_secs(30);
+        // Heard from until the end, or within the window before it: alive from the start.
+        for last in ["2026-12-01T10:00:00Z", "2026-12-01T09:59:30Z"] {
+            assert_eq!(
+                loaded_last_seen(at(last), newest, started, stale),
+                Some(started)
+            );
+        }
+        // Silent longer than the window before the restart: unreachable already.
+        assert_eq!(
+            loaded_last_seen(at("2026-12-01T09:59:29Z"), newest, started, stale),
+            None
+        );
+        let flags = NodeFlags {
+            heartbeated: true,
+            ..NodeFlags::default()
+        };
+        let graced = loaded_last_seen(newest, newest, started, stale);
+        assert_eq!(status(&flags, graced, started, stale), HostState::Ready);
+        assert_eq!(
+            status(&flags, graced, started + stale, stale),
+            HostState::Ready
+        );
+        assert_eq!(
+            status(
+                &flags,
+                graced,
+                started + stale + Duration::from_millis(1),
+                stale
+            ),
+            HostState::Unreachable
+        );
     }
 
     fn vm(id: &str) -> serde_json::Value {

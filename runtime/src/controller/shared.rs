@@ -71,8 +71,8 @@ impl AsRef<NodeTable> for Controller {
 }
 
 impl Controller {
-    /// Loads the stored fleet (every node unreachable until it heartbeats again) and starts
-    /// the store writer.
+    /// Loads the stored fleet (nodes heard from until the restart keep their status for one
+    /// `--stale-after` window: the start-up grace) and starts the store writer.
     pub fn start(
         settings: Settings,
         mut store: Box<dyn Store>,
@@ -115,11 +115,21 @@ impl Controller {
                 probe_requests: probe_tx,
             }
         });
-        // Loaded nodes are unreachable until they heartbeat. Not written to the store: a
-        // status is derived, never read back (see `NodeState::status_changed`).
+        // Loaded nodes get the start-up grace (`nodes::loaded_last_seen`): alive until
+        // `now + stale_after` unless they were silent already before the restart. Not written
+        // to the store: a status is derived, never read back (see `NodeState::status_changed`).
         let now = Instant::now();
         let stale = controller.settings.stale_after;
+        let mut newest: Option<fleetwire_types::Timestamp> = None;
         controller.table.for_each(|_, state| {
+            let seen = state.record.last_heartbeat;
+            newest = Some(newest.map_or(seen, |n| n.max(seen)));
+        });
+        controller.table.for_each(|_, state| {
+            if let Some(newest) = newest {
+                state.last_seen =
+                    nodes::loaded_last_seen(state.record.last_heartbeat, newest, now, stale);
+            }
             if nodes::refresh_status(state, now, stale).is_some() {
                 state.status_changed();
             }

@@ -90,8 +90,10 @@ pub struct NodeState {
     /// cached serialization).
     vms: Vec<VmEntry>,
     pub flags: NodeFlags,
-    /// When this process last heard from the node, by its monotonic clock. `None` for a node
-    /// loaded from the store and not heard from since: it is unreachable until it heartbeats.
+    /// When this process last heard from the node, by its monotonic clock; for a node loaded
+    /// from the store and not heard from since, the controller's start (the start-up grace,
+    /// `nodes::loaded_last_seen`), or `None` when it was silent already before the restart:
+    /// it is unreachable until it heartbeats.
     pub last_seen: Option<Instant>,
     pub pending: Pending,
     /// The record serialized, shared by the fleet listing and the store writer until it changes.
@@ -236,8 +238,8 @@ impl NodeState {
 
     /// After a change of `record.status` alone (a node going silent, or loaded from the
     /// store): drops the cached serialization and leaves the store alone. A status is derived
-    /// from the node's flags and last contact, never read back (a loaded node is unreachable
-    /// until it heartbeats), so the stored row needs no write for it; and a whole fleet
+    /// from the node's flags and last contact, never read back (a loaded node keeps it for the
+    /// start-up grace, `nodes::loaded_last_seen`), so the stored row needs no write for it; and a whole fleet
     /// going silent at once (a partition, a restart) costs the store nothing, where a
     /// hundred thousand full rows would take the writer over a second.
     pub fn status_changed(&mut self) {

@@ -620,12 +620,21 @@ fn spawn_tenant(
         .stdout(out.try_clone()?)
         .stderr(out)
         .process_group(0);
-    // SAFETY: prctl is async-signal-safe; it only asks the kernel to SIGKILL the tenant if
-    // the agent dies, so a crashed agent leaves no unsupervised tenants behind.
+    let agent = std::process::id();
+    // SAFETY: prctl and getppid are async-signal-safe; prctl only asks the kernel to SIGKILL
+    // the tenant if the agent dies, so a crashed agent leaves no unsupervised tenants behind.
+    // An agent killed between the fork and the prctl would not be noticed (the child would
+    // already belong to init), so the child checks that its parent is still the agent after
+    // asking, and does not run the tenant if not (docs/agent.md, "Restarts and crashes").
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() as u32 != agent {
+                return Err(std::io::Error::other(
+                    "the agent died while starting the tenant",
+                ));
             }
             Ok(())
         });
