@@ -29,6 +29,7 @@ pub fn document(bundle: &Bundle) -> Result<Option<Value>> {
         }
     }
     assemble(&mut doc, OPENAPI_30, schemas)?;
+    crate::openapi_as_read::open_request_bodies(&mut doc)?;
     // The result must still be a valid 3.0 document, now with its schemas.
     let _: openapiv3::OpenAPI = serde_json::from_value(doc.clone())
         .context("the bundled document is not valid OpenAPI 3.0")?;
@@ -53,6 +54,7 @@ pub fn document_31(bundle: &Bundle) -> Result<Option<Value>> {
         }
     }
     assemble(&mut doc, OPENAPI_31, schemas)?;
+    crate::openapi_as_read::open_request_bodies(&mut doc)?;
     name_node_certificates(&mut doc)?;
     Ok(Some(doc))
 }
@@ -90,7 +92,12 @@ pub fn with_examples(mut doc: Value, examples_dir: &Path) -> Result<Value> {
                 let Some(name) = m
                     .pointer("/schema/$ref")
                     .and_then(Value::as_str)
-                    .map(|r| ref_name(r).to_string())
+                    .map(|r| ref_name(r))
+                    .map(|n| {
+                        n.strip_suffix(crate::openapi_as_read::AS_READ_SUFFIX)
+                            .unwrap_or(n)
+                    })
+                    .map(str::to_string)
                 else {
                     continue;
                 };
@@ -312,6 +319,7 @@ pub fn to_openapi_31(schema: &Value) -> Result<Value> {
                         }
                     }
                 }
+                single_precision_range(&mut out);
                 Value::Object(out)
             }
             Value::Array(items) => Value::Array(
@@ -324,6 +332,26 @@ pub fn to_openapi_31(schema: &Value) -> Result<Value> {
         })
     }
     walk(schema, true)
+}
+
+/// A `format: float` number is read into an `f32`, which refuses a larger magnitude as out of
+/// range (the wire reader's exactness, docs/interop.md): the documents say so with the bounds
+/// `f32` holds, where the schema gives none, so that a client (or an API fuzzer) knows.
+fn single_precision_range(schema: &mut Map<String, Value>) {
+    if schema.get("type").and_then(Value::as_str) != Some("number")
+        || schema.get("format").and_then(Value::as_str) != Some("float")
+    {
+        return;
+    }
+    let largest = f64::from(f32::MAX);
+    for (bound, exclusive, value) in [
+        ("maximum", "exclusiveMaximum", largest),
+        ("minimum", "exclusiveMinimum", -largest),
+    ] {
+        if !schema.contains_key(bound) && !schema.contains_key(exclusive) {
+            schema.insert(bound.into(), json!(value));
+        }
+    }
 }
 
 /// The OpenAPI 3.0.3 schema that accepts `null` and nothing else. 3.0 has no null type; a
@@ -459,6 +487,7 @@ pub fn to_openapi_30(schema: &Value) -> Result<Value> {
             Value::Array(vec![serde_json::json!({ "$ref": target })]),
         );
     }
+    single_precision_range(&mut out);
     if nullable {
         // Reached only with a `type` beside it (from `type: [T, "null"]`), where it works.
         out.insert("nullable".into(), Value::Bool(true));
