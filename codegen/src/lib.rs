@@ -123,11 +123,14 @@ pub fn generate_with(config: &config::Config) -> Result<Outputs> {
     let (agent_openapi_json, agent_openapi_31_json) = match &config.agent_api_file {
         Some(path) => {
             let agent = agent_bundle(&bundle, path)?;
+            let named = || format!("the node agent's API ({})", path.display());
             (
-                openapi::document(&agent)?
+                openapi::document(&agent)
+                    .with_context(named)?
                     .map(|doc| pretty(&openapi::with_examples(doc, examples_dir)?))
                     .transpose()?,
-                openapi::document_31(&agent)?
+                openapi::document_31(&agent)
+                    .with_context(named)?
                     .map(|doc| pretty(&openapi::with_examples(doc, examples_dir)?))
                     .transpose()?,
             )

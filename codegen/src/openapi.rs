@@ -319,7 +319,7 @@ pub fn to_openapi_31(schema: &Value) -> Result<Value> {
                         }
                     }
                 }
-                single_precision_range(&mut out);
+                format_range(&mut out);
                 Value::Object(out)
             }
             Value::Array(items) => Value::Array(
@@ -334,22 +334,34 @@ pub fn to_openapi_31(schema: &Value) -> Result<Value> {
     walk(schema, true)
 }
 
-/// A `format: float` number is read into an `f32`, which refuses a larger magnitude as out of
-/// range (the wire reader's exactness, docs/interop.md): the documents say so with the bounds
-/// `f32` holds, where the schema gives none, so that a client (or an API fuzzer) knows.
-fn single_precision_range(schema: &mut Map<String, Value>) {
-    if schema.get("type").and_then(Value::as_str) != Some("number")
-        || schema.get("format").and_then(Value::as_str) != Some("float")
-    {
-        return;
-    }
-    let largest = f64::from(f32::MAX);
+/// A number's `format` names the machine type it is read into (`float` an `f32`, `uint64` a
+/// `u64`, ...), which refuses a larger magnitude as out of range (the wire reader's exactness,
+/// docs/interop.md): where the schema gives no bound, the documents state the one that type
+/// holds, so that a client (or an API fuzzer) knows.
+fn format_range(schema: &mut Map<String, Value>) {
+    let format = schema.get("format").and_then(Value::as_str);
+    let (lowest, highest): (Value, Value) =
+        match (schema.get("type").and_then(Value::as_str), format) {
+            (Some("number"), Some("float")) => {
+                let largest = f64::from(f32::MAX);
+                (json!(-largest), json!(largest))
+            }
+            (Some("integer"), Some("uint8")) => (json!(0), json!(u8::MAX)),
+            (Some("integer"), Some("uint16")) => (json!(0), json!(u16::MAX)),
+            (Some("integer"), Some("uint32")) => (json!(0), json!(u32::MAX)),
+            (Some("integer"), Some("uint64")) => (json!(0), json!(u64::MAX)),
+            (Some("integer"), Some("int8")) => (json!(i8::MIN), json!(i8::MAX)),
+            (Some("integer"), Some("int16")) => (json!(i16::MIN), json!(i16::MAX)),
+            (Some("integer"), Some("int32")) => (json!(i32::MIN), json!(i32::MAX)),
+            (Some("integer"), Some("int64")) => (json!(i64::MIN), json!(i64::MAX)),
+            _ => return,
+        };
     for (bound, exclusive, value) in [
-        ("maximum", "exclusiveMaximum", largest),
-        ("minimum", "exclusiveMinimum", -largest),
+        ("maximum", "exclusiveMaximum", highest),
+        ("minimum", "exclusiveMinimum", lowest),
     ] {
         if !schema.contains_key(bound) && !schema.contains_key(exclusive) {
-            schema.insert(bound.into(), json!(value));
+            schema.insert(bound.into(), value);
         }
     }
 }
@@ -487,7 +499,7 @@ pub fn to_openapi_30(schema: &Value) -> Result<Value> {
             Value::Array(vec![serde_json::json!({ "$ref": target })]),
         );
     }
-    single_precision_range(&mut out);
+    format_range(&mut out);
     if nullable {
         // Reached only with a `type` beside it (from `type: [T, "null"]`), where it works.
         out.insert("nullable".into(), Value::Bool(true));

@@ -213,7 +213,7 @@ fn the_3_1_document_has_the_same_paths_and_the_2020_12_schemas_as_they_are() {
             continue;
         }
         let mut definition = outputs.bundle.defs[name].clone();
-        with_single_precision_range(&mut definition);
+        with_format_range(&mut definition);
         // Through text, as the document was read (the same rounding of long numbers).
         let definition: Value =
             serde_json::from_str(&serde_json::to_string(&definition).unwrap()).unwrap();
@@ -344,7 +344,7 @@ fn request_bodies_are_read_with_unknown_fields_set_aside_and_answers_stay_closed
 }
 
 #[test]
-fn a_single_precision_number_says_the_range_an_f32_holds() {
+fn a_number_says_the_range_its_format_holds() {
     let largest = f64::from(f32::MAX);
     assert_eq!(
         to_30(json!({"type": "number", "format": "float", "minimum": 0})),
@@ -362,6 +362,14 @@ fn a_single_precision_number_says_the_range_an_f32_holds() {
     assert_eq!(
         to_30(json!({"type": "number", "format": "float", "minimum": 0, "maximum": 100})),
         json!({"type": "number", "format": "float", "minimum": 0, "maximum": 100})
+    );
+    assert_eq!(
+        to_30(json!({"type": "integer", "format": "uint64", "minimum": 0})),
+        json!({"type": "integer", "format": "uint64", "minimum": 0, "maximum": u64::MAX})
+    );
+    assert_eq!(
+        to_30(json!({"type": "integer", "format": "int32"})),
+        json!({"type": "integer", "format": "int32", "minimum": i32::MIN, "maximum": i32::MAX})
     );
 }
 
@@ -420,25 +428,38 @@ fn fleetwire_types_version() -> String {
     manifest["version"].as_str().unwrap().to_string()
 }
 
-/// What the documents add to a `format: float` number the schema leaves unbounded: the range
-/// an `f32` holds (`a_single_precision_number_says_the_range_an_f32_holds`).
-fn with_single_precision_range(value: &mut Value) {
+/// What the documents add to a number whose `format` names a machine type and whose schema
+/// leaves it unbounded: the range that type holds (`a_number_says_the_range_its_format_holds`).
+fn with_format_range(value: &mut Value) {
     match value {
         Value::Object(map) => {
-            if map.get("type") == Some(&json!("number"))
-                && map.get("format") == Some(&json!("float"))
-            {
-                let largest = f64::from(f32::MAX);
+            let largest = f64::from(f32::MAX);
+            let range = match (
+                map.get("type").and_then(Value::as_str),
+                map.get("format").and_then(Value::as_str),
+            ) {
+                (Some("number"), Some("float")) => Some((json!(-largest), json!(largest))),
+                (Some("integer"), Some("uint8")) => Some((json!(0), json!(u8::MAX))),
+                (Some("integer"), Some("uint16")) => Some((json!(0), json!(u16::MAX))),
+                (Some("integer"), Some("uint32")) => Some((json!(0), json!(u32::MAX))),
+                (Some("integer"), Some("uint64")) => Some((json!(0), json!(u64::MAX))),
+                (Some("integer"), Some("int8")) => Some((json!(i8::MIN), json!(i8::MAX))),
+                (Some("integer"), Some("int16")) => Some((json!(i16::MIN), json!(i16::MAX))),
+                (Some("integer"), Some("int32")) => Some((json!(i32::MIN), json!(i32::MAX))),
+                (Some("integer"), Some("int64")) => Some((json!(i64::MIN), json!(i64::MAX))),
+                _ => None,
+            };
+            if let Some((lowest, highest)) = range {
                 if !map.contains_key("maximum") && !map.contains_key("exclusiveMaximum") {
-                    map.insert("maximum".into(), json!(largest));
+                    map.insert("maximum".into(), highest);
                 }
                 if !map.contains_key("minimum") && !map.contains_key("exclusiveMinimum") {
-                    map.insert("minimum".into(), json!(-largest));
+                    map.insert("minimum".into(), lowest);
                 }
             }
-            map.values_mut().for_each(with_single_precision_range);
+            map.values_mut().for_each(with_format_range);
         }
-        Value::Array(items) => items.iter_mut().for_each(with_single_precision_range),
+        Value::Array(items) => items.iter_mut().for_each(with_format_range),
         _ => {}
     }
 }

@@ -5,14 +5,14 @@
 # Exits non-zero on any failure.
 # Usage: tests/api_fuzz/run.sh [all|controller|controller-secure|controller-plain|agent]
 #   FLEETWIRE_FUZZ_EXAMPLES  generated cases per operation and phase (default 40)
-#   FLEETWIRE_FUZZ_MAX_TIME  time budget of one pass, in seconds (default 120)
+#   FLEETWIRE_FUZZ_MAX_TIME  time budget of one pass, in seconds (default 60)
 #   FLEETWIRE_FUZZ_SEED      the random seed (default: a new one; the run prints it)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 what=${1:-all}
 examples=${FLEETWIRE_FUZZ_EXAMPLES:-40}
-max_time=${FLEETWIRE_FUZZ_MAX_TIME:-120}
+max_time=${FLEETWIRE_FUZZ_MAX_TIME:-60}
 seed_args=()
 [ -n "${FLEETWIRE_FUZZ_SEED:-}" ] && seed_args=(--seed "$FLEETWIRE_FUZZ_SEED")
 
@@ -26,6 +26,13 @@ bin=${CARGO_TARGET_DIR:-target}/debug/fleetwire
 [ -x "$bin" ] || bin=$root/target/debug/fleetwire
 
 work=$(mktemp -d -t fleetwire-apifuzz.XXXXXX)
+# Each pass's JUnit report and VCR cassette (every request and answer), kept for a failure.
+reports=$root/target/api-fuzz-reports
+rm -rf "$reports"
+# The secure controller's admin operator token (controller.toml gives it to operator routes;
+# the plain pass's document asks for none, so it is never sent there).
+FLEETWIRE_FUZZ_ADMIN_TOKEN="fuzz-admin-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+export FLEETWIRE_FUZZ_ADMIN_TOKEN
 pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -68,7 +75,7 @@ fuzz() {
     "$venv/bin/schemathesis" --config-file "$config" run "$document" --url "$url" --checks all \
     --phases examples,coverage,fuzzing,stateful --max-examples "$examples" \
     --max-time "$max_time" --workers 1 --no-color "${seed_args[@]}" \
-    --report junit --report-dir "$work/reports/$name" "$@"
+    --report junit,vcr --report-dir "$reports/$name" "$@"
   echo "== api-fuzz: $name passed in $((SECONDS - started)) s"
 }
 
@@ -84,8 +91,6 @@ fuzz_controller_secure() {
   local dir=$work/controller-secure port
   mkdir -p "$dir"
   port=$(free_port)
-  FLEETWIRE_FUZZ_ADMIN_TOKEN="fuzz-admin-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-  export FLEETWIRE_FUZZ_ADMIN_TOKEN
   printf '%s,fuzz-admin,admin\n' "$FLEETWIRE_FUZZ_ADMIN_TOKEN" >"$dir/operator-tokens"
   chmod 600 "$dir/operator-tokens"
   RUST_LOG=warn "$bin" controller --listen "127.0.0.1:$port" --data-dir "$dir" \

@@ -142,7 +142,7 @@ def check_documents(c: Checker, documents: dict[str, dict], paths: dict[str, Pat
             c.count(f"valid OpenAPI {version} documents")
 
 
-def check_fixtures(c: Checker, documents: dict[str, dict]) -> None:
+def check_fixtures(c: Checker, documents: dict[str, dict], api: str) -> None:
     used_exceptions = set()
     not_in_api = []
     for type_dir in sorted(p for p in EXAMPLES.iterdir() if p.is_dir()):
@@ -189,9 +189,10 @@ def check_fixtures(c: Checker, documents: dict[str, dict]) -> None:
     for key in sorted(set(NOT_EXPRESSIBLE) - used_exceptions):
         c.fail(f"NOT_EXPRESSIBLE names {key}, which no fixture matches")
     for name in not_in_api:
-        # Not a body of the controller's API (a host file, or the node runtime's own wire), so
-        # the API documents do not carry it; fleetwire-types validates these fixtures.
-        print(f"note: {name}: no operation of the API uses it, so neither document has it")
+        # Not a body of this API (a host file, the node runtime's own wire, or the other API's),
+        # so its documents do not carry it; fleetwire-types validates these fixtures.
+        print(f"note: {name}: no operation of the {api}'s API uses it, so neither of its "
+              "documents has it")
 
 
 def check_body_examples(c: Checker, documents: dict[str, dict]) -> None:
@@ -391,7 +392,7 @@ def main() -> int:
     for api, paths in APIS.items():
         documents = {v: json.loads(p.read_text()) for v, p in paths.items()}
         check_documents(c, documents, paths)
-        check_fixtures(c, documents)
+        check_fixtures(c, documents, api)
         check_body_examples(c, documents)
         answers = args.answers if api == "controller" else None
         if answers is not None:
