@@ -92,7 +92,7 @@ pub fn with_examples(mut doc: Value, examples_dir: &Path) -> Result<Value> {
                 let Some(name) = m
                     .pointer("/schema/$ref")
                     .and_then(Value::as_str)
-                    .map(|r| ref_name(r))
+                    .map(ref_name)
                     .map(|n| {
                         n.strip_suffix(crate::openapi_as_read::AS_READ_SUFFIX)
                             .unwrap_or(n)

@@ -65,6 +65,9 @@ wait_for() {
 # schemathesis with every check and every phase (examples, coverage, fuzzing, stateful). One
 # worker: with two, CPython 3.11's ast.parse (hypothesis describing its filters) fails now and
 # then from two threads ("AST constructor recursion depth mismatch"), an error of the fuzzer.
+# Requests wait 35 s: the controller answers within its --request-timeout (30 s, else
+# `503 timeout`: docs/controller.md), the agent's spawn within 10 s (docs/agent.md); the
+# fuzzer's default of 10 s is shorter than what the documents promise.
 fuzz() {
   local name=$1 document=$2 url=$3 config=$4
   shift 4
@@ -74,7 +77,7 @@ fuzz() {
   SCHEMATHESIS_HOOKS=$root/tests/api_fuzz/hooks.py \
     "$venv/bin/schemathesis" --config-file "$config" run "$document" --url "$url" --checks all \
     --phases examples,coverage,fuzzing,stateful --max-examples "$examples" \
-    --max-time "$max_time" --workers 1 --no-color "${seed_args[@]}" \
+    --max-time "$max_time" --workers 1 --no-color "${seed_args[@]}" --request-timeout 35 \
     --report junit,vcr --report-dir "$reports/$name" "$@"
   echo "== api-fuzz: $name passed in $((SECONDS - started)) s"
 }
