@@ -19,6 +19,8 @@ use crate::schema_set::{self, SchemaSet};
 pub const SCHEMA_SUFFIX: &str = ".schema.json";
 /// The file that describes the controller's HTTP API (OpenAPI 3.0.3 paths).
 pub const API_FILE: &str = "fleet-api.openapi.json";
+/// The file that describes the node agent's local API (docs/agent.md, "The local API").
+pub const AGENT_API_FILE: &str = "agent-api.openapi.json";
 
 /// One schema file as read from disk.
 #[derive(Debug, Clone)]
@@ -198,7 +200,7 @@ impl Bundle {
 
 /// The API document's `info.version` is the schema set's (docs/versioning.md): written there
 /// when the description leaves it out, refused when it says another.
-fn stamp_api_version(api: &mut Value, version: &semver::Version) -> Result<()> {
+pub(crate) fn stamp_api_version(api: &mut Value, version: &semver::Version) -> Result<()> {
     let info = api
         .get_mut("info")
         .and_then(Value::as_object_mut)
@@ -217,7 +219,7 @@ fn stamp_api_version(api: &mut Value, version: &semver::Version) -> Result<()> {
 
 /// Whether a file of `schemas/` is part of the set (and so of its hash, `schema_set`).
 pub fn is_set_file(name: &str) -> bool {
-    name.ends_with(SCHEMA_SUFFIX) || name == API_FILE
+    name.ends_with(SCHEMA_SUFFIX) || name == API_FILE || name == AGENT_API_FILE
 }
 
 fn read_json(path: &Path) -> Result<Value> {

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::bundle::API_FILE;
+use crate::bundle::{AGENT_API_FILE, API_FILE};
 use crate::target::Target;
 
 /// The folder of example documents beside the schemas, by default (`examples/<Document>/valid`).
@@ -18,6 +18,9 @@ pub const OPENAPI_31_FILE: &str = "openapi.3.1.json";
 /// and under `openapi/` on the reference site.
 pub const FLEET_API_30_FILE: &str = "fleet-api.json";
 pub const FLEET_API_31_FILE: &str = "fleet-api.3.1.json";
+/// The node agent's OpenAPI documents' file names, beside the controller's.
+pub const AGENT_API_30_FILE: &str = "agent-api.json";
+pub const AGENT_API_31_FILE: &str = "agent-api.3.1.json";
 
 /// What one generation reads and for which crate.
 #[derive(Debug, Clone)]
@@ -33,6 +36,9 @@ pub struct Config {
     /// The file names of the OpenAPI 3.0.3 and 3.1.0 documents (on the site, and in `OUT_DIR`
     /// under `openapi/`).
     pub openapi_files: [String; 2],
+    /// fleetwire's node agent API description (`agent-api.openapi.json`), bundled into OpenAPI
+    /// documents of its own beside the controller's; `None` for other crates.
+    pub agent_api_file: Option<PathBuf>,
 }
 
 impl Config {
@@ -40,12 +46,14 @@ impl Config {
     /// `schemas_dir/examples`, the code for `fleetwire-types`.
     pub fn fleetwire(schemas_dir: &Path) -> Config {
         let api = schemas_dir.join(API_FILE);
+        let agent_api = schemas_dir.join(AGENT_API_FILE);
         Config {
             schemas_dir: schemas_dir.to_path_buf(),
             api_file: api.exists().then_some(api),
             examples_dir: schemas_dir.join(EXAMPLES_DIR),
             target: Target::fleetwire(),
             openapi_files: [FLEET_API_30_FILE.into(), FLEET_API_31_FILE.into()],
+            agent_api_file: agent_api.exists().then_some(agent_api),
         }
     }
 }

@@ -28,6 +28,7 @@ pub mod keywords;
 pub mod model;
 pub mod nullability;
 pub mod openapi;
+pub mod openapi_as_read;
 pub mod peer_check;
 pub mod releases;
 pub mod replacements;
@@ -51,6 +52,7 @@ use anyhow::{Context, Result};
 
 pub use bundle::Bundle;
 
+pub use config::{AGENT_API_30_FILE, AGENT_API_31_FILE};
 /// fleetwire's two OpenAPI documents' file names.
 pub use config::{FLEET_API_30_FILE as OPENAPI_30_FILE, FLEET_API_31_FILE as OPENAPI_31_FILE};
 
@@ -74,6 +76,9 @@ pub struct Outputs {
     pub openapi_json: Option<String>,
     /// `fleet-api.3.1.json`: the same API as OpenAPI 3.1.0, its schemas in draft 2020-12.
     pub openapi_31_json: Option<String>,
+    /// `agent-api.json` and `agent-api.3.1.json`: the node agent's local API, the same two ways.
+    pub agent_openapi_json: Option<String>,
+    pub agent_openapi_31_json: Option<String>,
     /// Every top-level file of the schema folder as read (file name, text): the inputs a
     /// generated crate embeds and its build script compares with the workspace's schemas.
     pub inputs: Vec<(String, String)>,
@@ -115,6 +120,23 @@ pub fn generate_with(config: &config::Config) -> Result<Outputs> {
     let openapi_31_json = openapi::document_31(&bundle)?
         .map(|doc| pretty(&openapi::with_examples(doc, examples_dir)?))
         .transpose()?;
+    let (agent_openapi_json, agent_openapi_31_json) = match &config.agent_api_file {
+        Some(path) => {
+            let agent = agent_bundle(&bundle, path)?;
+            let named = || format!("the node agent's API ({})", path.display());
+            (
+                openapi::document(&agent)
+                    .with_context(named)?
+                    .map(|doc| pretty(&openapi::with_examples(doc, examples_dir)?))
+                    .transpose()?,
+                openapi::document_31(&agent)
+                    .with_context(named)?
+                    .map(|doc| pretty(&openapi::with_examples(doc, examples_dir)?))
+                    .transpose()?,
+            )
+        }
+        None => (None, None),
+    };
     // The typed client is fleetwire's (`fleetwire-client`), built on its types.
     let client_rs = match config.target.is_fleetwire() {
         true => client::client(&bundle)?,
@@ -147,8 +169,26 @@ pub fn generate_with(config: &config::Config) -> Result<Outputs> {
         bundle_json,
         openapi_json,
         openapi_31_json,
+        agent_openapi_json,
+        agent_openapi_31_json,
         inputs,
         client_rs,
+    })
+}
+
+/// The same definitions with the node agent's API description at `path` in place of the
+/// controller's: its OpenAPI documents reach into the one schema set (docs/agent.md).
+fn agent_bundle(bundle: &Bundle, path: &Path) -> Result<Bundle> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut api: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not valid JSON", path.display()))?;
+    if let Some(set) = &bundle.set {
+        bundle::stamp_api_version(&mut api, &set.version)?;
+    }
+    Ok(Bundle {
+        api: Some(api),
+        ..bundle.clone()
     })
 }
 
@@ -314,6 +354,8 @@ pub fn checked_in(outputs: &Outputs) -> Vec<(PathBuf, String)> {
     for (name, api) in [
         (OPENAPI_30_FILE, &outputs.openapi_json),
         (OPENAPI_31_FILE, &outputs.openapi_31_json),
+        (AGENT_API_30_FILE, &outputs.agent_openapi_json),
+        (AGENT_API_31_FILE, &outputs.agent_openapi_31_json),
     ] {
         if let Some(api) = api {
             files.push((PathBuf::from("generated/openapi").join(name), api.clone()));

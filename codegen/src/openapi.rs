@@ -29,6 +29,7 @@ pub fn document(bundle: &Bundle) -> Result<Option<Value>> {
         }
     }
     assemble(&mut doc, OPENAPI_30, schemas)?;
+    crate::openapi_as_read::open_request_bodies(&mut doc)?;
     // The result must still be a valid 3.0 document, now with its schemas.
     let _: openapiv3::OpenAPI = serde_json::from_value(doc.clone())
         .context("the bundled document is not valid OpenAPI 3.0")?;
@@ -53,6 +54,7 @@ pub fn document_31(bundle: &Bundle) -> Result<Option<Value>> {
         }
     }
     assemble(&mut doc, OPENAPI_31, schemas)?;
+    crate::openapi_as_read::open_request_bodies(&mut doc)?;
     name_node_certificates(&mut doc)?;
     Ok(Some(doc))
 }
@@ -90,7 +92,12 @@ pub fn with_examples(mut doc: Value, examples_dir: &Path) -> Result<Value> {
                 let Some(name) = m
                     .pointer("/schema/$ref")
                     .and_then(Value::as_str)
-                    .map(|r| ref_name(r).to_string())
+                    .map(ref_name)
+                    .map(|n| {
+                        n.strip_suffix(crate::openapi_as_read::AS_READ_SUFFIX)
+                            .unwrap_or(n)
+                    })
+                    .map(str::to_string)
                 else {
                     continue;
                 };
@@ -312,6 +319,7 @@ pub fn to_openapi_31(schema: &Value) -> Result<Value> {
                         }
                     }
                 }
+                format_range(&mut out);
                 Value::Object(out)
             }
             Value::Array(items) => Value::Array(
@@ -324,6 +332,38 @@ pub fn to_openapi_31(schema: &Value) -> Result<Value> {
         })
     }
     walk(schema, true)
+}
+
+/// A number's `format` names the machine type it is read into (`float` an `f32`, `uint64` a
+/// `u64`, ...), which refuses a larger magnitude as out of range (the wire reader's exactness,
+/// docs/interop.md): where the schema gives no bound, the documents state the one that type
+/// holds, so that a client (or an API fuzzer) knows.
+fn format_range(schema: &mut Map<String, Value>) {
+    let format = schema.get("format").and_then(Value::as_str);
+    let (lowest, highest): (Value, Value) =
+        match (schema.get("type").and_then(Value::as_str), format) {
+            (Some("number"), Some("float")) => {
+                let largest = f64::from(f32::MAX);
+                (json!(-largest), json!(largest))
+            }
+            (Some("integer"), Some("uint8")) => (json!(0), json!(u8::MAX)),
+            (Some("integer"), Some("uint16")) => (json!(0), json!(u16::MAX)),
+            (Some("integer"), Some("uint32")) => (json!(0), json!(u32::MAX)),
+            (Some("integer"), Some("uint64")) => (json!(0), json!(u64::MAX)),
+            (Some("integer"), Some("int8")) => (json!(i8::MIN), json!(i8::MAX)),
+            (Some("integer"), Some("int16")) => (json!(i16::MIN), json!(i16::MAX)),
+            (Some("integer"), Some("int32")) => (json!(i32::MIN), json!(i32::MAX)),
+            (Some("integer"), Some("int64")) => (json!(i64::MIN), json!(i64::MAX)),
+            _ => return,
+        };
+    for (bound, exclusive, value) in [
+        ("maximum", "exclusiveMaximum", highest),
+        ("minimum", "exclusiveMinimum", lowest),
+    ] {
+        if !schema.contains_key(bound) && !schema.contains_key(exclusive) {
+            schema.insert(bound.into(), value);
+        }
+    }
 }
 
 /// The OpenAPI 3.0.3 schema that accepts `null` and nothing else. 3.0 has no null type; a
@@ -459,6 +499,7 @@ pub fn to_openapi_30(schema: &Value) -> Result<Value> {
             Value::Array(vec![serde_json::json!({ "$ref": target })]),
         );
     }
+    format_range(&mut out);
     if nullable {
         // Reached only with a `type` beside it (from `type: [T, "null"]`), where it works.
         out.insert("nullable".into(), Value::Bool(true));

@@ -44,6 +44,7 @@ impl Toolkit {
                 api_file: None,
                 target: Target::consumer(&crate_name, "crate"),
                 openapi_files: [OPENAPI_30_FILE.into(), OPENAPI_31_FILE.into()],
+                agent_api_file: None,
             },
         }
     }

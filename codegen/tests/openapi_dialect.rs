@@ -207,7 +207,17 @@ fn the_3_1_document_has_the_same_paths_and_the_2020_12_schemas_as_they_are() {
         schemas_30.keys().collect::<Vec<_>>()
     );
     for (name, schema) in schemas_31 {
-        let mut expected = serde_json::to_string(&outputs.bundle.defs[name]).unwrap();
+        // A request body's open copy (openapi_as_read's unit tests) of a definition here.
+        if let Some(base) = name.strip_suffix(fleetwire_codegen::openapi_as_read::AS_READ_SUFFIX) {
+            assert!(schemas_31.contains_key(base), "{name} copies no definition");
+            continue;
+        }
+        let mut definition = outputs.bundle.defs[name].clone();
+        with_format_range(&mut definition);
+        // Through text, as the document was read (the same rounding of long numbers).
+        let definition: Value =
+            serde_json::from_str(&serde_json::to_string(&definition).unwrap()).unwrap();
+        let mut expected = serde_json::to_string(&definition).unwrap();
         expected = expected.replace("\"#/$defs/", "\"#/components/schemas/");
         assert_eq!(
             serde_json::to_string(schema).unwrap(),
@@ -250,5 +260,206 @@ fn the_reference_site_offers_both_documents_beside_the_api_page() {
             api_page.contains(version),
             "api.html does not say {version}"
         );
+    }
+}
+
+#[test]
+fn links_of_the_api_description_reach_both_documents_and_name_real_operations() {
+    let outputs = generated();
+    for text in [&outputs.openapi_json, &outputs.openapi_31_json] {
+        let doc: Value = serde_json::from_str(text.as_deref().unwrap()).unwrap();
+        let links = &doc["paths"]["/v1/nodes/register"]["post"]["responses"]["200"]["links"];
+        assert_eq!(links["GetNode"]["operationId"], "get_node");
+        assert_eq!(
+            links["GetNode"]["parameters"]["node_id"],
+            "$response.body#/node/node_id"
+        );
+        let create = &doc["paths"]["/v1/vms"]["post"]["responses"]["200"]["links"];
+        assert_eq!(create["DeleteVm"]["operationId"], "delete_vm");
+        // Every link names an operation of the document, with parameters it has.
+        let mut operations = std::collections::BTreeMap::new();
+        for item in doc["paths"].as_object().unwrap().values() {
+            for op in item.as_object().unwrap().values() {
+                let params: Vec<String> = op["parameters"]
+                    .as_array()
+                    .map(|p| {
+                        p.iter()
+                            .map(|p| p["name"].as_str().unwrap().to_string())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                operations.insert(op["operationId"].as_str().unwrap().to_string(), params);
+            }
+        }
+        let mut count = 0;
+        for item in doc["paths"].as_object().unwrap().values() {
+            for op in item.as_object().unwrap().values() {
+                for response in op["responses"].as_object().unwrap().values() {
+                    for link in response["links"]
+                        .as_object()
+                        .into_iter()
+                        .flat_map(|l| l.values())
+                    {
+                        let target = link["operationId"].as_str().unwrap();
+                        let params = operations.get(target).expect("a link to a real operation");
+                        for name in link["parameters"]
+                            .as_object()
+                            .into_iter()
+                            .flat_map(|p| p.keys())
+                        {
+                            assert!(params.contains(name), "{target} has no parameter {name}");
+                        }
+                        count += 1;
+                    }
+                }
+            }
+        }
+        assert!(count >= 10, "only {count} links");
+    }
+}
+
+#[test]
+fn request_bodies_are_read_with_unknown_fields_set_aside_and_answers_stay_closed() {
+    let outputs = generated();
+    let doc: Value = serde_json::from_str(outputs.openapi_json.as_deref().unwrap()).unwrap();
+    let heartbeat = &doc["paths"]["/v1/nodes/heartbeat"]["post"];
+    assert_eq!(
+        heartbeat["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/NodeHeartbeatAsRead"
+    );
+    let schemas = &doc["components"]["schemas"];
+    assert_eq!(schemas["NodeHeartbeat"]["additionalProperties"], false);
+    assert!(schemas["NodeHeartbeatAsRead"]
+        .get("additionalProperties")
+        .is_none());
+    // The request body still carries the type's fixtures as examples.
+    assert!(
+        heartbeat["requestBody"]["content"]["application/json"]["examples"]["full"].is_object()
+    );
+    let created = &doc["paths"]["/v1/vms"]["post"]["responses"]["200"];
+    assert_eq!(
+        created["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/VmRecord"
+    );
+}
+
+#[test]
+fn a_number_says_the_range_its_format_holds() {
+    let largest = f64::from(f32::MAX);
+    assert_eq!(
+        to_30(json!({"type": "number", "format": "float", "minimum": 0})),
+        json!({"type": "number", "format": "float", "minimum": 0, "maximum": largest})
+    );
+    assert_eq!(
+        to_openapi_31(&json!({"type": "number", "format": "float"})).unwrap(),
+        json!({"type": "number", "format": "float", "maximum": largest, "minimum": -largest})
+    );
+    // A double, and a float the schema bounds itself, are left as they are.
+    assert_eq!(
+        to_30(json!({"type": "number", "format": "double"})),
+        json!({"type": "number", "format": "double"})
+    );
+    assert_eq!(
+        to_30(json!({"type": "number", "format": "float", "minimum": 0, "maximum": 100})),
+        json!({"type": "number", "format": "float", "minimum": 0, "maximum": 100})
+    );
+    assert_eq!(
+        to_30(json!({"type": "integer", "format": "uint64", "minimum": 0})),
+        json!({"type": "integer", "format": "uint64", "minimum": 0, "maximum": u64::MAX})
+    );
+    assert_eq!(
+        to_30(json!({"type": "integer", "format": "int32"})),
+        json!({"type": "integer", "format": "int32", "minimum": i32::MIN, "maximum": i32::MAX})
+    );
+}
+
+#[test]
+fn the_agent_api_has_documents_of_its_own_beside_the_controller_s() {
+    let outputs = generated();
+    for (text, version) in [
+        (&outputs.agent_openapi_json, "3.0.3"),
+        (&outputs.agent_openapi_31_json, "3.1.0"),
+    ] {
+        let doc: Value = serde_json::from_str(text.as_deref().unwrap()).unwrap();
+        assert_eq!(doc["openapi"], version);
+        assert_eq!(doc["info"]["version"], fleetwire_types_version());
+        let spawn = &doc["paths"]["/v1/spawn"]["post"];
+        assert_eq!(spawn["operationId"], "spawn_vm");
+        assert_eq!(
+            spawn["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/CreateVmRequestAsRead"
+        );
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        for name in [
+            "VmRecord",
+            "HostDesiredState",
+            "HostReportedState",
+            "ApiError",
+            "Health",
+        ] {
+            assert!(
+                schemas.contains_key(name),
+                "components.schemas lacks {name}"
+            );
+        }
+        // Only what the agent's paths reach: no controller-only body.
+        assert!(!schemas.contains_key("NodeHeartbeat"));
+    }
+    let checked_in = fleetwire_codegen::checked_in(&outputs);
+    for name in [
+        "generated/openapi/agent-api.json",
+        "generated/openapi/agent-api.3.1.json",
+    ] {
+        assert!(
+            checked_in
+                .iter()
+                .any(|(path, _)| path == std::path::Path::new(name)),
+            "{name} is not kept in the repository"
+        );
+    }
+}
+
+fn fleetwire_types_version() -> String {
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(workspace.join("schemas/schema-set.json")).unwrap(),
+    )
+    .unwrap();
+    manifest["version"].as_str().unwrap().to_string()
+}
+
+/// What the documents add to a number whose `format` names a machine type and whose schema
+/// leaves it unbounded: the range that type holds (`a_number_says_the_range_its_format_holds`).
+fn with_format_range(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            let largest = f64::from(f32::MAX);
+            let range = match (
+                map.get("type").and_then(Value::as_str),
+                map.get("format").and_then(Value::as_str),
+            ) {
+                (Some("number"), Some("float")) => Some((json!(-largest), json!(largest))),
+                (Some("integer"), Some("uint8")) => Some((json!(0), json!(u8::MAX))),
+                (Some("integer"), Some("uint16")) => Some((json!(0), json!(u16::MAX))),
+                (Some("integer"), Some("uint32")) => Some((json!(0), json!(u32::MAX))),
+                (Some("integer"), Some("uint64")) => Some((json!(0), json!(u64::MAX))),
+                (Some("integer"), Some("int8")) => Some((json!(i8::MIN), json!(i8::MAX))),
+                (Some("integer"), Some("int16")) => Some((json!(i16::MIN), json!(i16::MAX))),
+                (Some("integer"), Some("int32")) => Some((json!(i32::MIN), json!(i32::MAX))),
+                (Some("integer"), Some("int64")) => Some((json!(i64::MIN), json!(i64::MAX))),
+                _ => None,
+            };
+            if let Some((lowest, highest)) = range {
+                if !map.contains_key("maximum") && !map.contains_key("exclusiveMaximum") {
+                    map.insert("maximum".into(), highest);
+                }
+                if !map.contains_key("minimum") && !map.contains_key("exclusiveMinimum") {
+                    map.insert("minimum".into(), lowest);
+                }
+            }
+            map.values_mut().for_each(with_format_range);
+        }
+        Value::Array(items) => items.iter_mut().for_each(with_format_range),
+        _ => {}
     }
 }

@@ -255,6 +255,7 @@ fn generation_refuses_a_root_document_without_its_wire_annotation_or_with_an_unk
     std::fs::remove_file(schemas.join("schema-set.json")).unwrap();
     // Without the manifest the description would have to state its own info.version.
     std::fs::remove_file(schemas.join("fleet-api.openapi.json")).unwrap();
+    std::fs::remove_file(schemas.join("agent-api.openapi.json")).unwrap();
     let site = tmp.path().join("site");
     let out = Command::new(env!("CARGO_BIN_EXE_fleetwire-codegen"))
         .arg("--workspace")

@@ -9,7 +9,8 @@ Usage (from the workspace root; `.ci/run` does all of it):
     python3 tests/openapi/check_openapi.py --answers /tmp/answers --generated-models
 
 It checks `generated/openapi/fleet-api.json` (OpenAPI 3.0.3) and
-`generated/openapi/fleet-api.3.1.json` (OpenAPI 3.1.0) with openapi-spec-validator and
+`generated/openapi/fleet-api.3.1.json` (OpenAPI 3.1.0), and the node agent's local API in
+`generated/openapi/agent-api.json` and `agent-api.3.1.json`, with openapi-spec-validator and
 openapi-schema-validator (python-openapi; not the Rust code that wrote the documents):
 
 1. each is a valid OpenAPI document of its version;
@@ -20,7 +21,7 @@ openapi-schema-validator (python-openapi; not the Rust code that wrote the docum
 3. with `--answers DIR`: every live answer the API conformance test
    (tests/tests/controller_api.rs) recorded there validates against the response schema that
    each document gives for its operation, method, path template and status (or `default`).
-   No answers in DIR is a failure. A JSON request body the controller accepted (2xx), recorded
+   No answers in DIR is a failure (the controller's documents only: the answers are its). A JSON request body the controller accepted (2xx), recorded
    with its answer, must validate against the operation's request body schema as well.
 
    Every request and response body whose schema is a component carries that type's valid
@@ -58,10 +59,20 @@ from openapi_schema_validator import (
 from openapi_spec_validator import OpenAPIV30SpecValidator, OpenAPIV31SpecValidator
 
 WORKSPACE = Path(__file__).resolve().parents[2]
-DOCUMENTS = {
-    "3.0": WORKSPACE / "generated/openapi/fleet-api.json",
-    "3.1": WORKSPACE / "generated/openapi/fleet-api.3.1.json",
+# Each API's two documents, by OpenAPI version.
+APIS = {
+    "controller": {
+        "3.0": WORKSPACE / "generated/openapi/fleet-api.json",
+        "3.1": WORKSPACE / "generated/openapi/fleet-api.3.1.json",
+    },
+    "agent": {
+        "3.0": WORKSPACE / "generated/openapi/agent-api.json",
+        "3.1": WORKSPACE / "generated/openapi/agent-api.3.1.json",
+    },
 }
+# A request body refers to an open copy of its type (`<Type>AsRead`, unknown fields set aside:
+# docs/interop.md), which carries that type's fixtures.
+AS_READ_SUFFIX = "AsRead"
 EXAMPLES = WORKSPACE / "schemas/examples"
 
 # Fixtures refused by the 2020-12 schemas through something an OpenAPI dialect cannot express,
@@ -118,7 +129,7 @@ def integral_floats_as_integers(value):
     return value
 
 
-def check_documents(c: Checker, documents: dict[str, dict]) -> None:
+def check_documents(c: Checker, documents: dict[str, dict], paths: dict[str, Path]) -> None:
     for version, document in documents.items():
         spec = OpenAPIV30SpecValidator if version == "3.0" else OpenAPIV31SpecValidator
         problems = [str(e.message) for e in spec(document).iter_errors()]
@@ -126,12 +137,12 @@ def check_documents(c: Checker, documents: dict[str, dict]) -> None:
         if document.get("openapi") != expected:
             problems.append(f"`openapi` is {document.get('openapi')!r}, not {expected}")
         for p in problems:
-            c.fail(f"{DOCUMENTS[version].name}: not a valid OpenAPI {version} document: {p}")
+            c.fail(f"{paths[version].name}: not a valid OpenAPI {version} document: {p}")
         if not problems:
             c.count(f"valid OpenAPI {version} documents")
 
 
-def check_fixtures(c: Checker, documents: dict[str, dict]) -> None:
+def check_fixtures(c: Checker, documents: dict[str, dict], api: str) -> None:
     used_exceptions = set()
     not_in_api = []
     for type_dir in sorted(p for p in EXAMPLES.iterdir() if p.is_dir()):
@@ -178,9 +189,10 @@ def check_fixtures(c: Checker, documents: dict[str, dict]) -> None:
     for key in sorted(set(NOT_EXPRESSIBLE) - used_exceptions):
         c.fail(f"NOT_EXPRESSIBLE names {key}, which no fixture matches")
     for name in not_in_api:
-        # Not a body of the controller's API (a host file, or the node runtime's own wire), so
-        # the API documents do not carry it; fleetwire-types validates these fixtures.
-        print(f"note: {name}: no operation of the API uses it, so neither document has it")
+        # Not a body of this API (a host file, the node runtime's own wire, or the other API's),
+        # so its documents do not carry it; fleetwire-types validates these fixtures.
+        print(f"note: {name}: no operation of the {api}'s API uses it, so neither of its "
+              "documents has it")
 
 
 def check_body_examples(c: Checker, documents: dict[str, dict]) -> None:
@@ -199,6 +211,8 @@ def check_body_examples(c: Checker, documents: dict[str, dict]) -> None:
                         schema = media.get("schema", {})
                         ref = schema.get("$ref", "")
                         name = ref.rsplit("/", 1)[-1] if ref else None
+                        if name and what == "request" and name.endswith(AS_READ_SUFFIX):
+                            name = name[: -len(AS_READ_SUFFIX)]
                         fixtures = sorted((EXAMPLES / name / "valid").glob("*.json")) if name else []
                         examples = media.get("examples", {})
                         where = f"OpenAPI {version} {method.upper()} {path} {what} {media_type}"
@@ -316,13 +330,13 @@ def check_answers(c: Checker, documents: dict[str, dict], directory: Path) -> No
     print(f"answers: {len(files)} recorded, {len(seen)} (operation, status) pairs")
 
 
-def check_generated_models(c: Checker, answers: Path | None) -> None:
+def check_generated_models(c: Checker, answers: Path | None, paths: dict[str, Path]) -> None:
     """What a generated client makes of the documents: pydantic models generated by
     datamodel-code-generator from each document parse every valid fixture (and every recorded
     JSON answer whose documented body is one component, or an array of one)."""
     with tempfile.TemporaryDirectory() as out:
-        for version, path in DOCUMENTS.items():
-            target = Path(out) / f"models_{version.replace('.', '')}.py"
+        for version, path in paths.items():
+            target = Path(out) / f"models_{path.stem.replace('.', '_').replace('-', '_')}.py"
             run = subprocess.run(
                 [sys.executable, "-m", "datamodel_code_generator", "--input", str(path),
                  "--input-file-type", "openapi", "--output", str(target),
@@ -375,14 +389,16 @@ def main() -> int:
                              "(datamodel-code-generator) and parse the fixtures and answers")
     args = parser.parse_args()
     c = Checker()
-    documents = {v: json.loads(p.read_text()) for v, p in DOCUMENTS.items()}
-    check_documents(c, documents)
-    check_fixtures(c, documents)
-    check_body_examples(c, documents)
-    if args.answers is not None:
-        check_answers(c, documents, args.answers)
-    if args.generated_models:
-        check_generated_models(c, args.answers)
+    for api, paths in APIS.items():
+        documents = {v: json.loads(p.read_text()) for v, p in paths.items()}
+        check_documents(c, documents, paths)
+        check_fixtures(c, documents, api)
+        check_body_examples(c, documents)
+        answers = args.answers if api == "controller" else None
+        if answers is not None:
+            check_answers(c, documents, answers)
+        if args.generated_models:
+            check_generated_models(c, answers, paths)
     for what, n in sorted(c.counts.items()):
         print(f"{what}: {n}")
     for failure in c.failures:

@@ -135,9 +135,33 @@ async fn nodes_enroll_with_single_use_tokens_and_act_only_as_themselves() {
     .await;
     assert_refused(status, &answer, 401, "unauthorized");
     assert_eq!(stored_nodes(&controller).await, json!([]));
-
-    // A token for n1 enrolls n1 once; the certificate has only what the controller decides.
+    // Who asks is judged before the body (an API fuzzer's finding, docs/reliability/api-fuzz.md):
+    // no credential and no CSR is 401 too; with a token, a missing CSR is 400 at /csr_pem and
+    // the token is not spent.
+    let (status, answer) = send(
+        anonymous
+            .post(controller.url("/v1/nodes/register"))
+            .json(&registration("n1", 9, 100)),
+    )
+    .await;
+    assert_refused(status, &answer, 401, "unauthorized");
     let token = mint(&controller, "n1").await;
+    let (status, answer) = send(
+        anonymous
+            .post(controller.url("/v1/nodes/register"))
+            .bearer_auth(&token)
+            .json(&registration("n1", 9, 100)),
+    )
+    .await;
+    assert_refused(status, &answer, 400, "invalid_document");
+    assert_eq!(
+        answer["violations"][0]["schema_path"], "/$defs/RegisterNodeRequest/properties/csr_pem",
+        "{answer}"
+    );
+    assert_eq!(stored_nodes(&controller).await, json!([]));
+
+    // The token for n1, unspent, enrolls n1 once; the certificate has only what the
+    // controller decides.
     let n1 = enroll(&controller, "n1", &token).await;
     let (_, pem) = x509_parser::pem::parse_x509_pem(n1.cert_pem.as_bytes()).unwrap();
     let cert = pem.parse_x509().unwrap();

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post, put};
+use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::{Json, Router};
 use fleetwire_types::{
     ApiErrorCode, AppId, Command, CreateVmRequest, DesiredInstance, DesiredInstanceState, Health,
@@ -30,16 +30,83 @@ use crate::runtimes::Runtime;
 /// How long `POST /v1/spawn` waits for the machine to come up before answering with what it is.
 const SPAWN_WAIT: Duration = Duration::from_secs(10);
 
+/// One operation of the agent's API document (schemas/agent-api.openapi.json).
+pub struct LocalRoute {
+    pub method: Method,
+    /// The path as the API document writes it (axum's syntax is the same).
+    pub path: &'static str,
+    pub operation_id: &'static str,
+    pub handler: fn() -> MethodRouter<Arc<Agent>>,
+}
+
+/// Every operation the local API serves: ONE table, checked against the generated API
+/// document by a test, so the two cannot drift. All are the controller's (secure mode) or
+/// anyone's (plain mode): the document's `x-fleetwire-access: controller`.
+pub const ROUTES: &[LocalRoute] = &[
+    LocalRoute {
+        method: Method::POST,
+        path: "/v1/spawn",
+        operation_id: "spawn_vm",
+        handler: || post(spawn),
+    },
+    LocalRoute {
+        method: Method::GET,
+        path: "/v1/vms",
+        operation_id: "list_vms",
+        handler: || get(list_vms),
+    },
+    LocalRoute {
+        method: Method::DELETE,
+        path: "/v1/vms/{vm_id}",
+        operation_id: "delete_vm",
+        handler: || delete(delete_vm),
+    },
+    LocalRoute {
+        method: Method::PUT,
+        path: "/v1/desired",
+        operation_id: "put_desired",
+        handler: || put(put_desired),
+    },
+    LocalRoute {
+        method: Method::GET,
+        path: "/v1/desired",
+        operation_id: "get_desired",
+        handler: || get(get_desired),
+    },
+    LocalRoute {
+        method: Method::GET,
+        path: "/v1/reported",
+        operation_id: "get_reported",
+        handler: || get(get_reported),
+    },
+    LocalRoute {
+        method: Method::GET,
+        path: "/metrics",
+        operation_id: "get_metrics",
+        handler: || get(metrics),
+    },
+    LocalRoute {
+        method: Method::GET,
+        path: "/healthz",
+        operation_id: "get_healthz",
+        handler: || get(healthz),
+    },
+];
+
 pub fn router(agent: Arc<Agent>) -> Router {
     let plain = agent.config.plain_http;
-    let router = Router::new()
-        .route("/v1/spawn", post(spawn))
-        .route("/v1/vms", get(list_vms))
-        .route("/v1/vms/{vm_id}", delete(delete_vm))
-        .route("/v1/desired", put(put_desired).get(get_desired))
-        .route("/v1/reported", get(get_reported))
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(healthz))
+    let mut router = Router::new();
+    let mut paths: Vec<&str> = ROUTES.iter().map(|r| r.path).collect();
+    paths.sort_unstable();
+    paths.dedup();
+    for path in paths {
+        let mut methods: MethodRouter<Arc<Agent>> = MethodRouter::new();
+        for route in ROUTES.iter().filter(|r| r.path == path) {
+            methods = methods.merge((route.handler)());
+        }
+        router = router.route(path, methods);
+    }
+    let router = router
         .fallback(unknown_route)
         .method_not_allowed_fallback(wrong_method)
         .layer(axum::middleware::from_fn(
@@ -380,4 +447,50 @@ async fn healthz(State(agent): State<Arc<Agent>>) -> Json<Health> {
             TransportSecurity::Mtls
         }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn the_route_table_lists_exactly_the_operations_of_the_agent_api_document() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../generated/openapi/agent-api.json"
+        );
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut documented = BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                if ["get", "post", "put", "delete", "patch", "head", "options"]
+                    .contains(&method.as_str())
+                {
+                    assert_eq!(
+                        operation["x-fleetwire-access"], "controller",
+                        "{method} {path}: only the controller calls an agent"
+                    );
+                    documented.insert((
+                        method.to_uppercase(),
+                        path.clone(),
+                        operation["operationId"].as_str().unwrap().to_string(),
+                    ));
+                }
+            }
+        }
+        let served: BTreeSet<_> = ROUTES
+            .iter()
+            .map(|r| {
+                (
+                    r.method.to_string(),
+                    r.path.to_string(),
+                    r.operation_id.to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(served.len(), ROUTES.len(), "an operation is listed twice");
+        assert_eq!(served, documented);
+    }
 }

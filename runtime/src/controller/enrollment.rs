@@ -76,9 +76,23 @@ fn credential<'a>(
     if let NodeCaller::Unchecked = caller {
         return Ok(Credential::Unchecked);
     }
+    // Who asks is judged before what is asked: a stranger learns nothing about the body
+    // (401, not 400), as on every other route (docs/security.md).
+    let credential = who_registers(controller, request, caller, bearer)?;
     if request.csr_pem.is_none() {
         return Err(EnrollmentError::CsrRequired);
     }
+    Ok(credential)
+}
+
+/// mTLS mode: the bootstrap token or the node's current certificate the registration comes
+/// with.
+fn who_registers<'a>(
+    controller: &Controller,
+    request: &RegisterNodeRequest,
+    caller: NodeCaller<'a>,
+    bearer: Option<&'a str>,
+) -> Result<Credential<'a>, EnrollmentError> {
     if let Some(token) = bearer {
         return Ok(Credential::Token(token));
     }

@@ -1,0 +1,243 @@
+//! Request bodies as the servers read them. The schemas' objects are closed (what fleetwire
+//! writes), but a server sets a field it does not know aside and names it in a `Warning: 299`
+//! header instead of refusing the body (docs/interop.md, "unknown fields in every peer
+//! document"). So each request body refers to an open copy, `<Name>AsRead`, of every closed
+//! definition it reaches; answers keep the closed ones. An API fuzzer then sends unknown fields
+//! as data the document accepts, as the servers do (docs/reliability/api-fuzz.md).
+
+use std::collections::BTreeSet;
+
+use anyhow::{Context, Result};
+use serde_json::{Map, Value};
+
+use crate::bundle::{collect_refs, ref_name};
+
+/// The suffix of an open copy's component name.
+pub const AS_READ_SUFFIX: &str = "AsRead";
+
+/// Adds the open copies to `doc`'s `components.schemas` and points every request body at them.
+pub fn open_request_bodies(doc: &mut Value) -> Result<()> {
+    let schemas = doc
+        .pointer("/components/schemas")
+        .and_then(Value::as_object)
+        .context("the document has no components.schemas")?
+        .clone();
+    let mut bodies: Vec<String> = Vec::new();
+    for_each_request_body(doc, |schema| {
+        bodies.extend(collect_refs(schema).iter().map(|r| ref_name(r).to_string()));
+    });
+    let reachable = reachable_from(&schemas, bodies)?;
+    // The definitions that are closed, or reach a closed one: those need an open copy.
+    let mut open: BTreeSet<String> = BTreeSet::new();
+    loop {
+        let before = open.len();
+        for name in &reachable {
+            let schema = &schemas[name];
+            let refers_to_open = collect_refs(schema)
+                .iter()
+                .any(|r| open.contains(ref_name(r)));
+            if has_closed_object(schema) || refers_to_open {
+                open.insert(name.clone());
+            }
+        }
+        if open.len() == before {
+            break;
+        }
+    }
+    let mut copies = Map::new();
+    for name in &open {
+        let mut copy = opened(&schemas[name], &open);
+        if let Some(obj) = copy.as_object_mut() {
+            let said = obj
+                .get("description")
+                .and_then(Value::as_str)
+                .map(|d| format!("{d} "))
+                .unwrap_or_default();
+            obj.insert(
+                "description".into(),
+                Value::String(format!(
+                    "{said}As a request body is read: a field {name} does not define is set aside and named in a `Warning: 299` header, not refused (docs/interop.md)."
+                )),
+            );
+        }
+        copies.insert(format!("{name}{AS_READ_SUFFIX}"), copy);
+    }
+    let target = doc
+        .pointer_mut("/components/schemas")
+        .and_then(Value::as_object_mut)
+        .context("the document has no components.schemas")?;
+    target.extend(copies);
+    for_each_request_body_mut(doc, |schema| redirect(schema, &open));
+    Ok(())
+}
+
+fn reachable_from(schemas: &Map<String, Value>, roots: Vec<String>) -> Result<BTreeSet<String>> {
+    let mut seen = BTreeSet::new();
+    let mut pending = roots;
+    while let Some(name) = pending.pop() {
+        let schema = schemas.get(&name).with_context(|| {
+            format!("a request body refers to `{name}`, which is not a component")
+        })?;
+        if seen.insert(name) {
+            pending.extend(collect_refs(schema).iter().map(|r| ref_name(r).to_string()));
+        }
+    }
+    Ok(seen)
+}
+
+/// Whether `schema` has an object with `additionalProperties: false` (not behind a `$ref`).
+fn has_closed_object(schema: &Value) -> bool {
+    match schema {
+        Value::Object(map) => map.iter().any(|(k, v)| match k.as_str() {
+            "additionalProperties" => v == &Value::Bool(false) || has_closed_object(v),
+            "enum" | "const" | "default" | "example" | "examples" | "required" => false,
+            _ => has_closed_object(v),
+        }),
+        Value::Array(items) => items.iter().any(has_closed_object),
+        _ => false,
+    }
+}
+
+/// `schema` without its `additionalProperties: false`, its references to `open` definitions
+/// pointing at their copies.
+fn opened(schema: &Value, open: &BTreeSet<String>) -> Value {
+    match schema {
+        Value::Object(map) => {
+            let mut out = Map::new();
+            for (k, v) in map {
+                match k.as_str() {
+                    "additionalProperties" if v == &Value::Bool(false) => {}
+                    "enum" | "const" | "default" | "example" | "examples" | "required" => {
+                        out.insert(k.clone(), v.clone());
+                    }
+                    "$ref" => {
+                        let mut r = Value::Object(Map::from_iter([(k.clone(), v.clone())]));
+                        redirect(&mut r, open);
+                        out.insert(k.clone(), r[k].clone());
+                    }
+                    _ => {
+                        out.insert(k.clone(), opened(v, open));
+                    }
+                }
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| opened(v, open)).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Points every `$ref` in `value` at an `open` definition's copy.
+fn redirect(value: &mut Value, open: &BTreeSet<String>) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map.iter_mut() {
+                if k == "$ref" {
+                    if let Some(target) = v.as_str() {
+                        let name = ref_name(target);
+                        if open.contains(name) {
+                            *v = Value::String(format!(
+                                "#/components/schemas/{name}{AS_READ_SUFFIX}"
+                            ));
+                        }
+                    }
+                } else {
+                    redirect(v, open);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| redirect(v, open)),
+        _ => {}
+    }
+}
+
+fn request_body_schemas(doc: &mut Value) -> Vec<&mut Value> {
+    let mut out = Vec::new();
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return out;
+    };
+    for item in paths.values_mut().filter_map(Value::as_object_mut) {
+        for op in item.values_mut().filter_map(Value::as_object_mut) {
+            let Some(content) = op
+                .get_mut("requestBody")
+                .and_then(|b| b.get_mut("content"))
+                .and_then(Value::as_object_mut)
+            else {
+                continue;
+            };
+            for media in content.values_mut() {
+                if let Some(schema) = media.get_mut("schema") {
+                    out.push(schema);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn for_each_request_body(doc: &Value, mut f: impl FnMut(&Value)) {
+    let mut doc = doc.clone();
+    for schema in request_body_schemas(&mut doc) {
+        f(schema);
+    }
+}
+
+fn for_each_request_body_mut(doc: &mut Value, mut f: impl FnMut(&mut Value)) {
+    for schema in request_body_schemas(doc) {
+        f(schema);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn doc() -> Value {
+        json!({
+            "openapi": "3.0.3",
+            "paths": {"/x": {"post": {
+                "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Outer"}}}},
+                "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Outer"}}}}}
+            }}},
+            "components": {"schemas": {
+                "Outer": {"type": "object", "properties": {"inner": {"$ref": "#/components/schemas/Inner"}, "id": {"$ref": "#/components/schemas/Id"}}, "additionalProperties": false},
+                "Inner": {"type": "object", "properties": {"n": {"type": "integer"}}, "additionalProperties": false},
+                "Id": {"type": "string"}
+            }}
+        })
+    }
+
+    #[test]
+    fn request_bodies_refer_to_open_copies_and_answers_keep_the_closed_definitions() {
+        let mut doc = doc();
+        open_request_bodies(&mut doc).unwrap();
+        let op = &doc["paths"]["/x"]["post"];
+        assert_eq!(
+            op.pointer("/requestBody/content/application~1json/schema/$ref"),
+            Some(&json!("#/components/schemas/OuterAsRead"))
+        );
+        assert_eq!(
+            op.pointer("/responses/200/content/application~1json/schema/$ref"),
+            Some(&json!("#/components/schemas/Outer"))
+        );
+        let schemas = &doc["components"]["schemas"];
+        assert_eq!(schemas["Outer"]["additionalProperties"], json!(false));
+        assert!(schemas["OuterAsRead"].get("additionalProperties").is_none());
+        assert!(schemas["InnerAsRead"].get("additionalProperties").is_none());
+        assert_eq!(
+            schemas["OuterAsRead"]["properties"]["inner"]["$ref"],
+            json!("#/components/schemas/InnerAsRead")
+        );
+        // A definition with no closed object anywhere below it needs no copy.
+        assert_eq!(
+            schemas["OuterAsRead"]["properties"]["id"]["$ref"],
+            json!("#/components/schemas/Id")
+        );
+        assert!(schemas.get("IdAsRead").is_none());
+        assert!(schemas["OuterAsRead"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("Warning: 299"));
+    }
+}
