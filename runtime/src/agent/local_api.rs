@@ -89,12 +89,7 @@ pub async fn serve(
         let _ = stopping.wait_for(|s| *s).await;
     };
     if agent.config.plain_http {
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-        {
-            tracing::error!("local API: {e}");
-        }
+        crate::http_serve::serve(listener, |_| app.clone(), shutdown).await;
         return;
     }
     let mut served = agent.serving_tls.subscribe();
@@ -131,12 +126,14 @@ pub async fn serve(
             }
         }
     });
-    if let Err(e) = axum::serve(tls, crate::tls_server::IdentifyPeers::new(app))
-        .with_graceful_shutdown(shutdown)
-        .await
-    {
-        tracing::error!("local API: {e}");
-    }
+    crate::http_serve::serve(
+        tls,
+        |peer: &crate::tls_server::Peer| {
+            crate::tls_server::WithPeer::new(app.clone(), peer.clone())
+        },
+        shutdown,
+    )
+    .await;
     swap.abort();
 }
 
