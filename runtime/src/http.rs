@@ -137,6 +137,10 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
 /// [`BODY_READ_TIMEOUT`], `400` when the connection failed under it.
 pub async fn read_body_bytes(body: Body) -> Result<Bytes, ApiFailure> {
     use http_body_util::{BodyExt, LengthLimitError, Limited};
+    // A `Content-Length` past the limit is refused before a byte of the body is read.
+    if axum::body::HttpBody::size_hint(&body).lower() > MAX_BODY_BYTES as u64 {
+        return Err(too_large());
+    }
     match tokio::time::timeout(
         BODY_READ_TIMEOUT,
         Limited::new(body, MAX_BODY_BYTES).collect(),

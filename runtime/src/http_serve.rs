@@ -8,12 +8,17 @@
 //!   within it, or the connection is closed: idle keep-alive connections go the same way;
 //! - [`MAX_HEADER_BYTES`] and [`MAX_HEADERS`]: a larger head is answered `431` and closed;
 //! - connections beyond [`connection_limit`] wait in the listen backlog instead of taking the
-//!   descriptors the store and the calls to agents need.
+//!   descriptors the store and the calls to agents need;
+//! - [`Lingering`]: a connection closed with a request body unread (an early `413`) is read
+//!   out for a moment before it is dropped, so the client gets the answer rather than a reset.
 //!
 //! The body's own deadline is the reader's (`crate::http::read_body_bytes`).
 
 use std::future::Future;
+use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use axum::extract::Request;
@@ -23,6 +28,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
@@ -114,7 +120,10 @@ pub async fn serve<L, S, F>(
         };
         let service = serve_with(&address)
             .map_request(|request: Request<Incoming>| request.map(axum::body::Body::new));
-        let connection = http.serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
+        let connection = http.serve_connection(
+            TokioIo::new(Lingering::new(io)),
+            TowerToHyperService::new(service),
+        );
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             // A client that went away or was timed out: nothing to report above debug.
@@ -126,4 +135,86 @@ pub async fn serve<L, S, F>(
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// How long, and how much, a closing connection is read out (see [`Lingering`]).
+const LINGER_TIME: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 4 << 20;
+
+/// A connection that lingers on close: once the answer is written and the sending side shut,
+/// what the client still sends is read and dropped until it closes too, for at most
+/// [`LINGER_TIME`] and [`LINGER_BYTES`]. Without it, closing a socket with unread data (the
+/// rest of a body refused `413` from its `Content-Length`) makes the kernel send a reset, which
+/// can destroy the answer before the client reads it.
+pub struct Lingering<T> {
+    inner: T,
+    linger: Option<(Pin<Box<tokio::time::Sleep>>, usize)>,
+}
+
+impl<T> Lingering<T> {
+    pub fn new(inner: T) -> Self {
+        Lingering {
+            inner,
+            linger: None,
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Lingering<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Lingering<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.linger.is_none() {
+            ready!(Pin::new(&mut this.inner).poll_shutdown(cx))?;
+            this.linger = Some((Box::pin(tokio::time::sleep(LINGER_TIME)), 0));
+        }
+        let (deadline, drained) = this.linger.as_mut().expect("set above");
+        let mut scratch = [0u8; 8192];
+        loop {
+            if deadline.as_mut().poll(cx).is_ready() || *drained >= LINGER_BYTES {
+                return Poll::Ready(Ok(()));
+            }
+            let mut buf = ReadBuf::new(&mut scratch);
+            match Pin::new(&mut this.inner).poll_read(cx, &mut buf) {
+                Poll::Ready(Ok(())) if buf.filled().is_empty() => return Poll::Ready(Ok(())),
+                Poll::Ready(Ok(())) => *drained += buf.filled().len(),
+                // The client is gone: nothing left to protect.
+                Poll::Ready(Err(_)) => return Poll::Ready(Ok(())),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
 }

@@ -86,9 +86,22 @@ fn hostname() -> String {
         .unwrap_or_default()
 }
 
-/// The name as the schema allows it (at most `Hostname::MAX_LENGTH` characters).
+/// The longest host name the schema's `Hostname` allows.
+const HOSTNAME_MAX_CHARS: usize = 255;
+
+/// The name as the schema allows it: without control characters or line and paragraph
+/// separators (which the schema refuses, so a name is safe in a log line), at most
+/// [`HOSTNAME_MAX_CHARS`] characters.
 pub fn hostname_of(facts: &HostFacts) -> Hostname {
-    Hostname::truncated(&facts.hostname)
+    let allowed: String = facts
+        .hostname
+        .chars()
+        .filter(|c| !c.is_control() && !matches!(c, '\u{2028}' | '\u{2029}'))
+        .take(HOSTNAME_MAX_CHARS)
+        .collect();
+    allowed
+        .parse()
+        .expect("a name without control characters, cut to the schema's length, is a Hostname")
 }
 
 /// A boot id as the schema allows it (at most `BootId::MAX_LENGTH` characters).

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::extract::rejection::PathRejection;
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
@@ -283,8 +284,11 @@ async fn spawn(
 /// `DELETE /v1/vms/{vm_id}`: removes the instance from desired.json; the driver stops it.
 async fn delete_vm(
     State(agent): State<Arc<Agent>>,
-    Path(vm_id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
 ) -> Result<StatusCode, ApiFailure> {
+    // A path that does not decode (not UTF-8) names no VM: 404 as for any unknown id.
+    let Path(vm_id) =
+        path.map_err(|e| ApiFailure::not_found(format!("no VM with that id on this node: {e}")))?;
     agent
         .desired
         .update(|doc| {
