@@ -1018,6 +1018,11 @@ fn run_catalogue(
     state: &(dyn Fn() -> Value + Sync),
     before: &Value,
 ) -> Vec<String> {
+    eprintln!(
+        "hostile_input: [{}] {} cases, then the idle connections",
+        server.name,
+        cases.len()
+    );
     let failures = Mutex::new(Vec::new());
     // A change is reported once, by the case after which it was seen; later cases are
     // compared with the changed state.
