@@ -1297,18 +1297,18 @@ fn the_plain_controller_and_the_agent_refuse_hostile_input_and_keep_their_state(
     );
     let agent = AgentProcess::start(&controller.url(""), &[("VM_NODE_ID", "keep-node")]);
     let client = blocking_client(None);
-    let placed = client
+    let create = client
         .post(controller.url("/v1/vms"))
         .json(&json!({"vm_type": "web", "ram_mb": 64, "vcpu_count": 1, "disk_gb": 1, "vm_id": "keep-vm", "command": ["sleep", "3600"]}));
-    let placed = wait_for(
+    // Until the agent has enrolled (its first heartbeat), placement finds no node.
+    wait_for(
         "the agent to enrol and take a VM",
         Duration::from_secs(30),
         || {
-            let answer = placed.try_clone().unwrap().send().ok()?;
+            let answer = create.try_clone().unwrap().send().ok()?;
             (answer.status().as_u16() == 200).then_some(())
         },
     );
-    let _ = placed;
     wait_for("the VM to run", Duration::from_secs(30), || {
         let vms = get_json(&client, &agent.url("/v1/vms"), None);
         (vms[0]["state"] == "Running").then_some(())
