@@ -1,7 +1,9 @@
 //! What every fleetwire HTTP server shares: request bodies read through the generated validated
 //! reader, and every failure answered as the schema's `ApiError`.
 
-use axum::body::Bytes;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -9,6 +11,11 @@ use fleetwire_types::{Accepted, ApiError, ApiErrorCode, ApiErrorMessage, Rejecti
 
 /// The largest request body any fleetwire server reads (a heartbeat with many VMs fits easily).
 pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// How long a whole request body may take to arrive once its head has: a client that dribbles
+/// it (a byte a second) is answered `408` and its connection closed. A 1 MiB body needs only
+/// 52 KB/s to make it (docs/reliability/hostile-input.md).
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A failed request: an HTTP status and the `ApiError` body that explains it.
 #[derive(Debug, Clone)]
@@ -69,7 +76,16 @@ impl ApiFailure {
 
 impl IntoResponse for ApiFailure {
     fn into_response(self) -> Response {
-        (self.status, axum::Json(self.body)).into_response()
+        let mut response = (self.status, axum::Json(self.body)).into_response();
+        if self.status == StatusCode::REQUEST_TIMEOUT {
+            // The rest of a body that came too slowly is not waited for: the connection ends
+            // with the answer (RFC 9110, 408).
+            response.headers_mut().insert(
+                header::CONNECTION,
+                header::HeaderValue::from_static("close"),
+            );
+        }
+        response
     }
 }
 
@@ -110,18 +126,44 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
     type Rejection = ApiFailure;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let _ = state;
         require_json(req.headers())?;
-        Bytes::from_request(req, state)
-            .await
-            .map(JsonBody)
-            .map_err(|rejection| {
-                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    too_large()
-                } else {
-                    unreadable_body(rejection.body_text())
-                }
-            })
+        read_body_bytes(req.into_body()).await.map(JsonBody)
     }
+}
+
+/// A request body, whole: `413` past [`MAX_BODY_BYTES`] (at once when its `Content-Length`
+/// says so, else as soon as that much came), `408` when it has not all come within
+/// [`BODY_READ_TIMEOUT`], `400` when the connection failed under it.
+pub async fn read_body_bytes(body: Body) -> Result<Bytes, ApiFailure> {
+    use http_body_util::{BodyExt, LengthLimitError, Limited};
+    // A `Content-Length` past the limit is refused before a byte of the body is read.
+    if axum::body::HttpBody::size_hint(&body).lower() > MAX_BODY_BYTES as u64 {
+        return Err(too_large());
+    }
+    match tokio::time::timeout(
+        BODY_READ_TIMEOUT,
+        Limited::new(body, MAX_BODY_BYTES).collect(),
+    )
+    .await
+    {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(error)) if error.is::<LengthLimitError>() => Err(too_large()),
+        Ok(Err(error)) => Err(unreadable_body(format!("reading the body: {error}"))),
+        Err(_) => Err(too_slow()),
+    }
+}
+
+/// `408 timeout`: the body did not all arrive within [`BODY_READ_TIMEOUT`].
+pub fn too_slow() -> ApiFailure {
+    ApiFailure::new(
+        StatusCode::REQUEST_TIMEOUT,
+        ApiErrorCode::Timeout,
+        format!(
+            "the body did not arrive within {} s",
+            BODY_READ_TIMEOUT.as_secs()
+        ),
+    )
 }
 
 /// `415` unless the request says its body is JSON (`application/json` or `*/*+json`).

@@ -13,6 +13,7 @@ pub mod file_error;
 pub mod fleet_identity;
 pub mod fleet_tls_client;
 pub mod http;
+pub mod http_serve;
 pub mod ids;
 pub mod loadgen;
 pub mod operator_cli;

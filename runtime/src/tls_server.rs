@@ -294,6 +294,14 @@ pub struct WithPeer<S> {
     peer: Peer,
 }
 
+impl<S> WithPeer<S> {
+    /// `service` for the connection of `peer` (what `crate::http_serve::serve` makes per
+    /// connection; [`IdentifyPeers`] is the same for `axum::serve`).
+    pub fn new(service: S, peer: Peer) -> Self {
+        WithPeer { service, peer }
+    }
+}
+
 impl<S: tower::Service<Request>> tower::Service<Request> for WithPeer<S> {
     type Response = S::Response;
     type Error = S::Error;

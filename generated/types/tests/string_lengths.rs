@@ -48,10 +48,10 @@ fn truncated_leaves_text_that_fits_as_it_is() {
     for text in ["", "ok", &"🦀".repeat(StateMessage::MAX_LENGTH)] {
         assert_eq!(StateMessage::truncated(text).as_str(), text);
     }
-    let long_name = "h".repeat(Hostname::MAX_LENGTH + 1);
+    let long_id = "b".repeat(BootId::MAX_LENGTH + 1);
     assert_eq!(
-        Hostname::truncated(&long_name).len(),
-        Hostname::MAX_LENGTH,
+        BootId::truncated(&long_id).len(),
+        BootId::MAX_LENGTH,
         "every generated constructor cuts at its own bound"
     );
 }

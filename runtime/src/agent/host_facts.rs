@@ -86,9 +86,19 @@ fn hostname() -> String {
         .unwrap_or_default()
 }
 
-/// The name as the schema allows it (at most `Hostname::MAX_LENGTH` characters).
+/// The name as the schema allows it: without control characters or line and paragraph
+/// separators (which the schema refuses, so a name is safe in a log line), at most
+/// `Hostname::MAX_LENGTH` characters.
 pub fn hostname_of(facts: &HostFacts) -> Hostname {
-    Hostname::truncated(&facts.hostname)
+    let allowed: String = facts
+        .hostname
+        .chars()
+        .filter(|c| !c.is_control() && !matches!(c, '\u{2028}' | '\u{2029}'))
+        .take(Hostname::MAX_LENGTH)
+        .collect();
+    allowed
+        .parse()
+        .expect("a name without control characters, cut to the schema's length, is a Hostname")
 }
 
 /// A boot id as the schema allows it (at most `BootId::MAX_LENGTH` characters).
@@ -100,4 +110,28 @@ pub fn agent_version() -> AgentVersion {
     env!("CARGO_PKG_VERSION")
         .parse()
         .expect("the crate version")
+}
+
+#[cfg(test)]
+mod hostname_tests {
+    use super::*;
+
+    #[test]
+    fn a_host_name_loses_its_control_characters_and_is_cut_to_the_schema_length() {
+        let facts = |hostname: String| HostFacts {
+            hostname,
+            ram_total_mb: 0,
+            ram_available_mb: 0,
+            cpu_cores: 0,
+            load1: 0.0,
+            disk_total_bytes: 0,
+            disk_free_bytes: 0,
+            kvm_available: false,
+            boot_id: String::new(),
+        };
+        let name = hostname_of(&facts("web\u{1b}[31m\n-1\u{2028}".into()));
+        assert_eq!(name.as_str(), "web[31m-1");
+        let long = hostname_of(&facts("h".repeat(300)));
+        assert_eq!(long.chars().count(), Hostname::MAX_LENGTH);
+    }
 }

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::extract::rejection::PathRejection;
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{header, Method, StatusCode};
 use axum::middleware::Next;
@@ -156,12 +157,7 @@ pub async fn serve(
         let _ = stopping.wait_for(|s| *s).await;
     };
     if agent.config.plain_http {
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-        {
-            tracing::error!("local API: {e}");
-        }
+        crate::http_serve::serve(listener, |_| app.clone(), shutdown).await;
         return;
     }
     let mut served = agent.serving_tls.subscribe();
@@ -198,12 +194,14 @@ pub async fn serve(
             }
         }
     });
-    if let Err(e) = axum::serve(tls, crate::tls_server::IdentifyPeers::new(app))
-        .with_graceful_shutdown(shutdown)
-        .await
-    {
-        tracing::error!("local API: {e}");
-    }
+    crate::http_serve::serve(
+        tls,
+        |peer: &crate::tls_server::Peer| {
+            crate::tls_server::WithPeer::new(app.clone(), peer.clone())
+        },
+        shutdown,
+    )
+    .await;
     swap.abort();
 }
 
@@ -353,8 +351,11 @@ async fn spawn(
 /// `DELETE /v1/vms/{vm_id}`: removes the instance from desired.json; the driver stops it.
 async fn delete_vm(
     State(agent): State<Arc<Agent>>,
-    Path(vm_id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
 ) -> Result<StatusCode, ApiFailure> {
+    // A path that does not decode (not UTF-8) names no VM: 404 as for any unknown id.
+    let Path(vm_id) =
+        path.map_err(|e| ApiFailure::not_found(format!("no VM with that id on this node: {e}")))?;
     agent
         .desired
         .update(|doc| {

@@ -5,7 +5,7 @@
 //! the machine at full heartbeat load (measured with the `heartbeat_floor` example, see
 //! docs/performance.md), so the HTTP service checks for this one route first and serves it
 //! with the same pieces the router would use: the JSON content-type check (`415`), the body
-//! limit (`413`), the validated reader (`400` with pointers; unknown fields answered as
+//! limit (`413`) and deadline (`408`), the validated reader (`400` with pointers; unknown fields answered as
 //! `Warning` headers; bad entries of `vms` alone are set aside by [`heartbeat_entries`]
 //! instead), [`take_heartbeat_with`], the request timeout, and the request metrics. Every
 //! other request goes to the router.
@@ -20,13 +20,12 @@ use axum::extract::Request;
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tower::ServiceExt;
 
 use super::heartbeat_answer;
 use super::routes::{self, HEARTBEAT_PATH};
 use super::shared::Controller;
-use crate::http::{require_json, too_large, unreadable_body, MAX_BODY_BYTES};
+use crate::http::{read_body_bytes, require_json};
 use crate::tls_server::Peer;
 
 /// The controller's HTTP service: the heartbeat route, then the router.
@@ -83,13 +82,9 @@ async fn take(controller: &Controller, request: Request) -> Response {
         .extensions()
         .get::<Peer>()
         .and_then(|peer| peer.identity.clone());
-    let body = match Limited::new(request.into_body(), MAX_BODY_BYTES)
-        .collect()
-        .await
-    {
-        Ok(collected) => collected.to_bytes(),
-        Err(error) if error.is::<LengthLimitError>() => return too_large().into_response(),
-        Err(error) => return unreadable_body(format!("reading the body: {error}")).into_response(),
+    let body = match read_body_bytes(request.into_body()).await {
+        Ok(body) => body,
+        Err(failure) => return failure.into_response(),
     };
     heartbeat_answer::answer(controller, &body, presented.as_deref())
         .await

@@ -19,7 +19,7 @@ use super::shared::{Controller, Credentials, Started};
 use crate::fleet_identity::renewal_due;
 use crate::store::bootstrap_tokens::SqliteBootstrapTokens;
 use crate::store::sqlite::SqliteStore;
-use crate::tls_server::{server_config, ClientCerts, IdentifyPeers, ReloadableCert, TlsListener};
+use crate::tls_server::{server_config, ClientCerts, Peer, ReloadableCert, TlsListener, WithPeer};
 
 /// `fleetwire controller`.
 pub fn run(args: ControllerArgs) -> ExitCode {
@@ -121,10 +121,7 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
         });
         // The store is loaded and the port bound: connections queue until `serve` takes them.
         crate::service_manager::ready("controller");
-        axum::serve(listener, tower::make::Shared::new(app))
-            .with_graceful_shutdown(shutdown)
-            .await
-            .context("serving HTTP")?;
+        crate::http_serve::serve(listener, |_| app.clone(), shutdown).await;
     } else {
         let ca = controller.ca.as_ref().expect("mTLS mode always has a CA");
         let names = server_names(&args.tls_names);
@@ -155,10 +152,12 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
         );
         let listener = TlsListener::new(tcp, config)?;
         crate::service_manager::ready("controller");
-        axum::serve(listener, IdentifyPeers::new(app))
-            .with_graceful_shutdown(shutdown)
-            .await
-            .context("serving HTTPS")?;
+        crate::http_serve::serve(
+            listener,
+            |peer: &Peer| WithPeer::new(app.clone(), peer.clone()),
+            shutdown,
+        )
+        .await;
     }
     for job in jobs {
         job.abort();

@@ -32,9 +32,9 @@ pub const TIMESTAMP_PATTERN: &str = "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{
 /// The schema set's name (`schemas/schema-set.json`, docs/versioning.md).
 pub const SCHEMA_SET_NAME: &str = "fleetwire";
 /// The schema set's semver version: the wire's version these types speak.
-pub const SCHEMA_SET_VERSION: &str = "0.1.0";
+pub const SCHEMA_SET_VERSION: &str = "0.2.0";
 /// SHA-256 of the schema set's files, as the reference site shows it (docs/versioning.md).
-pub const SCHEMA_SET_HASH: &str = "bb431a87f2044188c5ef374810c6180b57e93bc669d889c201a9255fd91f3be5";
+pub const SCHEMA_SET_HASH: &str = "26d82433537c1981407b771e15b4c6098eadd028998ab82343580d260fcbbaa5";
 
 /// Every file of `schemas/` as written: (file name, JSON text).
 pub const SCHEMA_FILES: &[(&str, &str)] = &[

@@ -1573,7 +1573,7 @@ pub struct HostVersions {
     ///Version of the ZeroFS component on this host.
     pub zerofs: ::std::string::String,
 }
-///A host's own name as read from /etc/hostname, at most 255 characters. Not used for addressing, so not checked further.
+///A host's own name as read from /etc/hostname, at most 255 characters, none of them a control character (C0, DEL, C1) or a line or paragraph separator, so a name is safe in a log line. Not used for addressing, so not checked further.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
 pub struct Hostname(::std::string::String);
@@ -1595,6 +1595,17 @@ impl ::std::str::FromStr for Hostname {
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
         if value.chars().count() > 255usize {
             return Err("longer than 255 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        {
+            ::regress::Regex::new("^[^\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029]*$")
+                .unwrap()
+        });
+        if PATTERN.find(value).is_none() {
+            return Err(
+                "doesn't match pattern \"^[^\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029]*$\""
+                    .into(),
+            );
         }
         Ok(Self(value.to_string()))
     }
@@ -3803,7 +3814,7 @@ impl ::std::convert::TryFrom<::std::string::String> for VmState {
         value.parse()
     }
 }
-///The kind of VM a create request asks for: a free-form label between 1 and 64 characters.
+///The kind of VM a create request asks for: a free-form label between 1 and 64 characters, none of them a control character (C0, DEL, C1) or a line or paragraph separator, so a label is safe in a log line (and in the VM ids PPN agents make from it).
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
 pub struct VmType(::std::string::String);
@@ -3828,6 +3839,17 @@ impl ::std::str::FromStr for VmType {
         }
         if value.chars().count() < 1usize {
             return Err("shorter than 1 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        {
+            ::regress::Regex::new("^[^\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029]+$")
+                .unwrap()
+        });
+        if PATTERN.find(value).is_none() {
+            return Err(
+                "doesn't match pattern \"^[^\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029]+$\""
+                    .into(),
+            );
         }
         Ok(Self(value.to_string()))
     }
@@ -4232,7 +4254,7 @@ crate::string_lengths::length_bounds!(ApiErrorMessage, max = 4096, fn truncated)
 crate::string_lengths::length_bounds!(ArgvItem, min = 1, max = 4096);
 crate::string_lengths::length_bounds!(BootId, max = 128, fn truncated);
 crate::string_lengths::length_bounds!(CommandItem, min = 1);
-crate::string_lengths::length_bounds!(Hostname, max = 255, fn truncated);
+crate::string_lengths::length_bounds!(Hostname, max = 255);
 crate::string_lengths::length_bounds!(ImageReference, max = 512);
 crate::string_lengths::length_bounds!(MachineName, max = 128);
 crate::string_lengths::length_bounds!(ObjectKey, min = 1, max = 1024);

@@ -1,0 +1,220 @@
+//! Serving HTTP/1.1 connections for the controller and the agent's local API with the limits a
+//! hostile or broken client meets (docs/reliability/hostile-input.md). `axum::serve` sets none:
+//! it runs hyper without a timer, so a client that opens a connection and says nothing, or
+//! dribbles its request head a byte at a time, holds a connection and a descriptor forever.
+//! Here hyper gets a timer and:
+//!
+//! - [`HEADER_READ_TIMEOUT`]: a request head (and, between requests, the next one) must arrive
+//!   within it, or the connection is closed: idle keep-alive connections go the same way;
+//! - [`MAX_HEADER_BYTES`] and [`MAX_HEADERS`]: a larger head is answered `431` and closed;
+//! - connections beyond [`connection_limit`] wait in the listen backlog instead of taking the
+//!   descriptors the store and the calls to agents need;
+//! - [`Lingering`]: a connection closed with a request body unread (an early `413`) is read
+//!   out for a moment before it is dropped, so the client gets the answer rather than a reset.
+//!
+//! The body's own deadline is the reader's (`crate::http::read_body_bytes`).
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::response::Response;
+use axum::serve::Listener;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Semaphore;
+use tower::ServiceExt;
+
+/// How long a client may take to send a request head, and how long a keep-alive connection may
+/// stay idle between requests. Longer than any heartbeat interval (the agent's default is 10 s),
+/// so a node's connection is kept between its heartbeats.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The largest request head (request line and headers) read: a bearer token and the usual
+/// headers take well under 1 KiB.
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+
+/// The most header fields a request may have.
+pub const MAX_HEADERS: usize = 64;
+
+/// Descriptors kept back from connections: the store's files, the listeners, calls to agents
+/// and runtimes, the log.
+const RESERVED_DESCRIPTORS: u64 = 256;
+
+/// How many connections are served at once: the process's descriptor limit (raised to its hard
+/// limit first, as the soft one is often 1024) less [`RESERVED_DESCRIPTORS`].
+pub fn connection_limit() -> usize {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit on this process with a valid pointer.
+    let soft = unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 1024 - RESERVED_DESCRIPTORS as usize;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit.rlim_cur = limit.rlim_max;
+            }
+        }
+        limit.rlim_cur
+    };
+    let usable = soft.saturating_sub(RESERVED_DESCRIPTORS).max(16);
+    usize::try_from(usable).unwrap_or(usize::MAX)
+}
+
+/// Serves every connection `listener` accepts with the service `serve_with` makes for it (from
+/// the connection's address), under the limits above, until `shutdown` completes; then lets
+/// requests in flight finish (idle connections are closed at once).
+pub async fn serve<L, S, F>(
+    mut listener: L,
+    mut serve_with: F,
+    shutdown: impl Future<Output = ()> + Send,
+) where
+    L: Listener,
+    F: FnMut(&L::Addr) -> S,
+    S: tower::Service<Request, Response = Response, Error = std::convert::Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let limit = connection_limit();
+    let slots = Arc::new(Semaphore::new(limit));
+    let graceful = GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_header_size(MAX_HEADER_BYTES)
+        .max_headers(MAX_HEADERS)
+        .keep_alive(true);
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut warned_full = false;
+    loop {
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+            () = &mut shutdown => break,
+        };
+        if slots.available_permits() == 0 && !warned_full {
+            warned_full = true;
+            tracing::warn!(
+                limit,
+                "serving as many connections as the descriptor limit allows; new ones wait until others close"
+            );
+        }
+        let (io, address) = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut shutdown => break,
+        };
+        let service = serve_with(&address)
+            .map_request(|request: Request<Incoming>| request.map(axum::body::Body::new));
+        let connection = http.serve_connection(
+            TokioIo::new(Lingering::new(io)),
+            TowerToHyperService::new(service),
+        );
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            // A client that went away or was timed out: nothing to report above debug.
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "connection ended");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+/// How long, and how much, a closing connection is read out (see [`Lingering`]).
+const LINGER_TIME: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 4 << 20;
+
+/// A connection that lingers on close: once the answer is written and the sending side shut,
+/// what the client still sends is read and dropped until it closes too, for at most
+/// [`LINGER_TIME`] and [`LINGER_BYTES`]. Without it, closing a socket with unread data (the
+/// rest of a body refused `413` from its `Content-Length`) makes the kernel send a reset, which
+/// can destroy the answer before the client reads it.
+pub struct Lingering<T> {
+    inner: T,
+    linger: Option<(Pin<Box<tokio::time::Sleep>>, usize)>,
+}
+
+impl<T> Lingering<T> {
+    pub fn new(inner: T) -> Self {
+        Lingering {
+            inner,
+            linger: None,
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Lingering<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Lingering<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.linger.is_none() {
+            ready!(Pin::new(&mut this.inner).poll_shutdown(cx))?;
+            this.linger = Some((Box::pin(tokio::time::sleep(LINGER_TIME)), 0));
+        }
+        let (deadline, drained) = this.linger.as_mut().expect("set above");
+        let mut scratch = [0u8; 8192];
+        loop {
+            if deadline.as_mut().poll(cx).is_ready() || *drained >= LINGER_BYTES {
+                return Poll::Ready(Ok(()));
+            }
+            let mut buf = ReadBuf::new(&mut scratch);
+            match Pin::new(&mut this.inner).poll_read(cx, &mut buf) {
+                Poll::Ready(Ok(())) if buf.filled().is_empty() => return Poll::Ready(Ok(())),
+                Poll::Ready(Ok(())) => *drained += buf.filled().len(),
+                // The client is gone: nothing left to protect.
+                Poll::Ready(Err(_)) => return Poll::Ready(Ok(())),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
