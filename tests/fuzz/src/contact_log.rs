@@ -69,7 +69,8 @@ fn offset(error: &ContactLogError) -> Option<usize> {
         | ContactLogError::NotATime { at, .. }
         | ContactLogError::BadTextTime { at, .. }
         | ContactLogError::BadPrefix { at, .. }
-        | ContactLogError::NotUtf8 { at, .. } => Some(*at),
+        | ContactLogError::NotUtf8 { at, .. }
+        | ContactLogError::OutOfOrder { at } => Some(*at),
         ContactLogError::IdTooLong { .. }
         | ContactLogError::UnknownFormat { .. }
         | ContactLogError::Empty => None,
