@@ -151,7 +151,7 @@ pub fn check(data: &[u8]) {
     merge(&[&folded], |_| true, &mut again).expect("a folded blob folds");
     assert_eq!(again, folded, "folding is not a fixed point");
 
-    let keep = |id: &str| id.len() % 2 == 0;
+    let keep = |id: &str| id.len().is_multiple_of(2);
     merge(&blobs, keep, &mut again).expect("blobs that decode fold");
     let kept: Entries = expected
         .iter()

@@ -62,7 +62,7 @@ pub fn prepare() {
 /// The PEM text the input stands for (see the module's comment).
 pub fn csr_text(data: &[u8]) -> Option<String> {
     let (&mode, rest) = data.split_first()?;
-    if mode % 2 == 0 {
+    if mode.is_multiple_of(2) {
         // `csr_pem` arrives as a JSON string: always UTF-8.
         return std::str::from_utf8(rest).ok().map(str::to_string);
     }

@@ -13,7 +13,7 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     };
     let mut files: Vec<PathBuf> = entries
         .map(|e| e.expect("a directory entry").path())
-        .filter(|p| p.is_file() && !p.file_name().is_some_and(|n| n == "README.md"))
+        .filter(|p| p.is_file())
         .collect();
     files.sort();
     files
