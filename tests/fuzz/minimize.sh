@@ -17,7 +17,15 @@ for target in "${targets[@]}"; do
   cp "tests/fuzz/corpus/$target"/* "$all"/
   queue="$target_dir/out/$target/default/queue"
   [ -d "$queue" ] && find "$queue" -maxdepth 1 -type f -name 'id:*' -exec cp {} "$all"/ \;
+  # afl-cmin takes the map size from the run's edge count; a binary's map is never under
+  # 65536 entries, and a smaller size made it trace nothing.
+  edges=$(awk '$1 == "total_edges" {print $3}' "$target_dir/out/$target/default/fuzzer_stats" 2>/dev/null || true)
+  export AFL_MAP_SIZE=$(( ${edges:-0} > 65536 ? ${edges:-0} : 65536 ))
   TMPDIR="$target_dir/cmin/tmp" cargo afl cmin -t 5000 -i "$all" -o "$kept" -- "$target_dir/fuzz/fuzz_$target"
+  if [ -z "$(ls -A "$kept" 2>/dev/null)" ]; then
+    echo "$target: afl-cmin kept nothing; the corpus stays as it was" >&2
+    exit 1
+  fi
   rm -rf "tests/fuzz/corpus/$target"
   mkdir -p "tests/fuzz/corpus/$target"
   # Names without the colons AFL++ writes, which some file systems and tools refuse.
