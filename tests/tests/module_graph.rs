@@ -393,6 +393,7 @@ fn crate_roots() -> Vec<PathBuf> {
         "generated/client",
         "runtime",
         "tests",
+        "tests/fuzz",
     ] {
         for file in ["src/lib.rs", "src/main.rs"] {
             let path = root.join(member).join(file);

@@ -172,13 +172,32 @@ impl NodeCa {
         wg_ip: Ipv4Addr,
         addresses: &[Ipv4Addr],
     ) -> Result<IssuedCert, CsrRejected> {
+        // One parse of the PEM for every check and for the key signed, so the key whose
+        // strength is checked is the key certified.
+        let (_, pem) = x509_parser::pem::parse_x509_pem(csr_pem.as_bytes())
+            .map_err(|e| CsrRejected::Unusable(e.to_string()))?;
+        if pem.label != "CERTIFICATE REQUEST" {
+            return Err(CsrRejected::Unusable(format!(
+                "a PEM block of {:?}, not CERTIFICATE REQUEST",
+                pem.label
+            )));
+        }
         // The key first: ring verifies no RSA signature under 2048 bits, so a weak key would
         // otherwise be reported as a bad signature.
-        check_key_strength(csr_pem)?;
-        let csr = CertificateSigningRequestParams::from_pem(csr_pem).map_err(|e| match e {
-            rcgen::Error::InvalidCertificationRequestSignature => CsrRejected::BadSignature,
-            e => CsrRejected::Unusable(e.to_string()),
-        })?;
+        let spki = check_key_strength(&pem.contents)?;
+        // The signature is verified against the request's own key.
+        CertificateSigningRequestParams::from_der(&pem.contents.as_slice().into()).map_err(
+            |e| match e {
+                rcgen::Error::InvalidCertificationRequestSignature => CsrRejected::BadSignature,
+                e => CsrRejected::Unusable(e.to_string()),
+            },
+        )?;
+        // The certificate's key is the request's key info as it stands: rcgen's request
+        // parser names the key's algorithm after the request's signature algorithm, which
+        // turned a P-384 key signed with SHA-256 into a P-384 point labelled P-256
+        // (docs/reliability/parser-fuzz.md).
+        let public_key = rcgen::SubjectPublicKeyInfo::from_der(&spki)
+            .map_err(|e| CsrRejected::WeakKey(format!("a key rcgen cannot certify: {e}")))?;
         // Everything but the public key is ours to decide.
         let mut params = CertificateParams::default();
         let mut name = DistinguishedName::new();
@@ -216,16 +235,11 @@ impl NodeCa {
         let (serial, serial_hex) = random_serial();
         params.serial_number = Some(serial);
         params.use_authority_key_identifier_extension = true;
-        let signing = CertificateSigningRequestParams {
-            params,
-            public_key: csr.public_key,
-        };
-        let cert = signing
-            .signed_by(&self.issuer)
+        let cert = params
+            .signed_by(&public_key, &self.issuer)
             .map_err(|e| CsrRejected::Signing(e.to_string()))?;
-        let not_after =
-            chrono::DateTime::from_timestamp(signing.params.not_after.unix_timestamp(), 0)
-                .expect("a representable time");
+        let not_after = chrono::DateTime::from_timestamp(params.not_after.unix_timestamp(), 0)
+            .expect("a representable time");
         Ok(IssuedCert {
             cert_pem: cert.pem(),
             ca_pem: self.ca_pem.clone(),
@@ -348,16 +362,15 @@ impl std::str::FromStr for ServerName {
 const MIN_RSA_BITS: usize = 2048;
 
 /// Refuses keys too weak to stand for a node: RSA under [`MIN_RSA_BITS`], elliptic curves
-/// other than P-256 and P-384, and anything but RSA, ECDSA and Ed25519.
-fn check_key_strength(csr_pem: &str) -> Result<(), CsrRejected> {
-    let (_, pem) = x509_parser::pem::parse_x509_pem(csr_pem.as_bytes())
+/// other than P-256 and P-384, and anything but RSA, ECDSA and Ed25519. Returns the DER of
+/// the request's key info.
+fn check_key_strength(csr_der: &[u8]) -> Result<Vec<u8>, CsrRejected> {
+    let (_, csr) = x509_parser::certification_request::X509CertificationRequest::from_der(csr_der)
         .map_err(|e| CsrRejected::Unusable(e.to_string()))?;
-    let (_, csr) =
-        x509_parser::certification_request::X509CertificationRequest::from_der(&pem.contents)
-            .map_err(|e| CsrRejected::Unusable(e.to_string()))?;
     let spki = &csr.certification_request_info.subject_pki;
+    let strong = || Ok(spki.raw.to_vec());
     match spki.parsed() {
-        Ok(PublicKey::RSA(rsa)) if rsa.key_size() >= MIN_RSA_BITS => Ok(()),
+        Ok(PublicKey::RSA(rsa)) if rsa.key_size() >= MIN_RSA_BITS => strong(),
         Ok(PublicKey::RSA(rsa)) => Err(CsrRejected::WeakKey(format!(
             "an RSA key of {} bits (at least {MIN_RSA_BITS})",
             rsa.key_size()
@@ -371,7 +384,7 @@ fn check_key_strength(csr_pem: &str) -> Result<(), CsrRejected> {
             let p256 = x509_parser::oid_registry::OID_EC_P256;
             let p384 = x509_parser::oid_registry::OID_NIST_EC_P384;
             match curve {
-                Some(oid) if oid == p256 || oid == p384 => Ok(()),
+                Some(oid) if oid == p256 || oid == p384 => strong(),
                 other => Err(CsrRejected::WeakKey(format!(
                     "an elliptic-curve key on {} (P-256 or P-384 only)",
                     other.map_or("an unnamed curve".to_string(), |o| o.to_id_string())
@@ -381,7 +394,7 @@ fn check_key_strength(csr_pem: &str) -> Result<(), CsrRejected> {
         Ok(PublicKey::Unknown(_))
             if spki.algorithm.algorithm == x509_parser::oid_registry::OID_SIG_ED25519 =>
         {
-            Ok(())
+            strong()
         }
         Ok(_) | Err(_) => Err(CsrRejected::WeakKey(
             "not an RSA, ECDSA (P-256, P-384) or Ed25519 key".to_string(),
@@ -571,6 +584,43 @@ mod tests {
         ));
         let strong = include_str!("../../testdata/rsa-2048.csr.pem");
         ca.sign(strong, "n", wg, &[]).unwrap();
+    }
+
+    #[test]
+    fn a_p384_key_in_a_request_signed_with_sha256_is_certified_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        // Made with `openssl req -new -sha256` on a P-384 key; found by the CSR fuzz target.
+        let csr_pem = include_str!("../../testdata/p384-sha256.csr.pem");
+        let issued = ca
+            .sign(csr_pem, "n", "10.0.0.1".parse().unwrap(), &[])
+            .unwrap();
+        let (_, pem) = x509_parser::pem::parse_x509_pem(issued.cert_pem.as_bytes()).unwrap();
+        let cert = pem.parse_x509().unwrap();
+        let (_, csr_pem) = x509_parser::pem::parse_x509_pem(csr_pem.as_bytes()).unwrap();
+        let (_, csr) = x509_parser::certification_request::X509CertificationRequest::from_der(
+            &csr_pem.contents,
+        )
+        .unwrap();
+        assert_eq!(
+            cert.public_key().raw,
+            csr.certification_request_info.subject_pki.raw
+        );
+    }
+
+    #[test]
+    fn a_request_in_a_pem_block_of_another_kind_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        let (csr, _key) = csr_asking_for_too_much();
+        let relabelled = csr.replace("CERTIFICATE REQUEST", "PUBLIC KEY");
+        let refused = ca
+            .sign(&relabelled, "n", "10.0.0.1".parse().unwrap(), &[])
+            .unwrap_err();
+        assert!(
+            matches!(&refused, CsrRejected::Unusable(why) if why.contains("PUBLIC KEY")),
+            "{refused}"
+        );
     }
 
     #[test]

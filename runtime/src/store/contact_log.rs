@@ -54,6 +54,10 @@ pub enum ContactLogError {
     },
     #[error("not UTF-8 at byte {at}: {cause}")]
     NotUtf8 { at: usize, cause: String },
+    /// An id before the previous entry's: not a blob of this format, whose entries are in
+    /// node-id order (the merge relies on it).
+    #[error("byte {at}: a node id out of order")]
+    OutOfOrder { at: usize },
 }
 
 /// The format written.
@@ -251,6 +255,14 @@ impl<'a> Decoder<'a> {
         }
         let [id_shared] = field::<1>(blob, at)?;
         let id_rest = u16::from_le_bytes(field::<2>(blob, at + 1)?) as usize;
+        // The new id keeps the previous one's first `id_shared` bytes: it sorts before the
+        // previous one exactly when its own bytes sort before the rest of the previous one.
+        let previous_rest = self.id.as_bytes().get(id_shared as usize..);
+        if let (Some(rest), Some(suffix)) = (previous_rest, blob.get(at + 3..at + 3 + id_rest)) {
+            if suffix < rest {
+                return Err(ContactLogError::OutOfOrder { at: at + 3 });
+            }
+        }
         let at = front_decoded(&mut self.id, blob, at + 3, id_shared as usize, id_rest)?;
         let (time, end) = match &mut self.previous {
             PreviousTime::Seconds(seconds) => numeric_time(blob, at, seconds)?,
@@ -549,6 +561,24 @@ mod tests {
             error.starts_with("byte 10: ") && error.ends_with("is not a time"),
             "{error}"
         );
+        // Ids out of order (node-b, then node-a against it) are no blob of this format;
+        // found by the contact-log fuzz target (docs/reliability/parser-fuzz.md).
+        let two = encoder
+            .encode(&[
+                seen("node-a", "2026-11-30T10:00:00Z"),
+                seen("node-b", "2026-11-30T10:00:00Z"),
+            ])
+            .unwrap()
+            .unwrap()
+            .to_vec();
+        let mut swapped = two.clone();
+        swapped[9] = b'b';
+        swapped[17 + 3] = b'a';
+        assert_eq!(
+            decode(&swapped, |_, _| {}).unwrap_err(),
+            ContactLogError::OutOfOrder { at: 20 }
+        );
+        decode(&two, |_, _| {}).unwrap();
         assert_eq!(
             decode(&[], |_, _| {}).unwrap_err().to_string(),
             "empty contact log entry"
