@@ -107,7 +107,7 @@ for round in $(seq "$rounds"); do
       "${loadgen_args[@]}" >"$file" 2>"$file.err" || echo "(loadgen failed: $file.err)" >&2
     after=$(ticks "${pids[$i]}") waited_after=$(waited "${pids[$i]}")
     handler_buckets "${kinds[$i]}" "${urls[$i]}" >"$file.after"
-    python3 - "$file" "$round" "${names[$i]}" "$((after - before))" "$(getconf CLK_TCK)" "$((waited_after - waited_before))" <<'PY'
+    python3 - "$file" "$round" "${names[$i]}" "$((after - before))" "$(getconf CLK_TCK)" "$((waited_after - waited_before))" "$(nodes_for "${names[$i]}")" <<'PY'
 import re, sys
 def buckets(path):
     out = {}
@@ -130,8 +130,9 @@ handler = ",".join(handler) or "-"
 text = open(sys.argv[1]).read()
 ok, rate = re.search(r"heartbeats: (\d+) ok, \d+ failed, (\d+)/s", text).groups()
 lat = re.search(r"p50 ([\d.]+) ms, p99 ([\d.]+) ms, p99.9 ([\d.]+) ms, max ([\d.]+) ms", text).groups()
-# CPU over the whole burst (enrolment and warm-up included) per heartbeat of the burst
-warm = int(re.search(r"after (\d+) in a", text).group(1))
+# CPU over the whole burst per heartbeat of the burst: the enrolment's one per node, the
+# warm-up's and the measured ones
+warm = int(re.search(r"after (\d+) in a", text).group(1)) + int(sys.argv[7])
 cpu_us = int(sys.argv[4]) / int(sys.argv[5]) * 1e6 / (int(ok) + warm)
 # and the time its threads waited for a core, per heartbeat
 wait_us = int(sys.argv[6]) / 1e3 / (int(ok) + warm)
