@@ -50,9 +50,15 @@ pub async fn take_heartbeat_with(
     rejected: Vec<RejectedVm>,
     caller: NodeCaller<'_>,
 ) -> Result<(), HeartbeatError> {
-    Ok(apply(controller, heartbeat, rejected, caller)?
-        .stored()
-        .await?)
+    let change = apply(controller, heartbeat, rejected, caller)?;
+    let queued = Instant::now();
+    change.stored().await?;
+    controller
+        .metrics
+        .heartbeat_phases
+        .store
+        .observe(queued.elapsed().as_secs_f64());
+    Ok(())
 }
 
 /// The heartbeat applied to its node (enrolling it when new, unless the caller is checked),
@@ -87,6 +93,11 @@ fn apply<'c>(
     };
     let (mut outcome, change) = {
         let mut state = slot.lock();
+        let locked = Instant::now();
+        let phases = &controller.metrics.heartbeat_phases;
+        phases
+            .lock
+            .observe(locked.duration_since(now).as_secs_f64());
         if let Some(serial) = presented {
             let which = node_identity::current(
                 &node_id,
@@ -120,6 +131,7 @@ fn apply<'c>(
         // copy of its id.
         let node = DirtyNode::Slot(slot.clone(), node_id);
         let change = controller.node_changed(node, &mut state, when);
+        phases.apply.observe(locked.elapsed().as_secs_f64());
         (outcome, change)
     };
     controller.metrics.heartbeat();

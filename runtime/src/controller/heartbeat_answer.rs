@@ -19,7 +19,13 @@ pub async fn answer(
     body: &[u8],
     presented: Option<&PeerIdentity>,
 ) -> Result<Response, ApiFailure> {
+    let started = std::time::Instant::now();
     let (heartbeat, rejected) = heartbeat_entries::read(body)?;
+    controller
+        .metrics
+        .heartbeat_phases
+        .read
+        .observe(started.elapsed().as_secs_f64());
     let unknown = heartbeat.unknown_fields;
     let caller = controller.node_caller(presented);
     take_heartbeat_with(controller, heartbeat.value, rejected, caller).await?;

@@ -24,6 +24,26 @@ struct RouteLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    phase: &'static str,
+}
+
+/// Where a heartbeat's time inside the controller goes, one histogram per phase
+/// (docs/reliability/latency.md): told apart from the answer's latency as a node sees it, they
+/// show whether a slow answer was slow in the controller's work or waiting outside it.
+#[derive(Clone)]
+pub struct HeartbeatPhases {
+    /// The validated read of the body.
+    pub read: Histogram,
+    /// The node's lookup in the table and the wait for its lock.
+    pub lock: Histogram,
+    /// The node rules under the lock.
+    pub apply: Histogram,
+    /// Queueing the change for the store (and, while the store is behind, waiting for it).
+    pub store: Histogram,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabels {
     status: &'static str,
 }
@@ -43,6 +63,7 @@ pub struct Metrics {
     flush_seconds: Histogram,
     flushed_rows: Counter,
     write_behind_lag: Histogram,
+    pub heartbeat_phases: HeartbeatPhases,
 }
 
 impl Default for Metrics {
@@ -117,6 +138,24 @@ impl Metrics {
             Unit::Seconds,
             write_behind_lag.clone(),
         );
+        // 1 µs .. about 0.5 s: a heartbeat's phases take microseconds.
+        let phases =
+            Family::<PhaseLabels, Histogram, fn() -> Histogram>::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.000_001, 2.0, 20))
+            });
+        registry.register_with_unit(
+            "heartbeat_phase_duration",
+            "Time a taken heartbeat spent in each phase of the controller's work: read (the validated read), lock (the node's lookup and lock), apply (the node rules), store (queueing its change, or waiting for the store while it is behind)",
+            Unit::Seconds,
+            phases.clone(),
+        );
+        let phase = |phase| phases.get_or_create_owned(&PhaseLabels { phase });
+        let heartbeat_phases = HeartbeatPhases {
+            read: phase("read"),
+            lock: phase("lock"),
+            apply: phase("apply"),
+            store: phase("store"),
+        };
         crate::unknown_fields::register(&mut registry);
         Metrics {
             registry,
@@ -128,6 +167,7 @@ impl Metrics {
             flush_seconds,
             flushed_rows,
             write_behind_lag,
+            heartbeat_phases,
         }
     }
 
@@ -209,6 +249,10 @@ mod tests {
             Duration::from_micros(80),
         );
         metrics.heartbeat();
+        metrics
+            .heartbeat_phases
+            .read
+            .observe(Duration::from_micros(3).as_secs_f64());
         metrics.rejected_vm_entries(2);
         metrics.set_node_counts(&NodeCounts {
             registering: 1,
@@ -239,6 +283,8 @@ mod tests {
             "fleetwire_controller_store_write_behind_lag_seconds_bucket{le=\"0.6\"} 0",
             "fleetwire_controller_store_write_behind_lag_seconds_bucket{le=\"0.7\"} 1",
             "fleetwire_controller_store_write_behind_lag_seconds_count 1",
+            "fleetwire_controller_heartbeat_phase_duration_seconds_count{phase=\"read\"} 1",
+            "fleetwire_controller_heartbeat_phase_duration_seconds_count{phase=\"store\"} 0",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in\n{text}");
         }
