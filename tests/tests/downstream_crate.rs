@@ -49,7 +49,8 @@ fn package_and_unpack(into: &Path) -> Vec<(String, PathBuf)> {
         args.extend(["-p", name]);
     }
     succeeded("cargo package", &cargo(&workspace(), &args));
-    let version = env!("CARGO_PKG_VERSION");
+    // Both generated crates carry the schema set's version, not the workspace's (docs/versioning.md).
+    let version = fleetwire_types::SCHEMA_SET_VERSION;
     PACKAGED
         .iter()
         .map(|name| {
