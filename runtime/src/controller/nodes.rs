@@ -487,10 +487,12 @@ fn keep_controller_fields(vm: &mut VmRecord, placed: &VmRecord) {
 
 /// Allocation-based bookkeeping: declared totals minus what the node's VMs are allocated.
 pub fn recompute_allocations(state: &mut NodeState) {
+    // Saturating: the figures are the node's word, and any u64 is a valid `ram_alloc_mb`
+    // (found by the API fuzzing, docs/reliability/api-fuzz.md).
     let (cpus, memory) = state.vms().iter().fold((0u64, 0u64), |(c, m), vm| {
         (
-            c + u64::from(vm.record.vcpu_count),
-            m + vm.record.ram_alloc_mb,
+            c.saturating_add(u64::from(vm.record.vcpu_count)),
+            m.saturating_add(vm.record.ram_alloc_mb),
         )
     });
     let record = &mut state.record;
@@ -706,6 +708,20 @@ mod tests {
         let outcome = observe(&mut state, heartbeat(serde_json::json!({"vms": [vm("b")]})));
         assert_eq!(state.record.vm_count, 1);
         assert_eq!(outcome.vm_ids.unwrap().0, vec!["a"]);
+    }
+
+    #[test]
+    fn allocations_that_overflow_a_u64_leave_nothing_available() {
+        let mut huge = vm("a");
+        huge["ram_alloc_mb"] = serde_json::json!(u64::MAX);
+        huge["vcpu_count"] = serde_json::json!(u32::MAX);
+        let hb = heartbeat(serde_json::json!({"vms": [huge.clone(), vm("b")]}));
+        let mut state = enroll_by_heartbeat(&hb, Timestamp::now());
+        state.record.total_memory_mb = Some(8192);
+        state.record.total_cpus = Some(4);
+        observe(&mut state, hb);
+        assert_eq!(state.record.available_memory_mb, Some(0));
+        assert_eq!(state.record.available_cpus, Some(0));
     }
 
     #[test]
