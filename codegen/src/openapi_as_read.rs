@@ -15,6 +15,9 @@ use crate::bundle::{collect_refs, ref_name};
 /// The suffix of an open copy's component name.
 pub const AS_READ_SUFFIX: &str = "AsRead";
 
+/// Marks an array whose invalid entries a server sets aside (value `set-aside`).
+pub const SET_ASIDE_KEYWORD: &str = "x-fleetwire-invalid-items";
+
 /// Adds the open copies to `doc`'s `components.schemas` and points every request body at them.
 pub fn open_request_bodies(doc: &mut Value) -> Result<()> {
     let schemas = doc
@@ -104,8 +107,19 @@ fn opened(schema: &Value, open: &BTreeSet<String>) -> Value {
     match schema {
         Value::Object(map) => {
             let mut out = Map::new();
+            // An array whose invalid entries the server sets aside instead of refusing the
+            // body (a heartbeat's `vms`: docs/controller.md) takes any entry as read.
+            let set_aside = map.get(SET_ASIDE_KEYWORD) == Some(&Value::from("set-aside"));
             for (k, v) in map {
                 match k.as_str() {
+                    "items" if set_aside => {
+                        out.insert(
+                            k.clone(),
+                            serde_json::json!({
+                                "description": "Any entry: one that is not valid as written is set aside and reported, not refused."
+                            }),
+                        );
+                    }
                     "additionalProperties" if v == &Value::Bool(false) => {}
                     "enum" | "const" | "default" | "example" | "examples" | "required" => {
                         out.insert(k.clone(), v.clone());
@@ -206,6 +220,24 @@ mod tests {
                 "Id": {"type": "string"}
             }}
         })
+    }
+
+    #[test]
+    fn an_array_whose_invalid_entries_are_set_aside_takes_any_entry_as_read() {
+        let mut doc = doc();
+        doc["components"]["schemas"]["Outer"]["properties"]["list"] = json!({
+            "type": "array", "items": {"$ref": "#/components/schemas/Inner"},
+            "x-fleetwire-invalid-items": "set-aside"
+        });
+        open_request_bodies(&mut doc).unwrap();
+        let schemas = &doc["components"]["schemas"];
+        let read = &schemas["OuterAsRead"]["properties"]["list"];
+        assert!(read["items"].get("$ref").is_none(), "{read}");
+        assert_eq!(read["type"], json!("array"));
+        assert_eq!(
+            schemas["Outer"]["properties"]["list"]["items"]["$ref"],
+            json!("#/components/schemas/Inner")
+        );
     }
 
     #[test]

@@ -2081,7 +2081,7 @@ pub struct NodeHeartbeat {
     pub spawn_port: ::std::option::Option<HostPort>,
     ///When the agent built this heartbeat, by the node's own clock. Informational only: staleness is judged on when the controller received the heartbeat, so a node with a wrong clock is not misjudged.
     pub timestamp_utc: crate::timestamp::Timestamp,
-    ///Every VM the agent knows of on this node, in any state. Replaces the controller's list for this node wholesale: a VM missing here is taken to be gone from the node.
+    ///Every VM the agent knows of on this node, in any state. An entry that is not a valid VmRecord is set aside (the node record's rejected_vms), not refused; the rest of the heartbeat is applied. Replaces the controller's list for this node wholesale: a VM missing here is taken to be gone from the node.
     pub vms: ::std::vec::Vec<VmRecord>,
     ///The node's WireGuard address (VM_WG_IP). Replaces the address the controller uses to reach the agent.
     pub wg_ip: Ipv4Address,
