@@ -94,7 +94,10 @@ async fn named_leader(http: &reqwest::Client, port: u16) -> String {
     }
 }
 
-fn sweeps(metrics: &str) -> u64 {
+/// The staleness sweep's pass count in the `/metrics` of the controller on `port`.
+async fn sweeps_of(http: &reqwest::Client, port: u16) -> u64 {
+    let answer = http.get(url(port, "/metrics")).send().await.unwrap();
+    let metrics = answer.text().await.unwrap();
     metrics
         .lines()
         .find_map(|l| l.strip_prefix("fleetwire_controller_staleness_sweeps_total "))
@@ -170,24 +173,8 @@ async fn the_standby_takes_over_a_killed_leader_without_losing_or_flapping_a_nod
     assert_eq!(status, 200, "{cordoned}");
     // Only the leader sweeps.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let standby_metrics = http
-        .get(url(b_port, "/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert_eq!(sweeps(&standby_metrics), 0, "a standby ran the sweep");
-    let leader_metrics = http
-        .get(url(a_port, "/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(sweeps(&leader_metrics) > 0, "the leader never swept");
+    assert_eq!(sweeps_of(&http, b_port).await, 0, "a standby ran the sweep");
+    assert!(sweeps_of(&http, a_port).await > 0, "the leader never swept");
 
     let killed = Instant::now();
     a.kill();
@@ -218,15 +205,10 @@ async fn the_standby_takes_over_a_killed_leader_without_losing_or_flapping_a_nod
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert!(taken.load(Ordering::Relaxed) > taken_at_takeover + NODES as u64);
-    let metrics = http
-        .get(url(b_port, "/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(sweeps(&metrics) > 0, "the new leader does not sweep");
+    assert!(
+        sweeps_of(&http, b_port).await > 0,
+        "the new leader does not sweep"
+    );
 
     // The killed one, restarted, stands by and points at the new leader.
     a = controller(&schema.url, a_port, dir.path());
@@ -241,6 +223,61 @@ async fn the_standby_takes_over_a_killed_leader_without_losing_or_flapping_a_nod
         taken.load(Ordering::Relaxed),
         failed.load(Ordering::Relaxed)
     );
+    a.kill();
+    b.kill();
+}
+
+/// A paused leader (SIGSTOP past its lease, then SIGCONT): the standby takes over by expiry
+/// (the paused one keeps its connection and advisory lock), and the resumed one finds its
+/// renewal refused, steps down and redirects to the new leader; its writer's writes were
+/// fenced meanwhile (the fence itself is `store::postgres`'s, tested there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_paused_leader_loses_the_lease_and_steps_down_when_it_resumes() {
+    let Some(schema) = std::thread::spawn(test_schema).join().unwrap() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (a_port, b_port) = (free_port(), free_port());
+    let http = client();
+    let mut a = controller(&schema.url, a_port, dir.path());
+    until_role(&http, a_port, "leader", Duration::from_secs(20)).await;
+    let mut b = controller(&schema.url, b_port, dir.path());
+    assert_eq!(named_leader(&http, b_port).await, url(a_port, ""));
+    let pid = a.child.id().to_string();
+    let signal = |name: &str| {
+        let status = std::process::Command::new("kill")
+            .args([name, &pid])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill {name} {pid}");
+    };
+    signal("-STOP");
+    let paused = Instant::now();
+    // No fast path: the lease (3 s) must run out first.
+    let takeover = until_role(&http, b_port, "leader", TAKEOVER_BOUND).await;
+    eprintln!("MEASURED: SIGSTOP → the standby leads in {takeover:?} (lease 3 s)");
+    assert!(
+        paused.elapsed() >= Duration::from_secs(2),
+        "the standby took over a live leader's unexpired lease after {:?}",
+        paused.elapsed()
+    );
+    signal("-CONT");
+    until_role(&http, a_port, "standby", Duration::from_secs(10)).await;
+    assert_eq!(named_leader(&http, a_port).await, url(b_port, ""));
+    let log = std::fs::read_to_string(dir.path().join(format!("controller-{a_port}.log"))).unwrap();
+    assert!(log.contains("LEADERSHIP LOST"), "{log}");
+    assert!(log.contains("STEPPED DOWN"), "{log}");
+    // A write sent to the old leader now reaches the new one.
+    let (status, node) = post_json(
+        &http,
+        &url(a_port, "/v1/nodes/heartbeat"),
+        &ppn_heartbeat("paused-node", "127.0.0.1", 9),
+    )
+    .await;
+    assert_eq!(status, 200, "{node}");
+    let (status, nodes) = get_json(&http, &url(b_port, "/v1/nodes")).await;
+    assert_eq!(status, 200);
+    assert_eq!(nodes.as_array().unwrap().len(), 1, "{nodes}");
     a.kill();
     b.kill();
 }
