@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use controller_support::{client, get_json, post_json, ppn_heartbeat};
-use fleetwire::store::postgres_test_schema::test_schema;
+use controller_support::{client, get_json, post_json, ppn_heartbeat, registration, AgentStandIn};
+use fleetwire::store::postgres_test_schema::{test_schema, TestSchema};
 use fleetwire_e2e::{fleetwire, free_port, Running};
 use serde_json::Value;
 
@@ -94,6 +94,37 @@ async fn named_leader(http: &reqwest::Client, port: u16) -> String {
     }
 }
 
+/// Two controllers on a fresh schema: `a` leads, `b` stands by naming it.
+struct Pair {
+    schema: TestSchema,
+    dir: tempfile::TempDir,
+    a_port: u16,
+    b_port: u16,
+    a: Running,
+    b: Running,
+}
+
+/// A [`Pair`], or `None` when PostgreSQL is unreachable (outside CI: `test_schema`).
+async fn leader_and_standby() -> Option<Pair> {
+    // On a thread of its own: the sync client cannot start inside the test's runtime.
+    let schema = std::thread::spawn(test_schema).join().unwrap()?;
+    let dir = tempfile::tempdir().unwrap();
+    let (a_port, b_port) = (free_port(), free_port());
+    let http = client();
+    let a = controller(&schema.url, a_port, dir.path());
+    until_role(&http, a_port, "leader", Duration::from_secs(20)).await;
+    let b = controller(&schema.url, b_port, dir.path());
+    assert_eq!(named_leader(&http, b_port).await, url(a_port, ""));
+    Some(Pair {
+        schema,
+        dir,
+        a_port,
+        b_port,
+        a,
+        b,
+    })
+}
+
 /// The staleness sweep's pass count in the `/metrics` of the controller on `port`.
 async fn sweeps_of(http: &reqwest::Client, port: u16) -> u64 {
     let answer = http.get(url(port, "/metrics")).send().await.unwrap();
@@ -107,18 +138,11 @@ async fn sweeps_of(http: &reqwest::Client, port: u16) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_standby_takes_over_a_killed_leader_without_losing_or_flapping_a_node() {
-    // On a thread of its own: the sync client cannot start inside the test's runtime.
-    let Some(schema) = std::thread::spawn(test_schema).join().unwrap() else {
+    let Some(mut pair) = leader_and_standby().await else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (a_port, b_port) = (free_port(), free_port());
+    let (a_port, b_port) = (pair.a_port, pair.b_port);
     let http = client();
-    let mut a = controller(&schema.url, a_port, dir.path());
-    until_role(&http, a_port, "leader", Duration::from_secs(20)).await;
-    let mut b = controller(&schema.url, b_port, dir.path());
-    until_role(&http, b_port, "standby", Duration::from_secs(20)).await;
-    assert_eq!(named_leader(&http, b_port).await, url(a_port, ""));
 
     // Stand-in PPN agents heartbeat every 500 ms through the standby: its 307 takes them to
     // the leader (reqwest repeats the POST with its body).
@@ -177,10 +201,11 @@ async fn the_standby_takes_over_a_killed_leader_without_losing_or_flapping_a_nod
     assert!(sweeps_of(&http, a_port).await > 0, "the leader never swept");
 
     let killed = Instant::now();
-    a.kill();
+    pair.a.kill();
     let takeover = until_role(&http, b_port, "leader", TAKEOVER_BOUND).await;
     eprintln!("MEASURED: kill -9 → the standby's /readyz says leader in {takeover:?}");
-    let log = std::fs::read_to_string(dir.path().join(format!("controller-{b_port}.log"))).unwrap();
+    let log =
+        std::fs::read_to_string(pair.dir.path().join(format!("controller-{b_port}.log"))).unwrap();
     if let Some(line) = log.lines().find(|l| l.contains("LEADING")) {
         eprintln!("MEASURED: {line}");
     }
@@ -211,7 +236,7 @@ async fn the_standby_takes_over_a_killed_leader_without_losing_or_flapping_a_nod
     );
 
     // The killed one, restarted, stands by and points at the new leader.
-    a = controller(&schema.url, a_port, dir.path());
+    pair.a = controller(&pair.schema.url, a_port, pair.dir.path());
     until_role(&http, a_port, "standby", Duration::from_secs(20)).await;
     assert_eq!(named_leader(&http, a_port).await, url(b_port, ""));
     stop.store(true, Ordering::Relaxed);
@@ -223,8 +248,8 @@ async fn the_standby_takes_over_a_killed_leader_without_losing_or_flapping_a_nod
         taken.load(Ordering::Relaxed),
         failed.load(Ordering::Relaxed)
     );
-    a.kill();
-    b.kill();
+    pair.a.kill();
+    pair.b.kill();
 }
 
 /// A paused leader (SIGSTOP past its lease, then SIGCONT): the standby takes over by expiry
@@ -233,17 +258,12 @@ async fn the_standby_takes_over_a_killed_leader_without_losing_or_flapping_a_nod
 /// fenced meanwhile (the fence itself is `store::postgres`'s, tested there).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_paused_leader_loses_the_lease_and_steps_down_when_it_resumes() {
-    let Some(schema) = std::thread::spawn(test_schema).join().unwrap() else {
+    let Some(mut pair) = leader_and_standby().await else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (a_port, b_port) = (free_port(), free_port());
+    let (a_port, b_port) = (pair.a_port, pair.b_port);
     let http = client();
-    let mut a = controller(&schema.url, a_port, dir.path());
-    until_role(&http, a_port, "leader", Duration::from_secs(20)).await;
-    let mut b = controller(&schema.url, b_port, dir.path());
-    assert_eq!(named_leader(&http, b_port).await, url(a_port, ""));
-    let pid = a.child.id().to_string();
+    let pid = pair.a.child.id().to_string();
     let signal = |name: &str| {
         let status = std::process::Command::new("kill")
             .args([name, &pid])
@@ -264,7 +284,8 @@ async fn a_paused_leader_loses_the_lease_and_steps_down_when_it_resumes() {
     signal("-CONT");
     until_role(&http, a_port, "standby", Duration::from_secs(10)).await;
     assert_eq!(named_leader(&http, a_port).await, url(b_port, ""));
-    let log = std::fs::read_to_string(dir.path().join(format!("controller-{a_port}.log"))).unwrap();
+    let log =
+        std::fs::read_to_string(pair.dir.path().join(format!("controller-{a_port}.log"))).unwrap();
     assert!(log.contains("LEADERSHIP LOST"), "{log}");
     assert!(log.contains("STEPPED DOWN"), "{log}");
     // A write sent to the old leader now reaches the new one.
@@ -278,6 +299,63 @@ async fn a_paused_leader_loses_the_lease_and_steps_down_when_it_resumes() {
     let (status, nodes) = get_json(&http, &url(b_port, "/v1/nodes")).await;
     assert_eq!(status, 200);
     assert_eq!(nodes.as_array().unwrap().len(), 1, "{nodes}");
-    a.kill();
-    b.kill();
+    pair.a.kill();
+    pair.b.kill();
+}
+
+/// Placements sent to both controllers at once (the standby's are redirected to the leader,
+/// whose node locks check and reserve) never overbook a node's disk ledger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_placements_through_both_controllers_never_overbook_a_node() {
+    let Some(mut pair) = leader_and_standby().await else {
+        return;
+    };
+    let (a_port, b_port) = (pair.a_port, pair.b_port);
+    let http = client();
+    let agent = AgentStandIn::start().await;
+    // Two nodes of 100 GB at the default ratio 2.0: 200 GB of reservations each, 20 VMs of 10 GB.
+    for id in ["pg-disk-a", "pg-disk-b"] {
+        let (status, body) = post_json(
+            &http,
+            &url(a_port, "/v1/nodes/register"),
+            &registration(id, agent.port, 100),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        let (status, body) = post_json(
+            &http,
+            &url(b_port, "/v1/nodes/heartbeat"),
+            &ppn_heartbeat(id, "127.0.0.1", agent.port),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let attempts = 60;
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..attempts {
+        let http = http.clone();
+        let port = if i % 2 == 0 { a_port } else { b_port };
+        tasks.spawn(async move {
+            let body = serde_json::json!({"vm_type": "small", "ram_mb": 256, "vcpu_count": 1, "disk_gb": 10});
+            post_json(&http, &url(port, "/v1/vms"), &body).await
+        });
+    }
+    let (mut placed, mut refused) = (0, 0);
+    while let Some(result) = tasks.join_next().await {
+        let (status, body) = result.unwrap();
+        match status {
+            200 => placed += 1,
+            503 if body["code"] == "no_capacity" => refused += 1,
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    assert_eq!(placed, 40, "exactly the ledgers' room is placed");
+    assert_eq!(refused, attempts - 40);
+    for id in ["pg-disk-a", "pg-disk-b"] {
+        let (_, node) = get_json(&http, &url(b_port, &format!("/v1/nodes/{id}"))).await;
+        assert_eq!(node["reserved_disk_gb"], 200, "{node}");
+    }
+    assert_eq!(agent.spawned().len(), 40);
+    pair.a.kill();
+    pair.b.kill();
 }
