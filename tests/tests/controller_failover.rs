@@ -359,3 +359,41 @@ async fn concurrent_placements_through_both_controllers_never_overbook_a_node() 
     pair.a.kill();
     pair.b.kill();
 }
+
+/// The lease flags are checked before anything starts, the message naming the flag.
+#[test]
+fn bad_lease_flags_are_refused_naming_the_flag() {
+    for (flags, says) in [
+        (
+            &["--lease-ttl", "200ms"][..],
+            "--lease-ttl must be at least 1s",
+        ),
+        (
+            &["--advertise-url", "http://leader.example:9203"][..],
+            "the controller serves https://",
+        ),
+        (
+            &[
+                "--plain-http",
+                "--advertise-url",
+                "http://u:pw@leader.example:9203",
+            ][..],
+            "may not have a query, a fragment or credentials",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = fleetwire()
+            .arg("controller")
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{}", free_port()))
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(flags)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(says), "{flags:?}: {stderr}");
+        assert!(!stderr.contains(":pw@"), "{stderr}");
+    }
+}

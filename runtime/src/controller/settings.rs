@@ -63,8 +63,11 @@ pub enum SettingsError {
 /// A standby redirects to `leader_url` + the request's path and query, so the URL is an origin
 /// (and a path prefix at most) of the scheme this controller serves.
 fn check_advertise_url(url: &reqwest::Url, plain_http: bool) -> Result<(), SettingsError> {
+    // Never the password, should the URL carry one.
+    let mut shown = url.clone();
+    let _ = shown.set_password(None);
     let bad = |problem| SettingsError::AdvertiseUrl {
-        url: url.to_string(),
+        url: shown.to_string(),
         problem,
     };
     let wanted = if plain_http { "http" } else { "https" };
