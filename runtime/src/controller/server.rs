@@ -377,9 +377,12 @@ async fn follow_roles(
                     );
                 }
                 Err(error) => {
-                    // The lease lapses unrenewed... no: the lease thread renews it. Say so
-                    // loudly and try again at the next change.
-                    tracing::error!("won the lease but cannot lead: {error:#}");
+                    // Holding the lease without serving would stop the fleet: exit, and the
+                    // lease connection's end lets a standby take over at once (its advisory
+                    // lock goes with it; docs/controller.md, "Several controllers").
+                    tracing::error!("won the lease but cannot lead: {error:#}; exiting");
+                    eprintln!("fleetwire controller: won the lease but cannot lead: {error:#}");
+                    std::process::exit(1);
                 }
             }
         }

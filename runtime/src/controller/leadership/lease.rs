@@ -100,6 +100,9 @@ fn run(config: LeaseConfig, tx: watch::Sender<Role>) {
                         epoch = lead.epoch,
                         "LEADERSHIP LOST: the lease could not be renewed before its end ({error}); standing by"
                     );
+                    if !c.is_closed() {
+                        unlock(c, lead.epoch);
+                    }
                     Role::Standby { leader_url: None }
                 }
             },
