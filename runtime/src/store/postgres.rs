@@ -15,7 +15,10 @@ use postgres::config::{Host, SslMode};
 use postgres::{Client, Config, NoTls, Transaction};
 
 use super::backend::{Durability, Store};
-use super::contact_log::{self, Encoder, MergeError};
+use super::batch_rules::{
+    attach_latest_contacts, deletions, liveness_contact, log_error, logged, text,
+};
+use super::contact_log::{self, Encoder};
 use super::error::StoreError;
 use super::node_rows::{NodeWrite, StoredNode};
 use super::sqlite::FOLD_AFTER_BATCHES;
@@ -445,22 +448,7 @@ impl Store for PostgresStore {
                 flags: text(3)?,
             });
         }
-        let batches = read_contact_log(&mut *self.client)?;
-        let blobs: Vec<&[u8]> = batches.iter().map(|(_, blob)| blob.as_slice()).collect();
-        let mut next = 0;
-        contact_log::for_each_latest(&blobs, |id, time| {
-            while nodes
-                .get(next)
-                .is_some_and(|node| node.node_id.as_str() < id)
-            {
-                next += 1;
-            }
-            if let Some(node) = nodes.get_mut(next).filter(|node| node.node_id == id) {
-                node.seen = Some(time);
-            }
-            Ok::<(), StoreError>(())
-        })
-        .map_err(|e| log_error(&batches, e))?;
+        attach_latest_contacts(&mut nodes, &read_contact_log(&mut *self.client)?)?;
         Ok(nodes)
     }
 
@@ -468,16 +456,7 @@ impl Store for PostgresStore {
         if batch.is_empty() {
             return Ok(());
         }
-        // As on SQLite: a node's logged contacts go with its deletion, and so do the batch's
-        // own contacts of it queued before its last deletion.
-        let deleted: HashMap<&str, usize> = batch
-            .iter()
-            .enumerate()
-            .filter_map(|(i, write)| match write {
-                NodeWrite::Delete(id) => Some((id.as_str(), i)),
-                _ => None,
-            })
-            .collect();
+        let deleted = deletions(batch);
         let rows = RowArrays::of(batch, &deleted)?;
         let mut tx = self.client.transaction().map_err(err("begin"))?;
         if let Some(fence) = &self.fence {
@@ -509,10 +488,10 @@ impl Store for PostgresStore {
             tx.execute(DELETE, &[&rows.deletes])
                 .map_err(err("delete nodes"))?;
         }
-        let not_deleted_after = |i: usize| {
-            deleted.is_empty() || deleted.get(batch[i].node_id()).is_none_or(|&at| at < i)
-        };
-        if let Some(blob) = self.contacts.encode_where(batch, not_deleted_after)? {
+        if let Some(blob) = self
+            .contacts
+            .encode_where(batch, |i| logged(batch, &deleted, i))?
+        {
             tx.execute(LOG_CONTACTS, &[&blob])
                 .map_err(err("log contacts"))?;
             log_rows += 1;
@@ -615,17 +594,6 @@ fn read_contact_log(
         .collect()
 }
 
-/// A failed merge of the contact log's rows `batches`, as a store error naming the row.
-fn log_error<E: Into<StoreError>>(batches: &[(i64, Vec<u8>)], error: MergeError<E>) -> StoreError {
-    match error {
-        MergeError::Damaged { blob, error } => StoreError::ContactLogRow {
-            batch: batches[blob].0,
-            cause: error.to_string(),
-        },
-        MergeError::Stopped(error) => error.into(),
-    }
-}
-
 /// Folds the contact log into one row (leaving out the nodes `keep` refuses); the log's row
 /// count after it.
 fn fold(
@@ -668,16 +636,7 @@ fn liveness_into_contact_log(tx: &mut Transaction) -> Result<(), StoreError> {
     for row in rows {
         let node_id: String = row.try_get(0).map_err(err("read liveness"))?;
         let text: String = row.try_get(1).map_err(err("read liveness"))?;
-        let last_heartbeat = text
-            .parse()
-            .map_err(|e| StoreError::UnreadableContactTime {
-                node_id: node_id.clone(),
-                cause: format!("{e}"),
-            })?;
-        times.push(NodeWrite::Seen {
-            node_id: node_id.into(),
-            last_heartbeat,
-        });
+        times.push(liveness_contact(node_id, &text)?);
     }
     let mut encoder = Encoder::default();
     if let Some(blob) = encoder.encode(&times)? {
@@ -687,10 +646,4 @@ fn liveness_into_contact_log(tx: &mut Transaction) -> Result<(), StoreError> {
     }
     tx.batch_execute("DROP TABLE liveness")
         .map_err(err("drop liveness"))
-}
-
-fn text(bytes: &[u8]) -> Result<&str, StoreError> {
-    std::str::from_utf8(bytes).map_err(|e| StoreError::NotUtf8 {
-        cause: e.to_string(),
-    })
 }
