@@ -3,7 +3,6 @@
 //! then flushes the store.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context;
 
@@ -17,8 +16,7 @@ use super::own_certs::{self, issue_server, server_names};
 use super::settings::Settings;
 use super::shared::{Controller, Credentials, Started};
 use crate::fleet_identity::renewal_due;
-use crate::store::bootstrap_tokens::SqliteBootstrapTokens;
-use crate::store::sqlite::SqliteStore;
+use crate::store::open::{open, Database};
 use crate::tls_server::{server_config, ClientCerts, Peer, ReloadableCert, TlsListener, WithPeer};
 
 /// `fleetwire controller`.
@@ -26,6 +24,13 @@ pub fn run(args: ControllerArgs) -> ExitCode {
     init_logging(args.log_format);
     let settings = match Settings::from_args(&args) {
         Ok(settings) => settings,
+        Err(message) => {
+            eprintln!("fleetwire controller: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let db = match args.database() {
+        Ok(db) => db,
         Err(message) => {
             eprintln!("fleetwire controller: {message}");
             return ExitCode::from(2);
@@ -41,7 +46,7 @@ pub fn run(args: ControllerArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(args, settings)) {
+    match runtime.block_on(serve(args, db, settings)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!("{error:#}");
@@ -51,12 +56,9 @@ pub fn run(args: ControllerArgs) -> ExitCode {
     }
 }
 
-async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
-    let db = args
-        .db
-        .clone()
-        .unwrap_or_else(|| args.data_dir.join("controller.sqlite3"));
-    let store = SqliteStore::open(&db)?;
+async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow::Result<()> {
+    // Blocking: PostgreSQL connects and migrates here.
+    let (store, bootstrap_tokens) = tokio::task::block_in_place(|| open(&db))?;
     // mTLS mode cannot run without a CA: it is the data directory's unless placed elsewhere.
     let ca_dir = match (&args.ca_dir, settings.plain_http) {
         (Some(dir), _) => Some(dir.clone()),
@@ -82,14 +84,14 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
     }
     let credentials = Credentials {
         operators,
-        bootstrap_tokens: Some(Arc::new(SqliteBootstrapTokens::open(&db)?)),
+        bootstrap_tokens: Some(bootstrap_tokens),
     };
     let Started {
         controller,
         writer,
         probe_requests,
-    } = Controller::start(settings, Box::new(store), ca, credentials)
-        .with_context(|| format!("starting on the store {}", db.display()))?;
+    } = Controller::start(settings, store, ca, credentials)
+        .with_context(|| format!("starting on the store {db}"))?;
     let tcp = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -111,7 +113,7 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
                 "--plain-http with a CA (--ca-dir): every registration gets a certificate of that CA without proving anything; never share this CA with a fleet in mTLS mode"
             );
         }
-        tracing::info!(listen = %listen, db = %db.display(), ca = ?ca_dir, transport = "plain_http", "controller serving");
+        tracing::info!(listen = %listen, db = %db, ca = ?ca_dir, transport = "plain_http", "controller serving");
         // Answers go out as soon as they are written (no Nagle delay behind an unacknowledged
         // segment, which a large `GET /v1/fleet` answer would otherwise meet).
         let listener = axum::serve::ListenerExt::tap_io(tcp, |stream| {
@@ -144,7 +146,7 @@ async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
         let names: Vec<String> = names.iter().map(ToString::to_string).collect();
         tracing::info!(
             listen = %listen,
-            db = %db.display(),
+            db = %db,
             ca = ?ca_dir,
             transport = "mtls",
             server_names = %names.join(","),
