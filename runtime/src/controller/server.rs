@@ -57,8 +57,7 @@ pub fn run(args: ControllerArgs) -> ExitCode {
 }
 
 async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow::Result<()> {
-    // Blocking: PostgreSQL connects and migrates here.
-    let (store, bootstrap_tokens) = tokio::task::block_in_place(|| open(&db))?;
+    let (store, bootstrap_tokens) = open(&db)?;
     // mTLS mode cannot run without a CA: it is the data directory's unless placed elsewhere.
     let ca_dir = match (&args.ca_dir, settings.plain_http) {
         (Some(dir), _) => Some(dir.clone()),

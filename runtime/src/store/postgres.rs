@@ -162,6 +162,19 @@ impl Drop for OwnThreadDrop {
     }
 }
 
+/// Runs `work` where the sync client can block: on this thread, or, when this thread drives an
+/// async runtime (the controller's start-up loads the fleet there), on a scoped thread of its
+/// own, since the client's own runtime cannot run inside another.
+pub fn off_runtime<T: Send>(work: impl FnOnce() -> T + Send) -> T {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return work();
+    }
+    std::thread::scope(|scope| match scope.spawn(work).join() {
+        Ok(value) => value,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
+}
+
 pub struct PostgresStore {
     client: OwnThreadDrop,
     fence: Option<Fence>,
@@ -356,6 +369,10 @@ impl PostgresStore {
     /// Connects to `url` and migrates its schema (the connection's `search_path`) to
     /// [`SCHEMA_VERSION`]; a schema a newer build migrated is refused untouched.
     pub fn connect(url: &str) -> Result<PostgresStore, StoreError> {
+        off_runtime(|| Self::connect_here(url))
+    }
+
+    fn connect_here(url: &str) -> Result<PostgresStore, StoreError> {
         let mut client = connect_client(url)?;
         migrate(&mut client)?;
         let log_rows: i64 = client
@@ -428,6 +445,39 @@ fn migrate(client: &mut Client) -> Result<(), StoreError> {
 
 impl Store for PostgresStore {
     fn load_nodes(&mut self) -> Result<Vec<StoredNode>, StoreError> {
+        off_runtime(|| self.load_here())
+    }
+
+    fn write(&mut self, batch: &[NodeWrite], durability: Durability) -> Result<(), StoreError> {
+        off_runtime(|| self.write_here(batch, durability))
+    }
+
+    fn check(&mut self) -> Result<(), StoreError> {
+        off_runtime(|| {
+            self.client
+                .query_one(
+                    "SELECT count(*) FROM (SELECT 1 FROM nodes LIMIT 1) AS one",
+                    &[],
+                )
+                .map(|_| ())
+                .map_err(err("check"))
+        })
+    }
+
+    fn schema_version(&mut self) -> Result<u32, StoreError> {
+        off_runtime(|| {
+            let version: Option<i32> = self
+                .client
+                .query_one("SELECT max(version) FROM fleetwire_schema", &[])
+                .map_err(err("read the schema version"))?
+                .get(0);
+            Ok(version.unwrap_or(0) as u32)
+        })
+    }
+}
+
+impl PostgresStore {
+    fn load_here(&mut self) -> Result<Vec<StoredNode>, StoreError> {
         let rows = self.client.query(LOAD, &[]).map_err(err("load nodes"))?;
         let mut nodes = Vec::with_capacity(rows.len());
         for row in rows {
@@ -452,7 +502,11 @@ impl Store for PostgresStore {
         Ok(nodes)
     }
 
-    fn write(&mut self, batch: &[NodeWrite], durability: Durability) -> Result<(), StoreError> {
+    fn write_here(
+        &mut self,
+        batch: &[NodeWrite],
+        durability: Durability,
+    ) -> Result<(), StoreError> {
         if batch.is_empty() {
             return Ok(());
         }
@@ -502,25 +556,6 @@ impl Store for PostgresStore {
         tx.commit().map_err(err("commit"))?;
         self.log_rows = log_rows;
         Ok(())
-    }
-
-    fn check(&mut self) -> Result<(), StoreError> {
-        self.client
-            .query_one(
-                "SELECT count(*) FROM (SELECT 1 FROM nodes LIMIT 1) AS one",
-                &[],
-            )
-            .map(|_| ())
-            .map_err(err("check"))
-    }
-
-    fn schema_version(&mut self) -> Result<u32, StoreError> {
-        let version: Option<i32> = self
-            .client
-            .query_one("SELECT max(version) FROM fleetwire_schema", &[])
-            .map_err(err("read the schema version"))?
-            .get(0);
-        Ok(version.unwrap_or(0) as u32)
     }
 }
 

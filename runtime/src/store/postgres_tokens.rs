@@ -20,7 +20,7 @@ use super::bootstrap_tokens::{
     Redeemed, StoredToken, TokenRefusal, CREATE_ATTEMPTS, KEEP_EXPIRED,
 };
 use super::error::StoreError;
-use super::postgres::{connect_client, with_schema_lock, OwnThreadDrop};
+use super::postgres::{connect_client, off_runtime, with_schema_lock, OwnThreadDrop};
 use crate::bootstrap_token::SplitToken;
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS bootstrap_tokens (
@@ -44,18 +44,21 @@ fn err(doing: &'static str) -> impl Fn(postgres::Error) -> StoreError {
 impl PostgresBootstrapTokens {
     /// Connects to `url` on a connection of its own and creates the table if it is missing.
     pub fn connect(url: &str) -> Result<PostgresBootstrapTokens, StoreError> {
-        let mut client = connect_client(url)?;
-        with_schema_lock(&mut client, |tx| {
-            tx.batch_execute(SCHEMA)
-                .map_err(err("create the bootstrap_tokens table"))
+        let client = off_runtime(|| {
+            let mut client = connect_client(url)?;
+            with_schema_lock(&mut client, |tx| {
+                tx.batch_execute(SCHEMA)
+                    .map_err(err("create the bootstrap_tokens table"))
+            })?;
+            Ok::<_, StoreError>(client)
         })?;
         Ok(PostgresBootstrapTokens {
             client: Mutex::new(OwnThreadDrop::new(client)),
         })
     }
 
-    fn with<T>(&self, work: impl FnOnce(&mut Client) -> T) -> T {
-        work(&mut self.client.lock())
+    fn with<T: Send>(&self, work: impl FnOnce(&mut Client) -> T + Send) -> T {
+        off_runtime(|| work(&mut self.client.lock()))
     }
 }
 
