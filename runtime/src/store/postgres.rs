@@ -682,3 +682,149 @@ fn liveness_into_contact_log(tx: &mut Transaction) -> Result<(), StoreError> {
     tx.batch_execute("DROP TABLE liveness")
         .map_err(err("drop liveness"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::postgres_test_schema::test_schema;
+
+    fn lease(url: &str, holder: &str, epoch: i64, seconds: i64) {
+        let mut client = connect_client(url).unwrap();
+        client
+            .execute(
+                "INSERT INTO controller_lease (id, holder, leader_url, epoch, expires_at)
+                 VALUES (1, $1, 'https://c:9203', $2, now() + make_interval(secs => $3))
+                 ON CONFLICT (id) DO UPDATE SET holder = excluded.holder,
+                   epoch = excluded.epoch, expires_at = excluded.expires_at",
+                &[&holder, &epoch, &(seconds as f64)],
+            )
+            .unwrap();
+    }
+
+    #[test]
+    fn a_batch_after_the_epoch_moved_on_fails_and_writes_nothing() {
+        let Some(schema) = test_schema() else { return };
+        let mut store = PostgresStore::connect(&schema.url).unwrap().fenced(Fence {
+            holder: "c1".into(),
+            epoch: 7,
+        });
+        // No lease at all: fenced.
+        let row = |id: &str| NodeWrite::Upsert(Box::new(StoredNode::for_test(id, "1")));
+        assert_eq!(
+            store.write(&[row("a")], Durability::Commit),
+            Err(StoreError::Fenced { epoch: 7 })
+        );
+        lease(&schema.url, "c1", 7, 30);
+        store.write(&[row("a")], Durability::Commit).unwrap();
+        // Another controller took over: epoch 8. Nothing of the batch lands, contacts included.
+        lease(&schema.url, "c2", 8, 30);
+        let seen = NodeWrite::Seen {
+            node_id: "a".into(),
+            last_heartbeat: "2026-11-30T10:00:00Z".parse().unwrap(),
+        };
+        let error = store
+            .write(
+                &[row("b"), seen, NodeWrite::Delete("a".into())],
+                Durability::Behind,
+            )
+            .unwrap_err();
+        assert_eq!(error, StoreError::Fenced { epoch: 7 });
+        assert!(
+            error
+                .to_string()
+                .contains("no longer holds the leader lease"),
+            "{error}"
+        );
+        let mut reader = PostgresStore::connect(&schema.url).unwrap();
+        let rows = reader.load_nodes().unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].node_id.as_str(), rows[0].seen), ("a", None));
+        // Its own lease, lapsed: fenced too.
+        lease(&schema.url, "c1", 7, -1);
+        assert!(matches!(
+            store.write(&[row("c")], Durability::Commit),
+            Err(StoreError::Fenced { .. })
+        ));
+    }
+
+    #[test]
+    fn controllers_starting_together_on_an_empty_schema_migrate_it_once() {
+        let Some(schema) = test_schema() else { return };
+        let barrier = Arc::new(std::sync::Barrier::new(4));
+        let starts: Vec<_> = (0..4)
+            .map(|_| {
+                let (url, barrier) = (schema.url.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    PostgresStore::connect(&url).map(|mut s| s.schema_version())
+                })
+            })
+            .collect();
+        for start in starts {
+            assert_eq!(start.join().unwrap().unwrap(), Ok(SCHEMA_VERSION));
+        }
+        let mut client = connect_client(&schema.url).unwrap();
+        let versions: i64 = client
+            .query_one("SELECT count(*) FROM fleetwire_schema", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(versions, SCHEMA_VERSION as i64);
+    }
+
+    #[test]
+    fn a_version_4_schema_has_its_liveness_times_folded_into_the_contact_log() {
+        let Some(schema) = test_schema() else { return };
+        let mut client = connect_client(&schema.url).unwrap();
+        client.batch_execute(VERSION_TABLE).unwrap();
+        for (i, migration) in MIGRATIONS[..4].iter().enumerate() {
+            let Migration::Sql(sql) = migration else {
+                panic!("migrations up to 4 are SQL");
+            };
+            client.batch_execute(sql).unwrap();
+            client
+                .execute(
+                    "INSERT INTO fleetwire_schema (version) VALUES ($1)",
+                    &[&(i as i32 + 1)],
+                )
+                .unwrap();
+        }
+        client
+            .batch_execute(
+                "INSERT INTO nodes (node_id, record, vms, flags)
+                     VALUES ('a', '{}', '[]', '{}'), ('b', '{}', '[]', '{}');
+                 INSERT INTO liveness VALUES ('a', '2026-01-01T00:00:01Z');",
+            )
+            .unwrap();
+        let blob = Encoder::default()
+            .encode(&[NodeWrite::Seen {
+                node_id: "b".into(),
+                last_heartbeat: "2026-01-01T00:00:05Z".parse().unwrap(),
+            }])
+            .unwrap()
+            .unwrap()
+            .to_vec();
+        client.execute(LOG_CONTACTS, &[&blob]).unwrap();
+        let mut store = PostgresStore::connect(&schema.url).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        let seen: Vec<Option<String>> = store
+            .load_nodes()
+            .unwrap()
+            .iter()
+            .map(|n| n.seen.map(|t| t.to_string()))
+            .collect();
+        assert_eq!(
+            seen,
+            ["2026-01-01T00:00:01Z", "2026-01-01T00:00:05Z"].map(|t| Some(t.to_string()))
+        );
+        assert_eq!(store.log_rows, 1);
+        let liveness: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()
+                   AND tablename = 'liveness'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(liveness, 0);
+    }
+}
