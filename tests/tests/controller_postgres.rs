@@ -160,3 +160,46 @@ fn a_bad_or_unreachable_database_is_refused_with_a_clear_message() {
     );
     assert!(!stderr.contains("hunter2"), "{stderr}");
 }
+
+/// `fleetwire token ARGS --db URL`: (code, stdout, stderr).
+fn token(args: &[&str], db: &str) -> (i32, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let output = fleetwire()
+        .arg("token")
+        .args(args)
+        .args(["--db", db])
+        .env("FLEETWIRE_DATA_DIR", dir.path())
+        .env_remove("FLEETWIRE_DB")
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_token_commands_work_on_the_postgres_database() {
+    let Some(schema) = test_schema() else { return };
+    // Before any controller made the table, the command makes it (under the schema lock).
+    let (code, stdout, stderr) = token(&["create", "--node-id", "gpu-07"], &schema.url);
+    assert_eq!(code, 0, "{stderr}");
+    let secret = stdout.trim();
+    let token_id = secret.split('.').next().unwrap();
+    let (code, listed, stderr) = token(&["list"], &schema.url);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        listed.contains(token_id) && listed.contains("gpu-07") && listed.contains("unused"),
+        "{listed}"
+    );
+    assert!(!listed.contains(secret), "{listed}");
+    let (code, _, stderr) = token(&["delete", token_id], &schema.url);
+    assert_eq!(code, 0, "{stderr}");
+    let (_, listed, _) = token(&["list"], &schema.url);
+    assert!(!listed.contains(token_id), "{listed}");
+    // A URL clap cannot take is refused without echoing its password.
+    let (code, _, stderr) = token(&["list"], "mysql://fw:hunter2@127.0.0.1/x");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+}
