@@ -177,6 +177,9 @@ pub fn off_runtime<T: Send>(work: impl FnOnce() -> T + Send) -> T {
 
 pub struct PostgresStore {
     client: OwnThreadDrop,
+    /// To connect again when the server closed the connection (a restart, a failover of the
+    /// database): the writer retries a failed batch, and the retry finds a new connection.
+    url: String,
     fence: Option<Fence>,
     /// Rows in `contact_log`: the folded row, if any, and the batches logged since.
     log_rows: u32,
@@ -381,6 +384,7 @@ impl PostgresStore {
             .get(0);
         Ok(PostgresStore {
             client: OwnThreadDrop::new(client),
+            url: url.to_string(),
             fence: None,
             log_rows: log_rows as u32,
             contacts: Encoder::default(),
@@ -454,6 +458,7 @@ impl Store for PostgresStore {
 
     fn check(&mut self) -> Result<(), StoreError> {
         off_runtime(|| {
+            self.reconnect_if_closed()?;
             self.client
                 .query_one(
                     "SELECT count(*) FROM (SELECT 1 FROM nodes LIMIT 1) AS one",
@@ -477,7 +482,25 @@ impl Store for PostgresStore {
 }
 
 impl PostgresStore {
+    /// A new connection when the server closed this one; the contact log counted again (what
+    /// the failed batch did is unknown only to us: it was rolled back).
+    fn reconnect_if_closed(&mut self) -> Result<(), StoreError> {
+        if !self.client.is_closed() {
+            return Ok(());
+        }
+        let mut client = connect_client(&self.url)?;
+        let log_rows: i64 = client
+            .query_one("SELECT count(*) FROM contact_log", &[])
+            .map_err(err("count the contact log"))?
+            .get(0);
+        tracing::warn!("reconnected to PostgreSQL after the server closed the connection");
+        self.client = OwnThreadDrop::new(client);
+        self.log_rows = log_rows as u32;
+        Ok(())
+    }
+
     fn load_here(&mut self) -> Result<Vec<StoredNode>, StoreError> {
+        self.reconnect_if_closed()?;
         let rows = self.client.query(LOAD, &[]).map_err(err("load nodes"))?;
         let mut nodes = Vec::with_capacity(rows.len());
         for row in rows {
@@ -510,6 +533,7 @@ impl PostgresStore {
         if batch.is_empty() {
             return Ok(());
         }
+        self.reconnect_if_closed()?;
         let deleted = deletions(batch);
         let rows = RowArrays::of(batch, &deleted)?;
         let mut tx = self.client.transaction().map_err(err("begin"))?;
@@ -745,6 +769,31 @@ mod tests {
             store.write(&[row("c")], Durability::Commit),
             Err(StoreError::Fenced { .. })
         ));
+    }
+
+    #[test]
+    fn a_store_whose_connection_was_closed_connects_again_on_its_next_write() {
+        let Some(schema) = test_schema() else { return };
+        let mut store = PostgresStore::connect(&schema.url).unwrap();
+        let row = |id: &str| NodeWrite::Upsert(Box::new(StoredNode::for_test(id, "1")));
+        store.write(&[row("a")], Durability::Commit).unwrap();
+        // The server ends the store's session, as a restart of the database would.
+        let mut admin = connect_client(&schema.url).unwrap();
+        let pid: i32 = store
+            .client
+            .query_one("SELECT pg_backend_pid()", &[])
+            .unwrap()
+            .get(0);
+        admin
+            .execute("SELECT pg_terminate_backend($1)", &[&pid])
+            .unwrap();
+        // The first write finds the connection gone (the writer retries it), the next one
+        // connects again.
+        let first = store.write(&[row("b")], Durability::Commit);
+        if first.is_err() {
+            store.write(&[row("b")], Durability::Commit).unwrap();
+        }
+        assert_eq!(store.load_nodes().unwrap().len(), 2);
     }
 
     #[test]
