@@ -34,8 +34,11 @@ use crate::tls_server::{server_config, ClientCerts, Peer, ReloadableCert, TlsLis
 /// `fleetwire controller`.
 pub fn run(args: ControllerArgs) -> ExitCode {
     init_logging(args.log_format);
-    let settings = match Settings::from_args(&args) {
-        Ok(settings) => settings,
+    let checked = Settings::from_args(&args)
+        .map_err(|e| e.to_string())
+        .and_then(|settings| Ok((settings, args.database()?)));
+    let (settings, db) = match checked {
+        Ok(checked) => checked,
         Err(message) => {
             eprintln!("fleetwire controller: {message}");
             return ExitCode::from(2);
@@ -51,7 +54,7 @@ pub fn run(args: ControllerArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(args, settings)) {
+    match runtime.block_on(serve(args, db, settings)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!("{error:#}");
@@ -161,11 +164,7 @@ fn advertise_url(settings: &Settings, listen: std::net::SocketAddr) -> String {
     format!("{scheme}://{host}:{}", listen.port())
 }
 
-async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
-    let db = args
-        .db
-        .clone()
-        .unwrap_or_else(|| Database::in_data_dir(&args.data_dir));
+async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow::Result<()> {
     // mTLS mode cannot run without a CA: it is the data directory's unless placed elsewhere.
     let ca_dir = match (&args.ca_dir, settings.plain_http) {
         (Some(dir), _) => Some(dir.clone()),

@@ -7,6 +7,7 @@
 //! commits registrations, cordons and placements before their request is answered.
 
 pub mod backend;
+pub mod batch_rules;
 pub mod bootstrap_tokens;
 pub mod contact_log;
 pub mod error;

@@ -73,6 +73,15 @@ impl fmt::Debug for Database {
     }
 }
 
+/// The database of a `--db` value (`None`: `controller.sqlite3` in `data_dir`), or why it is
+/// none, as `--db`'s error.
+pub fn parse_db(db: Option<&str>, data_dir: &std::path::Path) -> Result<Database, String> {
+    match db {
+        None => Ok(Database::in_data_dir(data_dir)),
+        Some(text) => text.parse().map_err(|e| format!("--db: {e}")),
+    }
+}
+
 /// A database's node store and bootstrap tokens.
 pub type Opened = (Box<dyn Store>, Arc<dyn BootstrapTokenStore>);
 

@@ -15,7 +15,10 @@ use postgres::config::{Host, SslMode};
 use postgres::{Client, Config, NoTls, Transaction};
 
 use super::backend::{Durability, Store};
-use super::contact_log::{self, Encoder, MergeError};
+use super::batch_rules::{
+    attach_latest_contacts, deletions, liveness_contact, log_error, logged, text,
+};
+use super::contact_log::{self, Encoder};
 use super::error::StoreError;
 use super::node_rows::{NodeWrite, StoredNode};
 use super::sqlite::FOLD_AFTER_BATCHES;
@@ -159,8 +162,24 @@ impl Drop for OwnThreadDrop {
     }
 }
 
+/// Runs `work` where the sync client can block: on this thread, or, when this thread drives an
+/// async runtime (the controller's start-up loads the fleet there), on a scoped thread of its
+/// own, since the client's own runtime cannot run inside another.
+pub fn off_runtime<T: Send>(work: impl FnOnce() -> T + Send) -> T {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return work();
+    }
+    std::thread::scope(|scope| match scope.spawn(work).join() {
+        Ok(value) => value,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
+}
+
 pub struct PostgresStore {
     client: OwnThreadDrop,
+    /// To connect again when the server closed the connection (a restart, a failover of the
+    /// database): the writer retries a failed batch, and the retry finds a new connection.
+    url: String,
     fence: Option<Fence>,
     /// Rows in `contact_log`: the folded row, if any, and the batches logged since.
     log_rows: u32,
@@ -353,6 +372,10 @@ impl PostgresStore {
     /// Connects to `url` and migrates its schema (the connection's `search_path`) to
     /// [`SCHEMA_VERSION`]; a schema a newer build migrated is refused untouched.
     pub fn connect(url: &str) -> Result<PostgresStore, StoreError> {
+        off_runtime(|| Self::connect_here(url))
+    }
+
+    fn connect_here(url: &str) -> Result<PostgresStore, StoreError> {
         let mut client = connect_client(url)?;
         migrate(&mut client)?;
         let log_rows: i64 = client
@@ -361,6 +384,7 @@ impl PostgresStore {
             .get(0);
         Ok(PostgresStore {
             client: OwnThreadDrop::new(client),
+            url: url.to_string(),
             fence: None,
             log_rows: log_rows as u32,
             contacts: Encoder::default(),
@@ -425,6 +449,58 @@ fn migrate(client: &mut Client) -> Result<(), StoreError> {
 
 impl Store for PostgresStore {
     fn load_nodes(&mut self) -> Result<Vec<StoredNode>, StoreError> {
+        off_runtime(|| self.load_here())
+    }
+
+    fn write(&mut self, batch: &[NodeWrite], durability: Durability) -> Result<(), StoreError> {
+        off_runtime(|| self.write_here(batch, durability))
+    }
+
+    fn check(&mut self) -> Result<(), StoreError> {
+        off_runtime(|| {
+            self.reconnect_if_closed()?;
+            self.client
+                .query_one(
+                    "SELECT count(*) FROM (SELECT 1 FROM nodes LIMIT 1) AS one",
+                    &[],
+                )
+                .map(|_| ())
+                .map_err(err("check"))
+        })
+    }
+
+    fn schema_version(&mut self) -> Result<u32, StoreError> {
+        off_runtime(|| {
+            let version: Option<i32> = self
+                .client
+                .query_one("SELECT max(version) FROM fleetwire_schema", &[])
+                .map_err(err("read the schema version"))?
+                .get(0);
+            Ok(version.unwrap_or(0) as u32)
+        })
+    }
+}
+
+impl PostgresStore {
+    /// A new connection when the server closed this one; the contact log counted again (what
+    /// the failed batch did is unknown only to us: it was rolled back).
+    fn reconnect_if_closed(&mut self) -> Result<(), StoreError> {
+        if !self.client.is_closed() {
+            return Ok(());
+        }
+        let mut client = connect_client(&self.url)?;
+        let log_rows: i64 = client
+            .query_one("SELECT count(*) FROM contact_log", &[])
+            .map_err(err("count the contact log"))?
+            .get(0);
+        tracing::warn!("reconnected to PostgreSQL after the server closed the connection");
+        self.client = OwnThreadDrop::new(client);
+        self.log_rows = log_rows as u32;
+        Ok(())
+    }
+
+    fn load_here(&mut self) -> Result<Vec<StoredNode>, StoreError> {
+        self.reconnect_if_closed()?;
         let rows = self.client.query(LOAD, &[]).map_err(err("load nodes"))?;
         let mut nodes = Vec::with_capacity(rows.len());
         for row in rows {
@@ -445,39 +521,20 @@ impl Store for PostgresStore {
                 flags: text(3)?,
             });
         }
-        let batches = read_contact_log(&mut *self.client)?;
-        let blobs: Vec<&[u8]> = batches.iter().map(|(_, blob)| blob.as_slice()).collect();
-        let mut next = 0;
-        contact_log::for_each_latest(&blobs, |id, time| {
-            while nodes
-                .get(next)
-                .is_some_and(|node| node.node_id.as_str() < id)
-            {
-                next += 1;
-            }
-            if let Some(node) = nodes.get_mut(next).filter(|node| node.node_id == id) {
-                node.seen = Some(time);
-            }
-            Ok::<(), StoreError>(())
-        })
-        .map_err(|e| log_error(&batches, e))?;
+        attach_latest_contacts(&mut nodes, &read_contact_log(&mut *self.client)?)?;
         Ok(nodes)
     }
 
-    fn write(&mut self, batch: &[NodeWrite], durability: Durability) -> Result<(), StoreError> {
+    fn write_here(
+        &mut self,
+        batch: &[NodeWrite],
+        durability: Durability,
+    ) -> Result<(), StoreError> {
         if batch.is_empty() {
             return Ok(());
         }
-        // As on SQLite: a node's logged contacts go with its deletion, and so do the batch's
-        // own contacts of it queued before its last deletion.
-        let deleted: HashMap<&str, usize> = batch
-            .iter()
-            .enumerate()
-            .filter_map(|(i, write)| match write {
-                NodeWrite::Delete(id) => Some((id.as_str(), i)),
-                _ => None,
-            })
-            .collect();
+        self.reconnect_if_closed()?;
+        let deleted = deletions(batch);
         let rows = RowArrays::of(batch, &deleted)?;
         let mut tx = self.client.transaction().map_err(err("begin"))?;
         if let Some(fence) = &self.fence {
@@ -509,10 +566,10 @@ impl Store for PostgresStore {
             tx.execute(DELETE, &[&rows.deletes])
                 .map_err(err("delete nodes"))?;
         }
-        let not_deleted_after = |i: usize| {
-            deleted.is_empty() || deleted.get(batch[i].node_id()).is_none_or(|&at| at < i)
-        };
-        if let Some(blob) = self.contacts.encode_where(batch, not_deleted_after)? {
+        if let Some(blob) = self
+            .contacts
+            .encode_where(batch, |i| logged(batch, &deleted, i))?
+        {
             tx.execute(LOG_CONTACTS, &[&blob])
                 .map_err(err("log contacts"))?;
             log_rows += 1;
@@ -523,25 +580,6 @@ impl Store for PostgresStore {
         tx.commit().map_err(err("commit"))?;
         self.log_rows = log_rows;
         Ok(())
-    }
-
-    fn check(&mut self) -> Result<(), StoreError> {
-        self.client
-            .query_one(
-                "SELECT count(*) FROM (SELECT 1 FROM nodes LIMIT 1) AS one",
-                &[],
-            )
-            .map(|_| ())
-            .map_err(err("check"))
-    }
-
-    fn schema_version(&mut self) -> Result<u32, StoreError> {
-        let version: Option<i32> = self
-            .client
-            .query_one("SELECT max(version) FROM fleetwire_schema", &[])
-            .map_err(err("read the schema version"))?
-            .get(0);
-        Ok(version.unwrap_or(0) as u32)
     }
 }
 
@@ -615,17 +653,6 @@ fn read_contact_log(
         .collect()
 }
 
-/// A failed merge of the contact log's rows `batches`, as a store error naming the row.
-fn log_error<E: Into<StoreError>>(batches: &[(i64, Vec<u8>)], error: MergeError<E>) -> StoreError {
-    match error {
-        MergeError::Damaged { blob, error } => StoreError::ContactLogRow {
-            batch: batches[blob].0,
-            cause: error.to_string(),
-        },
-        MergeError::Stopped(error) => error.into(),
-    }
-}
-
 /// Folds the contact log into one row (leaving out the nodes `keep` refuses); the log's row
 /// count after it.
 fn fold(
@@ -668,16 +695,7 @@ fn liveness_into_contact_log(tx: &mut Transaction) -> Result<(), StoreError> {
     for row in rows {
         let node_id: String = row.try_get(0).map_err(err("read liveness"))?;
         let text: String = row.try_get(1).map_err(err("read liveness"))?;
-        let last_heartbeat = text
-            .parse()
-            .map_err(|e| StoreError::UnreadableContactTime {
-                node_id: node_id.clone(),
-                cause: format!("{e}"),
-            })?;
-        times.push(NodeWrite::Seen {
-            node_id: node_id.into(),
-            last_heartbeat,
-        });
+        times.push(liveness_contact(node_id, &text)?);
     }
     let mut encoder = Encoder::default();
     if let Some(blob) = encoder.encode(&times)? {
@@ -689,8 +707,173 @@ fn liveness_into_contact_log(tx: &mut Transaction) -> Result<(), StoreError> {
         .map_err(err("drop liveness"))
 }
 
-fn text(bytes: &[u8]) -> Result<&str, StoreError> {
-    std::str::from_utf8(bytes).map_err(|e| StoreError::NotUtf8 {
-        cause: e.to_string(),
-    })
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::postgres_test_schema::test_schema;
+
+    fn lease(url: &str, holder: &str, epoch: i64, seconds: i64) {
+        let mut client = connect_client(url).unwrap();
+        client
+            .execute(
+                "INSERT INTO controller_lease (id, holder, leader_url, epoch, expires_at)
+                 VALUES (1, $1, 'https://c:9203', $2, now() + make_interval(secs => $3))
+                 ON CONFLICT (id) DO UPDATE SET holder = excluded.holder,
+                   epoch = excluded.epoch, expires_at = excluded.expires_at",
+                &[&holder, &epoch, &(seconds as f64)],
+            )
+            .unwrap();
+    }
+
+    #[test]
+    fn a_batch_after_the_epoch_moved_on_fails_and_writes_nothing() {
+        let Some(schema) = test_schema() else { return };
+        let mut store = PostgresStore::connect(&schema.url).unwrap().fenced(Fence {
+            holder: "c1".into(),
+            epoch: 7,
+        });
+        // No lease at all: fenced.
+        let row = |id: &str| NodeWrite::Upsert(Box::new(StoredNode::for_test(id, "1")));
+        assert_eq!(
+            store.write(&[row("a")], Durability::Commit),
+            Err(StoreError::Fenced { epoch: 7 })
+        );
+        lease(&schema.url, "c1", 7, 30);
+        store.write(&[row("a")], Durability::Commit).unwrap();
+        // Another controller took over: epoch 8. Nothing of the batch lands, contacts included.
+        lease(&schema.url, "c2", 8, 30);
+        let seen = NodeWrite::Seen {
+            node_id: "a".into(),
+            last_heartbeat: "2026-11-30T10:00:00Z".parse().unwrap(),
+        };
+        let error = store
+            .write(
+                &[row("b"), seen, NodeWrite::Delete("a".into())],
+                Durability::Behind,
+            )
+            .unwrap_err();
+        assert_eq!(error, StoreError::Fenced { epoch: 7 });
+        assert!(
+            error
+                .to_string()
+                .contains("no longer holds the leader lease"),
+            "{error}"
+        );
+        let mut reader = PostgresStore::connect(&schema.url).unwrap();
+        let rows = reader.load_nodes().unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].node_id.as_str(), rows[0].seen), ("a", None));
+        // Its own lease, lapsed: fenced too.
+        lease(&schema.url, "c1", 7, -1);
+        assert!(matches!(
+            store.write(&[row("c")], Durability::Commit),
+            Err(StoreError::Fenced { .. })
+        ));
+    }
+
+    #[test]
+    fn a_store_whose_connection_was_closed_connects_again_on_its_next_write() {
+        let Some(schema) = test_schema() else { return };
+        let mut store = PostgresStore::connect(&schema.url).unwrap();
+        let row = |id: &str| NodeWrite::Upsert(Box::new(StoredNode::for_test(id, "1")));
+        store.write(&[row("a")], Durability::Commit).unwrap();
+        // The server ends the store's session, as a restart of the database would.
+        let mut admin = connect_client(&schema.url).unwrap();
+        let pid: i32 = store
+            .client
+            .query_one("SELECT pg_backend_pid()", &[])
+            .unwrap()
+            .get(0);
+        admin
+            .execute("SELECT pg_terminate_backend($1)", &[&pid])
+            .unwrap();
+        // The first write finds the connection gone (the writer retries it), the next one
+        // connects again.
+        let first = store.write(&[row("b")], Durability::Commit);
+        if first.is_err() {
+            store.write(&[row("b")], Durability::Commit).unwrap();
+        }
+        assert_eq!(store.load_nodes().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn controllers_starting_together_on_an_empty_schema_migrate_it_once() {
+        let Some(schema) = test_schema() else { return };
+        let barrier = Arc::new(std::sync::Barrier::new(4));
+        let starts: Vec<_> = (0..4)
+            .map(|_| {
+                let (url, barrier) = (schema.url.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    PostgresStore::connect(&url).map(|mut s| s.schema_version())
+                })
+            })
+            .collect();
+        for start in starts {
+            assert_eq!(start.join().unwrap().unwrap(), Ok(SCHEMA_VERSION));
+        }
+        let mut client = connect_client(&schema.url).unwrap();
+        let versions: i64 = client
+            .query_one("SELECT count(*) FROM fleetwire_schema", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(versions, SCHEMA_VERSION as i64);
+    }
+
+    #[test]
+    fn a_version_4_schema_has_its_liveness_times_folded_into_the_contact_log() {
+        let Some(schema) = test_schema() else { return };
+        let mut client = connect_client(&schema.url).unwrap();
+        client.batch_execute(VERSION_TABLE).unwrap();
+        for (i, migration) in MIGRATIONS[..4].iter().enumerate() {
+            let Migration::Sql(sql) = migration else {
+                panic!("migrations up to 4 are SQL");
+            };
+            client.batch_execute(sql).unwrap();
+            client
+                .execute(
+                    "INSERT INTO fleetwire_schema (version) VALUES ($1)",
+                    &[&(i as i32 + 1)],
+                )
+                .unwrap();
+        }
+        client
+            .batch_execute(
+                "INSERT INTO nodes (node_id, record, vms, flags)
+                     VALUES ('a', '{}', '[]', '{}'), ('b', '{}', '[]', '{}');
+                 INSERT INTO liveness VALUES ('a', '2026-01-01T00:00:01Z');",
+            )
+            .unwrap();
+        let blob = Encoder::default()
+            .encode(&[NodeWrite::Seen {
+                node_id: "b".into(),
+                last_heartbeat: "2026-01-01T00:00:05Z".parse().unwrap(),
+            }])
+            .unwrap()
+            .unwrap()
+            .to_vec();
+        client.execute(LOG_CONTACTS, &[&blob]).unwrap();
+        let mut store = PostgresStore::connect(&schema.url).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        let seen: Vec<Option<String>> = store
+            .load_nodes()
+            .unwrap()
+            .iter()
+            .map(|n| n.seen.map(|t| t.to_string()))
+            .collect();
+        assert_eq!(
+            seen,
+            ["2026-01-01T00:00:01Z", "2026-01-01T00:00:05Z"].map(|t| Some(t.to_string()))
+        );
+        assert_eq!(store.log_rows, 1);
+        let liveness: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()
+                   AND tablename = 'liveness'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(liveness, 0);
+    }
 }

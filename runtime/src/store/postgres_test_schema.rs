@@ -21,8 +21,19 @@ pub struct TestSchema {
 /// not reachable outside CI.
 pub fn test_schema() -> Option<TestSchema> {
     let server = std::env::var("FLEETWIRE_TEST_POSTGRES").unwrap_or_else(|_| DEFAULT_URL.into());
-    let mut client = match super::postgres::connect_client(&server) {
-        Ok(client) => client,
+    let name = format!("fw_test_{:016x}", rand::random::<u64>());
+    // On a thread of its own, as `Drop`: the caller may be on an async runtime.
+    let (url, create) = (server.clone(), format!("CREATE SCHEMA {name}"));
+    let created = std::thread::spawn(move || {
+        let mut client = super::postgres::connect_client(&url)?;
+        client
+            .batch_execute(&create)
+            .map_err(|e| super::error::StoreError::postgres("create the test schema", e))
+    })
+    .join()
+    .expect("the schema thread panicked");
+    match created {
+        Ok(()) => {}
         Err(error) => {
             if std::env::var("CI").is_ok_and(|ci| ci == "true") {
                 panic!("CI=true and the test PostgreSQL is not reachable: {error}");
@@ -34,10 +45,6 @@ pub fn test_schema() -> Option<TestSchema> {
             return None;
         }
     };
-    let name = format!("fw_test_{:016x}", rand::random::<u64>());
-    client
-        .batch_execute(&format!("CREATE SCHEMA {name}"))
-        .unwrap_or_else(|e| panic!("creating the test schema {name}: {e}"));
     let separator = if server.contains('?') { '&' } else { '?' };
     Some(TestSchema {
         url: format!("{server}{separator}options=-csearch_path%3D{name}"),

@@ -20,7 +20,7 @@ use super::bootstrap_tokens::{
     Redeemed, StoredToken, TokenRefusal, CREATE_ATTEMPTS, KEEP_EXPIRED,
 };
 use super::error::StoreError;
-use super::postgres::{connect_client, with_schema_lock, OwnThreadDrop};
+use super::postgres::{connect_client, off_runtime, with_schema_lock, OwnThreadDrop};
 use crate::bootstrap_token::SplitToken;
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS bootstrap_tokens (
@@ -44,18 +44,21 @@ fn err(doing: &'static str) -> impl Fn(postgres::Error) -> StoreError {
 impl PostgresBootstrapTokens {
     /// Connects to `url` on a connection of its own and creates the table if it is missing.
     pub fn connect(url: &str) -> Result<PostgresBootstrapTokens, StoreError> {
-        let mut client = connect_client(url)?;
-        with_schema_lock(&mut client, |tx| {
-            tx.batch_execute(SCHEMA)
-                .map_err(err("create the bootstrap_tokens table"))
+        let client = off_runtime(|| {
+            let mut client = connect_client(url)?;
+            with_schema_lock(&mut client, |tx| {
+                tx.batch_execute(SCHEMA)
+                    .map_err(err("create the bootstrap_tokens table"))
+            })?;
+            Ok::<_, StoreError>(client)
         })?;
         Ok(PostgresBootstrapTokens {
             client: Mutex::new(OwnThreadDrop::new(client)),
         })
     }
 
-    fn with<T>(&self, work: impl FnOnce(&mut Client) -> T) -> T {
-        work(&mut self.client.lock())
+    fn with<T: Send>(&self, work: impl FnOnce(&mut Client) -> T + Send) -> T {
+        off_runtime(|| work(&mut self.client.lock()))
     }
 }
 
@@ -224,5 +227,88 @@ impl BootstrapTokenStore for PostgresBootstrapTokens {
                 .map_err(err("delete a bootstrap token"))
         })?;
         Ok(deleted > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::postgres_test_schema::test_schema;
+    use chrono::TimeZone;
+    use std::sync::{Arc, Barrier};
+
+    fn at(seconds: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_800_000_000 + seconds, 0).unwrap()
+    }
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    #[test]
+    fn a_token_redeems_once_for_its_node_then_is_used_and_lists_and_deletes() {
+        let Some(schema) = test_schema() else { return };
+        let tokens = PostgresBootstrapTokens::connect(&schema.url).unwrap();
+        let node: NodeId = "gpu-01".parse().unwrap();
+        let issued = tokens.create(&node, HOUR, at(0)).unwrap();
+        let text = issued.token.expose();
+        assert!(tokens.check(&text, "gpu-01", at(5)).is_ok());
+        assert!(matches!(
+            tokens.redeem(&text, "gpu-02", at(5)),
+            Err(TokenRefusal::OtherNode { .. })
+        ));
+        tokens.redeem(&text, "gpu-01", at(10)).unwrap();
+        assert_eq!(
+            tokens.redeem(&text, "gpu-01", at(20)),
+            Err(TokenRefusal::Used {
+                token_id: issued.token.id.clone(),
+                used_at: at(10)
+            })
+        );
+        let expired = tokens.create(&node, HOUR, at(0)).unwrap();
+        assert!(matches!(
+            tokens.redeem(&expired.token.expose(), "gpu-01", at(3600)),
+            Err(TokenRefusal::Expired { .. })
+        ));
+        let listed = tokens.list().unwrap();
+        assert_eq!(listed.len(), 2);
+        assert!(listed.iter().any(|t| t.used_at == Some(at(10))));
+        assert!(tokens.delete(&issued.token.id).unwrap());
+        assert!(!tokens.delete(&issued.token.id).unwrap());
+        // A day past its expiry, a token goes with the next one minted.
+        tokens.create(&node, HOUR, at(3601 + 86_400)).unwrap();
+        assert_eq!(tokens.list().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn two_concurrent_redeemers_on_two_connections_one_wins() {
+        let Some(schema) = test_schema() else { return };
+        let tokens = PostgresBootstrapTokens::connect(&schema.url).unwrap();
+        let node: NodeId = "n1".parse().unwrap();
+        for round in 0..10 {
+            let issued = tokens.create(&node, HOUR, at(round)).unwrap();
+            let text = Arc::new(issued.token.expose());
+            let barrier = Arc::new(Barrier::new(2));
+            let racers: Vec<_> = (0..2)
+                .map(|_| {
+                    let store = PostgresBootstrapTokens::connect(&schema.url).unwrap();
+                    let (text, barrier) = (text.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        store.redeem(&text, "n1", at(round + 1))
+                    })
+                })
+                .collect();
+            let results: Vec<_> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+            assert_eq!(
+                results.iter().filter(|r| r.is_ok()).count(),
+                1,
+                "round {round}: {results:?}"
+            );
+            assert!(
+                results
+                    .iter()
+                    .any(|r| matches!(r, Err(TokenRefusal::Used { .. }))),
+                "{results:?}"
+            );
+        }
     }
 }

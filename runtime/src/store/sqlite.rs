@@ -1,13 +1,14 @@
 //! The embedded store: SQLite through rusqlite, in WAL mode, with versioned migrations.
 
-use std::collections::HashMap;
 use std::path::Path;
 
-use fleetwire_types::Timestamp;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 
 use super::backend::{Durability, Store};
-use super::contact_log::{self, Encoder, MergeError};
+use super::batch_rules::{
+    attach_latest_contacts, deletions, liveness_contact, log_error, logged, text,
+};
+use super::contact_log::{self, Encoder};
 use super::error::{StoreError, Unusable};
 use super::node_rows::{NodeWrite, StoredNode};
 
@@ -334,19 +335,7 @@ impl Store for SqliteStore {
             .collect::<Result<Vec<_>, _>>()
             .map_err(err("read node row"))?;
         // Both in node-id order (SQLite compares text bytewise, as `str` does): a merge join.
-        let mut next = 0;
-        for_each_latest_contact(&self.conn, |id, time| {
-            while nodes
-                .get(next)
-                .is_some_and(|node| node.node_id.as_str() < id)
-            {
-                next += 1;
-            }
-            if let Some(node) = nodes.get_mut(next).filter(|node| node.node_id == id) {
-                node.seen = Some(time);
-            }
-            Ok(())
-        })?;
+        attach_latest_contacts(&mut nodes, &read_contact_log(&self.conn)?)?;
         Ok(nodes)
     }
 
@@ -366,17 +355,7 @@ impl Store for SqliteStore {
                 .map_err(err("synchronous"))?;
             self.durability = durability;
         }
-        // Each node the batch deletes, with the index of its last deletion in the batch: its
-        // logged contacts go with it, and so do the batch's own contacts of it queued before
-        // that deletion (those after it are a node enrolled again under the same id).
-        let deleted: HashMap<&str, usize> = batch
-            .iter()
-            .enumerate()
-            .filter_map(|(i, write)| match write {
-                NodeWrite::Delete(id) => Some((id.as_str(), i)),
-                _ => None,
-            })
-            .collect();
+        let deleted = deletions(batch);
         let tx = self.conn.transaction().map_err(err("begin"))?;
         let mut log_rows = self.log_rows;
         {
@@ -414,10 +393,10 @@ impl Store for SqliteStore {
                     }
                 }
             }
-            let not_deleted_after = |i: usize| {
-                deleted.is_empty() || deleted.get(batch[i].node_id()).is_none_or(|&at| at < i)
-            };
-            if let Some(blob) = self.contacts.encode_where(batch, not_deleted_after)? {
+            if let Some(blob) = self
+                .contacts
+                .encode_where(batch, |i| logged(batch, &deleted, i))?
+            {
                 tx.prepare_cached(LOG_CONTACTS)
                     .map_err(err("prepare contact log"))?
                     .execute(params![blob])
@@ -473,28 +452,6 @@ fn read_contact_log(conn: &Connection) -> Result<Vec<(i64, Vec<u8>)>, StoreError
     Ok(batches)
 }
 
-/// A failed merge of the contact log's rows `batches`, as a store error naming the row.
-fn log_error<E: Into<StoreError>>(batches: &[(i64, Vec<u8>)], error: MergeError<E>) -> StoreError {
-    match error {
-        MergeError::Damaged { blob, error } => StoreError::ContactLogRow {
-            batch: batches[blob].0,
-            cause: error.to_string(),
-        },
-        MergeError::Stopped(error) => error.into(),
-    }
-}
-
-/// Calls `each` once per node in the contact log with its latest logged time, in node-id
-/// order.
-fn for_each_latest_contact(
-    conn: &Connection,
-    each: impl FnMut(&str, Timestamp) -> Result<(), StoreError>,
-) -> Result<(), StoreError> {
-    let batches = read_contact_log(conn)?;
-    let blobs: Vec<&[u8]> = batches.iter().map(|(_, blob)| blob.as_slice()).collect();
-    contact_log::for_each_latest(&blobs, each).map_err(|e| log_error(&batches, e))
-}
-
 /// Folds the contact log into one row holding each node's latest time (leaving out the nodes
 /// `keep` refuses), built in `folded`, inside the caller's transaction; the log's row count
 /// after it.
@@ -543,16 +500,7 @@ fn liveness_into_contact_log(tx: &Transaction) -> Result<(), StoreError> {
         while let Some(row) = rows.next().map_err(err("read liveness"))? {
             let node_id: String = row.get(0).map_err(err("read liveness"))?;
             let text: String = row.get(1).map_err(err("read liveness"))?;
-            let last_heartbeat = text
-                .parse()
-                .map_err(|e| StoreError::UnreadableContactTime {
-                    node_id: node_id.clone(),
-                    cause: format!("{e}"),
-                })?;
-            times.push(NodeWrite::Seen {
-                node_id: node_id.into(),
-                last_heartbeat,
-            });
+            times.push(liveness_contact(node_id, &text)?);
         }
     }
     let mut encoder = Encoder::default();
@@ -564,12 +512,6 @@ fn liveness_into_contact_log(tx: &Transaction) -> Result<(), StoreError> {
     }
     tx.execute_batch("DROP TABLE liveness")
         .map_err(err("drop liveness"))
-}
-
-fn text(bytes: &[u8]) -> Result<&str, StoreError> {
-    std::str::from_utf8(bytes).map_err(|e| StoreError::NotUtf8 {
-        cause: e.to_string(),
-    })
 }
 
 #[cfg(test)]
