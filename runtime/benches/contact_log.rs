@@ -3,12 +3,17 @@
 //! the two fleet sizes of the load tests. At 75,000 heartbeats a second and a 500 ms flush
 //! interval a batch holds 37,500 contacts; at 10,000 nodes each node is in every batch once,
 //! at 100,000 nodes nearly every heartbeat is an entry of its own. One measured round is
-//! [`FOLD_AFTER_BATCHES`] batches, so it includes one fold.
+//! [`FOLD_AFTER_BATCHES`] batches, so it includes one fold. Also a batch of full rows (a mass
+//! heartbeat of changed nodes). Each on SQLite and on PostgreSQL side by side, in one run (the
+//! PostgreSQL of `FLEETWIRE_TEST_POSTGRES`, a schema of its own; left out with a message when
+//! none is reachable).
 //! `cargo bench -p fleetwire --bench contact_log`.
 
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use fleetwire::store::postgres::PostgresStore;
+use fleetwire::store::postgres_test_schema::test_schema;
 use fleetwire::store::sqlite::{SqliteStore, FOLD_AFTER_BATCHES};
 use fleetwire::store::{Durability, NodeWrite, Store, StoredNode};
 use fleetwire_types::Timestamp;
@@ -20,17 +25,47 @@ fn node_id(index: usize) -> String {
     format!("load-{index:07}")
 }
 
+/// Full rows per batch in the rows benchmark.
+const ROWS: usize = 5_000;
+
+/// Where a benchmark's store lives (a temporary directory, a schema): kept as long as the
+/// store, removed when dropped.
+type Place = Box<dyn std::any::Any>;
+
+/// The backends of this run: SQLite, and PostgreSQL when one is reachable.
+fn backends() -> Vec<&'static str> {
+    let mut names = vec!["sqlite"];
+    if test_schema().is_some() {
+        names.push("postgres");
+    }
+    names
+}
+
+fn open(backend: &str) -> (Place, Box<dyn Store>) {
+    if backend == "sqlite" {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("bench.sqlite3")).unwrap();
+        (Box::new(dir), Box::new(store))
+    } else {
+        let schema = test_schema().expect("reachable a moment ago");
+        let store = PostgresStore::connect(&schema.url).unwrap();
+        (Box::new(schema), Box::new(store))
+    }
+}
+
+fn rows(nodes: usize, record: &str) -> Vec<NodeWrite> {
+    (0..nodes)
+        .map(|i| NodeWrite::Upsert(Box::new(StoredNode::for_test(&node_id(i), record))))
+        .collect()
+}
+
 /// A store holding `nodes` node rows, as after their enrolment.
-fn enrolled(dir: &std::path::Path, nodes: usize) -> SqliteStore {
-    let mut store = SqliteStore::open(&dir.join("bench.sqlite3")).unwrap();
-    let rows: Vec<NodeWrite> = (0..nodes)
-        .map(|i| {
-            let row = StoredNode::for_test(&node_id(i), r#"{"status":"ready"}"#);
-            NodeWrite::Upsert(Box::new(row))
-        })
-        .collect();
-    store.write(&rows, Durability::Commit).unwrap();
+fn enrolled(backend: &str, nodes: usize) -> (Place, Box<dyn Store>) {
+    let (place, mut store) = open(backend);
     store
+        .write(&rows(nodes, r#"{"status":"ready"}"#), Durability::Commit)
+        .unwrap();
+    (place, store)
 }
 
 /// The batches of one fold period: the loadgen's nodes heartbeat in turn, each batch taking
@@ -60,32 +95,51 @@ fn fold_period(nodes: usize) -> Vec<Vec<NodeWrite>> {
 
 fn contact_log(c: &mut Criterion) {
     for nodes in [10_000, 100_000] {
-        let dir = tempfile::tempdir().unwrap();
-        let mut store = enrolled(dir.path(), nodes);
-        let period = fold_period(nodes);
-        let contacts: usize = period.iter().map(Vec::len).sum();
-        // Settle the log into its steady state (a fold behind it) before measuring.
-        for batch in &period {
-            store.write(batch, Durability::Behind).unwrap();
-        }
-        c.bench_function(
-            &format!(
-                "{nodes} nodes: {contacts} contacts in {FOLD_AFTER_BATCHES} batches (one fold)"
-            ),
-            |b| {
-                b.iter_custom(|rounds| {
-                    let mut took = Duration::ZERO;
-                    for _ in 0..rounds {
-                        let started = Instant::now();
-                        for batch in &period {
-                            store.write(batch, Durability::Behind).unwrap();
+        for backend in backends() {
+            let (_place, mut store) = enrolled(backend, nodes);
+            let period = fold_period(nodes);
+            let contacts: usize = period.iter().map(Vec::len).sum();
+            // Settle the log into its steady state (a fold behind it) before measuring.
+            for batch in &period {
+                store.write(batch, Durability::Behind).unwrap();
+            }
+            c.bench_function(
+                &format!(
+                    "{backend} {nodes} nodes: {contacts} contacts in {FOLD_AFTER_BATCHES} batches (one fold)"
+                ),
+                |b| {
+                    b.iter_custom(|rounds| {
+                        let mut took = Duration::ZERO;
+                        for _ in 0..rounds {
+                            let started = Instant::now();
+                            for batch in &period {
+                                store.write(batch, Durability::Behind).unwrap();
+                            }
+                            took += started.elapsed();
                         }
-                        took += started.elapsed();
-                    }
-                    took
-                })
-            },
-        );
+                        took
+                    })
+                },
+            );
+            // A batch of full rows changing (the record differs every round).
+            let mut round = 0u64;
+            c.bench_function(
+                &format!("{backend} {nodes} nodes: a batch of {ROWS} full rows"),
+                |b| {
+                    b.iter_custom(|rounds| {
+                        let mut took = Duration::ZERO;
+                        for _ in 0..rounds {
+                            round += 1;
+                            let batch = rows(ROWS, &format!(r#"{{"status":"ready","r":{round}}}"#));
+                            let started = Instant::now();
+                            store.write(&batch, Durability::Behind).unwrap();
+                            took += started.elapsed();
+                        }
+                        took
+                    })
+                },
+            );
+        }
     }
 }
 

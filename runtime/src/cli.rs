@@ -21,7 +21,7 @@ enum Command {
     /// under ./.fleetwire; Ctrl-C stops both.
     Up(crate::up::UpArgs),
     /// Run the fleet controller (enrollment, heartbeats, placement) on port 9203.
-    Controller(crate::controller::ControllerArgs),
+    Controller(Box<crate::controller::ControllerArgs>),
     /// Simulate many nodes heartbeating against a controller and report throughput and latency.
     Loadgen(crate::loadgen::LoadgenArgs),
     /// Check a wire document (reported.json, a heartbeat, ...) against its schema.
@@ -46,7 +46,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Up(args) => crate::up::run(&args),
         Command::Validate(args) => crate::validate::run(&args),
-        Command::Controller(args) => crate::controller::run(args),
+        Command::Controller(args) => crate::controller::run(*args),
         Command::Loadgen(args) => crate::loadgen::run(args),
         Command::Agent(args) => crate::agent::run(&args),
         Command::Ca(args) => crate::ca_cli::run(&args),

@@ -6,8 +6,9 @@
 //! bootstrap token, an operator token) goes to stdout alone, so `TOKEN=$(fleetwire token ...)`
 //! takes it; everything else goes to stderr and names tokens by id or name only.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -18,7 +19,8 @@ use crate::cli_values::parse_duration;
 use crate::controller::operator_tokens::{
     generate_token, valid_name, OperatorScope, OperatorTokens,
 };
-use crate::store::bootstrap_tokens::{BootstrapTokenStore, SqliteBootstrapTokens};
+use crate::store::bootstrap_tokens::BootstrapTokenStore;
+use crate::store::open::{open_tokens, parse_db, Database};
 
 /// Shortest and longest bootstrap-token lifetimes, as `POST /v1/tokens` takes them.
 pub const MIN_TTL: Duration = Duration::from_secs(60);
@@ -49,16 +51,16 @@ pub struct DatabaseArgs {
     /// The controller's state directory.
     #[arg(long, env = "FLEETWIRE_DATA_DIR", default_value = "/var/lib/fleetwire")]
     pub data_dir: PathBuf,
-    /// The controller's SQLite database [default: <data-dir>/controller.sqlite3].
+    /// The controller's database, as its --db: a SQLite file or a postgres:// URL [default:
+    /// <data-dir>/controller.sqlite3].
+    /// Text, parsed by [`DatabaseArgs::db_path`] (clap's refusal would quote a password).
     #[arg(long, env = "FLEETWIRE_DB")]
-    pub db: Option<PathBuf>,
+    pub db: Option<String>,
 }
 
 impl DatabaseArgs {
-    pub fn db_path(&self) -> PathBuf {
-        self.db
-            .clone()
-            .unwrap_or_else(|| self.data_dir.join("controller.sqlite3"))
+    fn db_path(&self) -> Result<Database, Failure> {
+        parse_db(self.db.as_deref(), &self.data_dir).map_err(Failure::Usage)
     }
 }
 
@@ -184,11 +186,11 @@ fn time(at: DateTime<Utc>) -> String {
 fn create(args: &CreateArgs) -> Result<(), Failure> {
     let (issued, ca_pem) = match &args.url {
         None => {
-            let db = args.database.db_path();
+            let db = args.database.db_path()?;
             let store = open_existing(&db)?;
             let issued = store
                 .create(&args.node_id, args.ttl, Utc::now())
-                .map_err(|e| failed(format!("{}: {e}", db.display())))?;
+                .map_err(|e| failed(format!("{db}: {e}")))?;
             let ca_dir = args
                 .ca_dir
                 .clone()
@@ -314,10 +316,10 @@ fn create_over_api(args: &CreateArgs, url: &str) -> Result<BootstrapTokenIssued,
 }
 
 fn list(args: &DatabaseArgs) -> Result<(), Failure> {
-    let db = args.db_path();
+    let db = args.db_path()?;
     let tokens = open_existing(&db)?
         .list()
-        .map_err(|e| failed(format!("{}: {e}", db.display())))?;
+        .map_err(|e| failed(format!("{db}: {e}")))?;
     let now = Utc::now();
     println!("TOKEN_ID  NODE_ID  CREATED  EXPIRES  STATE");
     for token in tokens {
@@ -341,15 +343,17 @@ fn list(args: &DatabaseArgs) -> Result<(), Failure> {
 /// root on the controller host) it would be root's, and a controller running as its own user
 /// (packaging/fleetwire-controller.service) could not write it. SQLite gives the WAL files it
 /// makes as root to the database's owner.
-fn open_existing(db: &Path) -> Result<SqliteBootstrapTokens, Failure> {
-    if !db.exists() {
-        return Err(failed(format!(
-            "no controller database at {} (--data-dir or --db): start the controller once, \
-             it creates it",
-            db.display()
-        )));
+fn open_existing(db: &Database) -> Result<Arc<dyn BootstrapTokenStore>, Failure> {
+    if let Database::Sqlite(path) = db {
+        if !path.exists() {
+            return Err(failed(format!(
+                "no controller database at {} (--data-dir or --db): start the controller once, \
+                 it creates it",
+                path.display()
+            )));
+        }
     }
-    SqliteBootstrapTokens::open(db).map_err(failed)
+    open_tokens(db).map_err(failed)
 }
 
 fn delete(args: &DeleteArgs) -> Result<(), Failure> {
@@ -365,15 +369,14 @@ fn delete(args: &DeleteArgs) -> Result<(), Failure> {
                 .to_string(),
         ));
     }
-    let db = args.database.db_path();
+    let db = args.database.db_path()?;
     let deleted = open_existing(&db)?
         .delete(&args.token_id)
-        .map_err(|e| failed(format!("{}: {e}", db.display())))?;
+        .map_err(|e| failed(format!("{db}: {e}")))?;
     if !deleted {
         return Err(failed(format!(
-            "no bootstrap token {} in {}",
+            "no bootstrap token {} in {db}",
             args.token_id,
-            db.display()
         )));
     }
     eprintln!("deleted bootstrap token {}", args.token_id);

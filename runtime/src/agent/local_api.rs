@@ -447,6 +447,8 @@ async fn healthz(State(agent): State<Arc<Agent>>) -> Json<Health> {
         } else {
             TransportSecurity::Mtls
         }),
+        role: None,
+        leader_url: None,
     })
 }
 

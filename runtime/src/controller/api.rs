@@ -13,9 +13,9 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use fleetwire_types::{
-    ApiErrorCode, BootstrapTokenIssued, CreateBootstrapTokenRequest, CreateVmRequest, Health,
-    HealthStatus, HostState, NodeStatusFilter, RegisterNodeRequest, RegisterNodeResponse, SemVer,
-    StateMessage, TenantId, Timestamp, VmRecord,
+    ApiErrorCode, BootstrapTokenIssued, ControllerRole, CreateBootstrapTokenRequest,
+    CreateVmRequest, Health, HealthStatus, HostState, NodeStatusFilter, RegisterNodeRequest,
+    RegisterNodeResponse, SemVer, StateMessage, TenantId, Timestamp, VmRecord,
 };
 
 use super::shared::Controller;
@@ -303,6 +303,8 @@ pub async fn get_healthz(State(controller): Shared) -> Json<Health> {
         store: None,
         version: version(),
         transport: Some(controller.settings.transport()),
+        role: Some(ControllerRole::Leader),
+        leader_url: None,
     })
 }
 
@@ -324,6 +326,8 @@ pub async fn get_readyz(State(controller): Shared) -> (StatusCode, Json<Health>)
                 store: message("reachable"),
                 version: version(),
                 transport: Some(controller.settings.transport()),
+                role: Some(ControllerRole::Leader),
+                leader_url: None,
             }),
         ),
         Some(problem) => (
@@ -333,6 +337,8 @@ pub async fn get_readyz(State(controller): Shared) -> (StatusCode, Json<Health>)
                 store: message(&problem),
                 version: version(),
                 transport: Some(controller.settings.transport()),
+                role: Some(ControllerRole::Leader),
+                leader_url: None,
             }),
         ),
     }

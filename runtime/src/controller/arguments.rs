@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cli_values::parse_duration;
+use crate::store::open::{parse_db, Database};
 
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -32,9 +33,22 @@ pub struct ControllerArgs {
     /// Directory for the controller's state (the default database lives here).
     #[arg(long, env = "FLEETWIRE_DATA_DIR", default_value = "/var/lib/fleetwire")]
     pub data_dir: PathBuf,
-    /// SQLite database file [default: <data-dir>/controller.sqlite3].
+    /// The database: a SQLite file, or postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=…]
+    /// for PostgreSQL (docs/controller.md, "The database") [default:
+    /// <data-dir>/controller.sqlite3].
+    /// Text, parsed by [`ControllerArgs::database`]: clap's own refusal would quote the value,
+    /// password and all.
     #[arg(long, env = "FLEETWIRE_DB")]
-    pub db: Option<PathBuf>,
+    pub db: Option<String>,
+    /// On PostgreSQL: how long the leader's lease lasts unrenewed (renewed every fifth of it);
+    /// a standby takes over at most this long after a leader stops renewing, at once when its
+    /// connection is gone.
+    #[arg(long, env = "FLEETWIRE_LEASE_TTL", default_value = "5s", value_parser = parse_duration)]
+    pub lease_ttl: Duration,
+    /// On PostgreSQL: the URL other controllers redirect requests to while this one leads
+    /// [default: https:// (http:// with --plain-http) this host's name and --listen's port].
+    #[arg(long, env = "FLEETWIRE_ADVERTISE_URL")]
+    pub advertise_url: Option<reqwest::Url>,
     /// Serve plain HTTP and authenticate nobody, exactly as a PPN controller does: for fleets
     /// of unmodified PPN agents. Without it the controller serves HTTPS, takes nodes only with
     /// the certificates it issued them and operators only with bearer tokens (docs/security.md).
@@ -122,5 +136,13 @@ impl ControllerArgs {
         <Wrapper as clap::Parser>::try_parse_from(["controller"])
             .expect("the defaults parse")
             .args
+    }
+}
+
+impl ControllerArgs {
+    /// The database `--db` names (the data directory's SQLite file when unset), or why it
+    /// names none (any password shown as `***`).
+    pub fn database(&self) -> Result<Database, String> {
+        parse_db(self.db.as_deref(), &self.data_dir)
     }
 }

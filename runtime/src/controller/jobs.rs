@@ -77,6 +77,7 @@ pub async fn sweep(controller: &Controller) {
     controller
         .metrics
         .set_node_counts(&controller.table.node_counts());
+    controller.metrics.swept();
     for (node_id, previous, last_heartbeat) in went_silent {
         tracing::warn!(node_id, from = %previous, %last_heartbeat, "node unreachable: no heartbeat received for longer than --stale-after");
     }

@@ -63,6 +63,7 @@ pub struct Metrics {
     flush_seconds: Histogram,
     flushed_rows: Counter,
     write_behind_lag: Histogram,
+    sweeps: Counter,
     pub heartbeat_phases: HeartbeatPhases,
 }
 
@@ -156,8 +157,17 @@ impl Metrics {
             apply: phase("apply"),
             store: phase("store"),
         };
+        // Only the leader runs the periodic jobs: a standby's count stays at zero
+        // (docs/controller.md, "Several controllers").
+        let sweeps = Counter::default();
+        registry.register(
+            "staleness_sweeps",
+            "Passes of the staleness sweep this process ran (only a leading controller sweeps)",
+            sweeps.clone(),
+        );
         crate::unknown_fields::register(&mut registry);
         Metrics {
+            sweeps,
             registry,
             requests,
             latency,
@@ -188,6 +198,11 @@ impl Metrics {
         self.latency
             .get_or_create(&RouteLabels { method, route })
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// One pass of the staleness sweep ran.
+    pub fn swept(&self) {
+        self.sweeps.inc();
     }
 
     pub fn heartbeat(&self) {

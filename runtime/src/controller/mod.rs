@@ -19,6 +19,7 @@ pub mod heartbeat_answer;
 pub mod heartbeat_entries;
 pub mod heartbeat_route;
 pub mod jobs;
+pub mod leadership;
 pub mod ledger;
 pub mod liveness;
 pub mod logging;

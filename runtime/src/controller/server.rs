@@ -2,30 +2,43 @@
 //! and the node CA, starts the controller and its jobs, serves HTTP until a shutdown signal,
 //! then flushes the store.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
 
 use super::arguments::ControllerArgs;
-use super::certs::NodeCa;
+use super::certs::{NodeCa, ServerName};
 use super::heartbeat_route::HeartbeatFirst;
 use super::jobs;
+use super::leadership::lease::{self, LeaseConfig, Role};
+use super::leadership::served::Served;
+use super::leadership::standby::{self, Standby};
 use super::logging::init_logging;
+use super::metrics::Metrics;
 use super::operator_tokens::OperatorTokens;
 use super::own_certs::{self, issue_server, server_names};
 use super::settings::Settings;
 use super::shared::{Controller, Credentials, Started};
+use super::state::DirtyNode;
 use crate::fleet_identity::renewal_due;
-use crate::store::bootstrap_tokens::SqliteBootstrapTokens;
-use crate::store::sqlite::SqliteStore;
+use crate::store::bootstrap_tokens::BootstrapTokenStore;
+use crate::store::open::{open, open_postgres, Database};
+use crate::store::postgres::{Fence, PostgresStore};
+use crate::store::postgres_tokens::PostgresBootstrapTokens;
+use crate::store::writer::Writer;
+use crate::store::Store;
 use crate::tls_server::{server_config, ClientCerts, Peer, ReloadableCert, TlsListener, WithPeer};
 
 /// `fleetwire controller`.
 pub fn run(args: ControllerArgs) -> ExitCode {
     init_logging(args.log_format);
-    let settings = match Settings::from_args(&args) {
-        Ok(settings) => settings,
+    let checked = Settings::from_args(&args)
+        .map_err(|e| e.to_string())
+        .and_then(|settings| Ok((settings, args.database()?)));
+    let (settings, db) = match checked {
+        Ok(checked) => checked,
         Err(message) => {
             eprintln!("fleetwire controller: {message}");
             return ExitCode::from(2);
@@ -41,7 +54,7 @@ pub fn run(args: ControllerArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(args, settings)) {
+    match runtime.block_on(serve(args, db, settings)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!("{error:#}");
@@ -51,118 +64,341 @@ pub fn run(args: ControllerArgs) -> ExitCode {
     }
 }
 
-async fn serve(args: ControllerArgs, settings: Settings) -> anyhow::Result<()> {
-    let db = args
-        .db
-        .clone()
-        .unwrap_or_else(|| args.data_dir.join("controller.sqlite3"));
-    let store = SqliteStore::open(&db)?;
+/// What the leading role runs: the controller, its store writer and its periodic jobs.
+struct Leading {
+    controller: Arc<Controller>,
+    writer: Writer<DirtyNode>,
+    jobs: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Leading {
+    /// Aborts the jobs and stops the writer, flushing what it holds (on a lost lease the
+    /// fence refuses that flush: the next heartbeats bring it to the new leader).
+    async fn stop(self) {
+        for job in self.jobs {
+            job.abort();
+        }
+        self.writer.shutdown().await;
+    }
+}
+
+/// What starting the leading role needs, kept for every takeover.
+struct Start {
+    settings: Settings,
+    ca_dir: Option<PathBuf>,
+    operator_token_file: Option<PathBuf>,
+    /// mTLS: the served certificate and its names, renewed by the leader's job.
+    tls: Option<(Arc<ReloadableCert>, Vec<ServerName>, std::time::SystemTime)>,
+}
+
+impl Start {
+    fn operators(&self) -> anyhow::Result<OperatorTokens> {
+        Ok(match &self.operator_token_file {
+            Some(path) => OperatorTokens::load(path)?,
+            None => OperatorTokens::empty(),
+        })
+    }
+
+    fn ca(&self) -> anyhow::Result<Option<NodeCa>> {
+        self.ca_dir
+            .as_ref()
+            .map(|dir| {
+                NodeCa::open_or_create(dir, self.settings.cert_validity)
+                    .with_context(|| format!("node CA in {}", dir.display()))
+            })
+            .transpose()
+    }
+
+    /// Loads the fleet from `store` (the start-up grace of `nodes::loaded_last_seen` gives
+    /// every node `--stale-after` before it can become unreachable, after a takeover too) and
+    /// spawns the periodic jobs: only a leader runs them.
+    fn lead(
+        &self,
+        store: Box<dyn Store>,
+        tokens: Arc<dyn BootstrapTokenStore>,
+    ) -> anyhow::Result<Leading> {
+        let credentials = Credentials {
+            operators: self.operators()?,
+            bootstrap_tokens: Some(tokens),
+        };
+        let Started {
+            controller,
+            writer,
+            probe_requests,
+        } = Controller::start(self.settings.clone(), store, self.ca()?, credentials)?;
+        let mut jobs = jobs::spawn(controller.clone(), probe_requests);
+        if let Some((served, names, server_due)) = &self.tls {
+            let client_due = controller
+                .agents
+                .identity_dates()
+                .map_or(std::time::SystemTime::now(), |d| {
+                    renewal_due(d.not_before, d.not_after)
+                });
+            jobs.push(tokio::spawn(own_certs::renew(
+                controller.clone(),
+                served.clone(),
+                names.clone(),
+                *server_due,
+                client_due,
+            )));
+        }
+        Ok(Leading {
+            controller,
+            writer,
+            jobs,
+        })
+    }
+}
+
+/// `--advertise-url`, or this host's name and the listen port in the scheme served.
+fn advertise_url(settings: &Settings, listen: std::net::SocketAddr) -> String {
+    if let Some(url) = &settings.advertise_url {
+        return url.as_str().trim_end_matches('/').to_string();
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| listen.ip().to_string());
+    let scheme = if settings.plain_http { "http" } else { "https" };
+    format!("{scheme}://{host}:{}", listen.port())
+}
+
+async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow::Result<()> {
     // mTLS mode cannot run without a CA: it is the data directory's unless placed elsewhere.
     let ca_dir = match (&args.ca_dir, settings.plain_http) {
         (Some(dir), _) => Some(dir.clone()),
         (None, false) => Some(args.data_dir.join("ca")),
         (None, true) => None,
     };
-    let ca = match &ca_dir {
-        Some(dir) => Some(
-            NodeCa::open_or_create(dir, settings.cert_validity)
-                .with_context(|| format!("node CA in {}", dir.display()))?,
-        ),
-        None => None,
-    };
     let plain_http = settings.plain_http;
-    let operators = match &args.operator_token_file {
-        Some(path) => OperatorTokens::load(path)?,
-        None => OperatorTokens::empty(),
+    let mut start = Start {
+        settings: settings.clone(),
+        ca_dir: ca_dir.clone(),
+        operator_token_file: args.operator_token_file.clone(),
+        tls: None,
     };
+    // Checked before anything is served: a bad CA or token file stops a standby too.
+    let ca = start.ca()?;
+    let operators = start.operators()?;
     if !plain_http && operators.is_empty() {
         tracing::warn!(
             "no operator tokens (--operator-token-file): every operator route answers 401; `fleetwire token operator` makes one"
         );
     }
-    let credentials = Credentials {
-        operators,
-        bootstrap_tokens: Some(Arc::new(SqliteBootstrapTokens::open(&db)?)),
-    };
-    let Started {
-        controller,
-        writer,
-        probe_requests,
-    } = Controller::start(settings, Box::new(store), ca, credentials)
-        .with_context(|| format!("starting on the store {}", db.display()))?;
     let tcp = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let listen = tcp.local_addr()?;
-    let mut jobs = jobs::spawn(controller.clone(), probe_requests);
-    let app = HeartbeatFirst::new(controller.clone());
+    let mut tls_config = None;
+    if !plain_http {
+        let ca = ca.as_ref().expect("mTLS mode always has a CA");
+        let names = server_names(&args.tls_names);
+        let (key, issued) = issue_server(ca, &names)?;
+        let served = ReloadableCert::new(key);
+        tls_config = Some(server_config(
+            served.clone(),
+            ca.ca_pem(),
+            ClientCerts::Optional,
+        )?);
+        start.tls = Some((
+            served,
+            names,
+            renewal_due(issued.not_before, issued.not_after),
+        ));
+    }
+    if plain_http && ca.is_some() {
+        tracing::warn!(
+            "--plain-http with a CA (--ca-dir): every registration gets a certificate of that CA without proving anything; never share this CA with a fleet in mTLS mode"
+        );
+    }
+    drop(ca);
+    let leading: Arc<tokio::sync::Mutex<Option<Leading>>> = Arc::default();
+    let (served, roles) = match &db {
+        Database::Sqlite(_) => {
+            // On SQLite this controller is the only one: it leads, with no lease.
+            let (store, tokens) = tokio::task::block_in_place(|| open(&db))?;
+            let lead = start
+                .lead(store, tokens)
+                .with_context(|| format!("starting on the store {db}"))?;
+            let served = Served::leading(HeartbeatFirst::new(lead.controller.clone()));
+            *leading.lock().await = Some(lead);
+            (served, None)
+        }
+        Database::Postgres(url) => {
+            let holder = format!("{:016x}", rand::random::<u64>());
+            let leader_url = advertise_url(&settings, listen);
+            tracing::info!(instance = %holder, advertise_url = %leader_url, "standing by for the leader lease");
+            let role = lease::spawn(LeaseConfig {
+                url: url.clone(),
+                holder: holder.clone(),
+                leader_url,
+                ttl: settings.lease_ttl,
+            });
+            let standby = standby::router(Arc::new(Standby {
+                role: role.clone(),
+                transport: settings.transport(),
+                metrics_auth: settings.metrics_auth,
+                operators,
+                metrics: Metrics::new().with_transport(settings.transport()),
+                retry_after_secs: (settings.lease_ttl / 5).as_secs().max(1),
+            }));
+            let served = Served::standby(standby.clone());
+            let task = tokio::spawn(follow_roles(
+                role,
+                url.clone(),
+                holder,
+                start,
+                served.clone(),
+                standby,
+                leading.clone(),
+            ));
+            (served, Some(task))
+        }
+    };
     let shutdown = async {
+        crate::service_manager::ready("controller");
         crate::shutdown::signal().await;
         tracing::info!("shutting down");
         crate::service_manager::stopping("controller");
     };
-    if plain_http {
-        tracing::warn!(
-            listen = %listen,
-            "--plain-http: serving plain HTTP and authenticating nobody, as a PPN controller does: anyone who reaches this port can act as any node and any operator"
-        );
-        if controller.ca.is_some() {
+    match tls_config {
+        None => {
             tracing::warn!(
-                "--plain-http with a CA (--ca-dir): every registration gets a certificate of that CA without proving anything; never share this CA with a fleet in mTLS mode"
+                listen = %listen,
+                "--plain-http: serving plain HTTP and authenticating nobody, as a PPN controller does: anyone who reaches this port can act as any node and any operator"
             );
-        }
-        tracing::info!(listen = %listen, db = %db.display(), ca = ?ca_dir, transport = "plain_http", "controller serving");
-        // Answers go out as soon as they are written (no Nagle delay behind an unacknowledged
-        // segment, which a large `GET /v1/fleet` answer would otherwise meet).
-        let listener = axum::serve::ListenerExt::tap_io(tcp, |stream| {
-            if let Err(error) = stream.set_nodelay(true) {
-                tracing::debug!(%error, "cannot set TCP_NODELAY");
-            }
-        });
-        // The store is loaded and the port bound: connections queue until `serve` takes them.
-        crate::service_manager::ready("controller");
-        crate::http_serve::serve(listener, |_| app.clone(), shutdown).await;
-    } else {
-        let ca = controller.ca.as_ref().expect("mTLS mode always has a CA");
-        let names = server_names(&args.tls_names);
-        let (key, issued) = issue_server(ca, &names)?;
-        let served = ReloadableCert::new(key);
-        let config = server_config(served.clone(), ca.ca_pem(), ClientCerts::Optional)?;
-        let client_due = controller
-            .agents
-            .identity_dates()
-            .map_or(std::time::SystemTime::now(), |d| {
-                renewal_due(d.not_before, d.not_after)
+            tracing::info!(listen = %listen, db = %db, ca = ?ca_dir, transport = "plain_http", "controller serving");
+            // Answers go out as soon as they are written (no Nagle delay behind an
+            // unacknowledged segment, which a large `GET /v1/fleet` answer would otherwise meet).
+            let listener = axum::serve::ListenerExt::tap_io(tcp, |stream| {
+                if let Err(error) = stream.set_nodelay(true) {
+                    tracing::debug!(%error, "cannot set TCP_NODELAY");
+                }
             });
-        jobs.push(tokio::spawn(own_certs::renew(
-            controller.clone(),
-            served,
-            names.clone(),
-            renewal_due(issued.not_before, issued.not_after),
-            client_due,
-        )));
-        let names: Vec<String> = names.iter().map(ToString::to_string).collect();
-        tracing::info!(
-            listen = %listen,
-            db = %db.display(),
-            ca = ?ca_dir,
-            transport = "mtls",
-            server_names = %names.join(","),
-            "controller serving HTTPS"
-        );
-        let listener = TlsListener::new(tcp, config)?;
-        crate::service_manager::ready("controller");
-        crate::http_serve::serve(
-            listener,
-            |peer: &Peer| WithPeer::new(app.clone(), peer.clone()),
-            shutdown,
-        )
-        .await;
+            crate::http_serve::serve(listener, |_| served.clone(), shutdown).await;
+        }
+        Some(config) => {
+            let names = start_names(&args.tls_names);
+            tracing::info!(
+                listen = %listen,
+                db = %db,
+                ca = ?ca_dir,
+                transport = "mtls",
+                server_names = %names,
+                "controller serving HTTPS"
+            );
+            let listener = TlsListener::new(tcp, config)?;
+            crate::http_serve::serve(
+                listener,
+                |peer: &Peer| WithPeer::new(served.clone(), peer.clone()),
+                shutdown,
+            )
+            .await;
+        }
     }
-    for job in jobs {
-        job.abort();
+    if let Some(task) = roles {
+        task.abort();
     }
-    writer.shutdown().await;
+    if let Some(lead) = leading.lock().await.take() {
+        lead.stop().await;
+    }
     tracing::info!("controller stopped; pending writes flushed");
     Ok(())
+}
+
+fn start_names(extra: &[String]) -> String {
+    let names: Vec<String> = server_names(extra)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    names.join(",")
+}
+
+/// Follows the lease: leads when it is won (the store fenced by the epoch), stands by again
+/// when it is lost, for as long as the process runs.
+async fn follow_roles(
+    mut role: tokio::sync::watch::Receiver<Role>,
+    url: String,
+    holder: String,
+    start: Start,
+    served: Served,
+    standby: axum::Router,
+    leading: Arc<tokio::sync::Mutex<Option<Leading>>>,
+) {
+    // Hot: the store is connected and migrated before it is needed.
+    let mut prepared = prepare(&url).await;
+    let mut epoch_led = None;
+    loop {
+        let now = role.borrow_and_update().clone();
+        let wanted = match now {
+            Role::Leader { epoch } => Some(epoch),
+            Role::Standby { .. } => None,
+        };
+        if epoch_led.is_some() && epoch_led != wanted {
+            served.stand_by(standby.clone());
+            if let Some(lead) = leading.lock().await.take() {
+                lead.stop().await;
+            }
+            tracing::error!(
+                epoch = ?epoch_led,
+                "STEPPED DOWN: no longer the leader; serving as a standby (requests redirect to the leader)"
+            );
+            epoch_led = None;
+            prepared = prepare(&url).await;
+        }
+        if let (Some(epoch), None) = (wanted, epoch_led) {
+            let began = std::time::Instant::now();
+            let opened = match prepared.take() {
+                Some(opened) => Ok(opened),
+                None => tokio::task::block_in_place(|| open_postgres(&url)),
+            };
+            let started = opened
+                .map_err(anyhow::Error::from)
+                .and_then(|(store, tokens)| {
+                    let store = store.fenced(Fence {
+                        holder: holder.clone(),
+                        epoch,
+                    });
+                    tokio::task::block_in_place(|| start.lead(Box::new(store), Arc::new(tokens)))
+                });
+            match started {
+                Ok(lead) => {
+                    let nodes = lead.controller.table.node_counts();
+                    served.lead(HeartbeatFirst::new(lead.controller.clone()));
+                    *leading.lock().await = Some(lead);
+                    epoch_led = Some(epoch);
+                    tracing::info!(
+                        epoch,
+                        load_ms = began.elapsed().as_millis() as u64,
+                        nodes = ?nodes,
+                        "LEADING: took the lease, loaded the fleet, serving the API"
+                    );
+                }
+                Err(error) => {
+                    // Holding the lease without serving would stop the fleet: exit, and the
+                    // lease connection's end lets a standby take over at once (its advisory
+                    // lock goes with it; docs/controller.md, "Several controllers").
+                    tracing::error!("won the lease but cannot lead: {error:#}; exiting");
+                    eprintln!("fleetwire controller: won the lease but cannot lead: {error:#}");
+                    std::process::exit(1);
+                }
+            }
+        }
+        if role.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// A connected, migrated store and tokens for the next takeover, or `None` (logged): the
+/// takeover then connects itself.
+async fn prepare(url: &str) -> Option<(PostgresStore, PostgresBootstrapTokens)> {
+    match tokio::task::block_in_place(|| open_postgres(url)) {
+        Ok(opened) => Some(opened),
+        Err(error) => {
+            tracing::warn!("preparing the store for a takeover: {error}");
+            None
+        }
+    }
 }

@@ -27,6 +27,10 @@ pub struct Settings {
     /// `--plain-http`: PPN's plain, unauthenticated HTTP instead of mutual TLS.
     pub plain_http: bool,
     pub metrics_auth: MetricsAuth,
+    /// `--lease-ttl`: the leader lease's length on PostgreSQL (docs/controller.md).
+    pub lease_ttl: Duration,
+    /// `--advertise-url`, checked; `None`: derived from the host's name by the server.
+    pub advertise_url: Option<reqwest::Url>,
 }
 
 /// Why a command line's values cannot run a controller; the message names the flag.
@@ -48,6 +52,41 @@ pub enum SettingsError {
     CertValidity,
     #[error("--default-spawn-port must be a port from 1 to 65535")]
     SpawnPort,
+    /// Renewed every fifth of it, a lease under a second would renew faster than a slow
+    /// database answers (docs/controller.md, "Several controllers").
+    #[error("--lease-ttl must be at least 1s and at most 10m, not {ttl:?}")]
+    LeaseTtl { ttl: Duration },
+    #[error("--advertise-url {url}: {problem}")]
+    AdvertiseUrl { url: String, problem: &'static str },
+}
+
+/// A standby redirects to `leader_url` + the request's path and query, so the URL is an origin
+/// (and a path prefix at most) of the scheme this controller serves.
+fn check_advertise_url(url: &reqwest::Url, plain_http: bool) -> Result<(), SettingsError> {
+    // Never the password, should the URL carry one.
+    let mut shown = url.clone();
+    let _ = shown.set_password(None);
+    let bad = |problem| SettingsError::AdvertiseUrl {
+        url: shown.to_string(),
+        problem,
+    };
+    let wanted = if plain_http { "http" } else { "https" };
+    if url.scheme() != wanted {
+        return Err(bad(if plain_http {
+            "with --plain-http the controller serves http://"
+        } else {
+            "the controller serves https:// (http:// only with --plain-http)"
+        }));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(bad("it names no host"));
+    }
+    if url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() {
+        return Err(bad(
+            "it may not have a query, a fragment or credentials: requests' own are appended",
+        ));
+    }
+    Ok(())
 }
 
 impl Settings {
@@ -85,7 +124,17 @@ impl Settings {
         if args.cert_validity.is_zero() || args.cert_validity > max_validity {
             return Err(SettingsError::CertValidity);
         }
+        if args.lease_ttl < Duration::from_secs(1) || args.lease_ttl > Duration::from_secs(600) {
+            return Err(SettingsError::LeaseTtl {
+                ttl: args.lease_ttl,
+            });
+        }
+        if let Some(url) = &args.advertise_url {
+            check_advertise_url(url, args.plain_http)?;
+        }
         Ok(Settings {
+            lease_ttl: args.lease_ttl,
+            advertise_url: args.advertise_url.clone(),
             default_spawn_port: fleetwire_types::HostPort(
                 std::num::NonZeroU16::new(args.default_spawn_port)
                     .ok_or(SettingsError::SpawnPort)?,

@@ -26,7 +26,7 @@ pub const KEEP_EXPIRED: Duration = Duration::from_secs(24 * 3600);
 
 /// How many fresh ids `create` tries before giving up: with 36^6 (about 2 billion) ids a
 /// second collision in a row means something other than chance.
-const CREATE_ATTEMPTS: u32 = 4;
+pub(super) const CREATE_ATTEMPTS: u32 = 4;
 
 /// A token just minted: the only value that ever holds its secret (Debug redacts it).
 #[derive(Debug, Clone)]
@@ -101,7 +101,8 @@ pub enum TokenRefusal {
 }
 
 /// Where bootstrap tokens are kept. Blocking: callers on an async runtime use
-/// `spawn_blocking`. A PostgreSQL implementation is to follow the SQLite one.
+/// `spawn_blocking`. Implemented on SQLite here and on PostgreSQL by
+/// `store::postgres_tokens`.
 pub trait BootstrapTokenStore: Send + Sync {
     /// Mints a token for `node_id` valid for `ttl` from `now`, and deletes tokens that expired
     /// more than [`KEEP_EXPIRED`] ago.
@@ -154,11 +155,11 @@ fn err(doing: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
     move |e| StoreError::sqlite(doing, e)
 }
 
-fn millis(time: DateTime<Utc>) -> i64 {
+pub(super) fn millis(time: DateTime<Utc>) -> i64 {
     time.timestamp_millis()
 }
 
-fn time(doing: &'static str, millis: i64) -> Result<DateTime<Utc>, StoreError> {
+pub(super) fn time(doing: &'static str, millis: i64) -> Result<DateTime<Utc>, StoreError> {
     Utc.timestamp_millis_opt(millis)
         .single()
         .ok_or_else(|| StoreError::Query {
@@ -352,35 +353,60 @@ fn judge(
     node_id: &str,
     now: DateTime<Utc>,
 ) -> Result<String, TokenRefusal> {
-    let row: Option<(Vec<u8>, String, i64, Option<i64>)> = conn
+    let row: Option<StoredToken> = conn
         .query_row(
             "SELECT secret_sha256, node_id, expires_at, used_at
              FROM bootstrap_tokens WHERE token_id = ?1",
             params![token.id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            |r| {
+                Ok(StoredToken {
+                    digest: r.get(0)?,
+                    node_id: r.get(1)?,
+                    expires_at: r.get(2)?,
+                    used_at: r.get(3)?,
+                })
+            },
         )
         .optional()
         .map_err(err("read a bootstrap token"))?;
-    let Some((stored_digest, bound_node, expires_at, used_at)) = row else {
+    judge_row(token, node_id, now, row)
+}
+
+/// A token's row as either backend stores it: times in Unix milliseconds.
+pub(super) struct StoredToken {
+    pub digest: Vec<u8>,
+    pub node_id: String,
+    pub expires_at: i64,
+    pub used_at: Option<i64>,
+}
+
+/// [`judge`] of the row read for `token` (`None`: no such id), for both backends.
+pub(super) fn judge_row(
+    token: SplitToken,
+    node_id: &str,
+    now: DateTime<Utc>,
+    row: Option<StoredToken>,
+) -> Result<String, TokenRefusal> {
+    let Some(row) = row else {
         return Err(TokenRefusal::Unknown);
     };
-    if !bool::from(stored_digest.as_slice().ct_eq(&token.secret.digest())) {
+    if !bool::from(row.digest.as_slice().ct_eq(&token.secret.digest())) {
         return Err(TokenRefusal::Unknown);
     }
     let token_id = token.id;
-    if let Some(used_at) = used_at {
+    if let Some(used_at) = row.used_at {
         return Err(TokenRefusal::Used {
             token_id,
             used_at: time("read a bootstrap token", used_at)?,
         });
     }
-    if expires_at <= millis(now) {
+    if row.expires_at <= millis(now) {
         return Err(TokenRefusal::Expired {
             token_id,
-            expired_at: time("read a bootstrap token", expires_at)?,
+            expired_at: time("read a bootstrap token", row.expires_at)?,
         });
     }
-    if bound_node != node_id {
+    if row.node_id != node_id {
         return Err(TokenRefusal::OtherNode { token_id });
     }
     Ok(token_id)

@@ -54,6 +54,21 @@ pub enum StoreError {
     /// A document handed to the store is not UTF-8 text.
     #[error("a document is not UTF-8: {cause}")]
     NotUtf8 { cause: String },
+    /// The `--db` URL is not one this build can use (any password shown as `***`).
+    #[error("the database URL {url} is unusable: {cause}")]
+    BadUrl { url: String, cause: String },
+    /// The PostgreSQL server did not take the connection; `server` is `host:port`.
+    #[error("cannot connect to PostgreSQL at {server}: {cause}")]
+    Connect { server: String, cause: String },
+    /// TLS to the PostgreSQL server could not be set up.
+    #[error("cannot set up TLS to PostgreSQL: {cause}")]
+    Tls { cause: String },
+    /// The write's fence no longer holds the leader lease (docs/controller.md).
+    #[error(
+        "this controller no longer holds the leader lease (epoch {epoch}); nothing of the \
+         batch was written"
+    )]
+    Fenced { epoch: i64 },
     /// The writer thread is gone (the process is shutting down).
     #[error("the store writer has stopped")]
     WriterStopped,
@@ -69,6 +84,26 @@ impl StoreError {
         match error.sqlite_error_code() {
             Some(rusqlite::ErrorCode::DiskFull) => StoreError::DiskFull { doing, cause },
             Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
+                StoreError::Corrupt { doing, cause }
+            }
+            _ => StoreError::Query { doing, cause },
+        }
+    }
+}
+
+impl StoreError {
+    /// A failed PostgreSQL statement, `doing` naming it; a full disk told apart as on SQLite.
+    pub fn postgres(doing: &'static str, error: postgres::Error) -> StoreError {
+        use postgres::error::SqlState;
+        let cause = match error.as_db_error() {
+            Some(db) => format!("{}: {}", db.severity(), db.message()),
+            None => error.to_string(),
+        };
+        match error.code() {
+            Some(code) if *code == SqlState::DISK_FULL => StoreError::DiskFull { doing, cause },
+            Some(code)
+                if *code == SqlState::DATA_CORRUPTED || *code == SqlState::INDEX_CORRUPTED =>
+            {
                 StoreError::Corrupt { doing, cause }
             }
             _ => StoreError::Query { doing, cause },

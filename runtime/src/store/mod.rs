@@ -7,11 +7,18 @@
 //! commits registrations, cordons and placements before their request is answered.
 
 pub mod backend;
+pub mod batch_rules;
 pub mod bootstrap_tokens;
 pub mod contact_log;
 pub mod error;
 pub mod node_rows;
+pub mod open;
+pub mod postgres;
+pub mod postgres_test_schema;
+pub mod postgres_tokens;
 pub mod sqlite;
+#[cfg(test)]
+mod suite;
 pub mod writer;
 
 pub use backend::{Durability, Store};

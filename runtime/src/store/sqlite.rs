@@ -1,13 +1,14 @@
 //! The embedded store: SQLite through rusqlite, in WAL mode, with versioned migrations.
 
-use std::collections::HashMap;
 use std::path::Path;
 
-use fleetwire_types::Timestamp;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 
 use super::backend::{Durability, Store};
-use super::contact_log::{self, Encoder, MergeError};
+use super::batch_rules::{
+    attach_latest_contacts, deletions, liveness_contact, log_error, logged, text,
+};
+use super::contact_log::{self, Encoder};
 use super::error::{StoreError, Unusable};
 use super::node_rows::{NodeWrite, StoredNode};
 
@@ -65,6 +66,18 @@ const MIGRATIONS: &[Migration] = &[
     // the log instead of a b-tree update per node: a fold at 100,000 nodes had been 100,000
     // upserts of RFC 3339 text every ten seconds, the bulk of the store writer's extra time.
     Migration::Code(liveness_into_contact_log),
+    // 6: the leader lease of controllers sharing a PostgreSQL database (store::postgres),
+    // made here too so both backends keep one list of versions. It stays empty on SQLite: a
+    // SQLite file serves one controller (docs/controller.md, "The database").
+    Migration::Sql(
+        "CREATE TABLE controller_lease (
+        id         INTEGER PRIMARY KEY CHECK (id = 1),
+        holder     TEXT NOT NULL,
+        leader_url TEXT NOT NULL,
+        epoch      INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+    );",
+    ),
 ];
 
 /// The latest schema version this build knows.
@@ -129,7 +142,13 @@ pub fn open_connection(path: &Path) -> Result<Connection, StoreError> {
 
 /// The tables a fleetwire store has held at some schema version (`bootstrap_tokens` is
 /// created outside the migrations, see `bootstrap_tokens`).
-const OWN_TABLES: &[&str] = &["nodes", "liveness", "contact_log", "bootstrap_tokens"];
+const OWN_TABLES: &[&str] = &[
+    "nodes",
+    "liveness",
+    "contact_log",
+    "bootstrap_tokens",
+    "controller_lease",
+];
 
 /// How many of `PRAGMA quick_check`'s findings a refusal quotes.
 const PROBLEMS_QUOTED: usize = 5;
@@ -316,19 +335,7 @@ impl Store for SqliteStore {
             .collect::<Result<Vec<_>, _>>()
             .map_err(err("read node row"))?;
         // Both in node-id order (SQLite compares text bytewise, as `str` does): a merge join.
-        let mut next = 0;
-        for_each_latest_contact(&self.conn, |id, time| {
-            while nodes
-                .get(next)
-                .is_some_and(|node| node.node_id.as_str() < id)
-            {
-                next += 1;
-            }
-            if let Some(node) = nodes.get_mut(next).filter(|node| node.node_id == id) {
-                node.seen = Some(time);
-            }
-            Ok(())
-        })?;
+        attach_latest_contacts(&mut nodes, &read_contact_log(&self.conn)?)?;
         Ok(nodes)
     }
 
@@ -348,17 +355,7 @@ impl Store for SqliteStore {
                 .map_err(err("synchronous"))?;
             self.durability = durability;
         }
-        // Each node the batch deletes, with the index of its last deletion in the batch: its
-        // logged contacts go with it, and so do the batch's own contacts of it queued before
-        // that deletion (those after it are a node enrolled again under the same id).
-        let deleted: HashMap<&str, usize> = batch
-            .iter()
-            .enumerate()
-            .filter_map(|(i, write)| match write {
-                NodeWrite::Delete(id) => Some((id.as_str(), i)),
-                _ => None,
-            })
-            .collect();
+        let deleted = deletions(batch);
         let tx = self.conn.transaction().map_err(err("begin"))?;
         let mut log_rows = self.log_rows;
         {
@@ -396,10 +393,10 @@ impl Store for SqliteStore {
                     }
                 }
             }
-            let not_deleted_after = |i: usize| {
-                deleted.is_empty() || deleted.get(batch[i].node_id()).is_none_or(|&at| at < i)
-            };
-            if let Some(blob) = self.contacts.encode_where(batch, not_deleted_after)? {
+            if let Some(blob) = self
+                .contacts
+                .encode_where(batch, |i| logged(batch, &deleted, i))?
+            {
                 tx.prepare_cached(LOG_CONTACTS)
                     .map_err(err("prepare contact log"))?
                     .execute(params![blob])
@@ -455,28 +452,6 @@ fn read_contact_log(conn: &Connection) -> Result<Vec<(i64, Vec<u8>)>, StoreError
     Ok(batches)
 }
 
-/// A failed merge of the contact log's rows `batches`, as a store error naming the row.
-fn log_error<E: Into<StoreError>>(batches: &[(i64, Vec<u8>)], error: MergeError<E>) -> StoreError {
-    match error {
-        MergeError::Damaged { blob, error } => StoreError::ContactLogRow {
-            batch: batches[blob].0,
-            cause: error.to_string(),
-        },
-        MergeError::Stopped(error) => error.into(),
-    }
-}
-
-/// Calls `each` once per node in the contact log with its latest logged time, in node-id
-/// order.
-fn for_each_latest_contact(
-    conn: &Connection,
-    each: impl FnMut(&str, Timestamp) -> Result<(), StoreError>,
-) -> Result<(), StoreError> {
-    let batches = read_contact_log(conn)?;
-    let blobs: Vec<&[u8]> = batches.iter().map(|(_, blob)| blob.as_slice()).collect();
-    contact_log::for_each_latest(&blobs, each).map_err(|e| log_error(&batches, e))
-}
-
 /// Folds the contact log into one row holding each node's latest time (leaving out the nodes
 /// `keep` refuses), built in `folded`, inside the caller's transaction; the log's row count
 /// after it.
@@ -525,16 +500,7 @@ fn liveness_into_contact_log(tx: &Transaction) -> Result<(), StoreError> {
         while let Some(row) = rows.next().map_err(err("read liveness"))? {
             let node_id: String = row.get(0).map_err(err("read liveness"))?;
             let text: String = row.get(1).map_err(err("read liveness"))?;
-            let last_heartbeat = text
-                .parse()
-                .map_err(|e| StoreError::UnreadableContactTime {
-                    node_id: node_id.clone(),
-                    cause: format!("{e}"),
-                })?;
-            times.push(NodeWrite::Seen {
-                node_id: node_id.into(),
-                last_heartbeat,
-            });
+            times.push(liveness_contact(node_id, &text)?);
         }
     }
     let mut encoder = Encoder::default();
@@ -548,14 +514,10 @@ fn liveness_into_contact_log(tx: &Transaction) -> Result<(), StoreError> {
         .map_err(err("drop liveness"))
 }
 
-fn text(bytes: &[u8]) -> Result<&str, StoreError> {
-    std::str::from_utf8(bytes).map_err(|e| StoreError::NotUtf8 {
-        cause: e.to_string(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    //! The tests of what SQLite alone does (its files, its migrations from earlier builds);
+    //! the store's behaviour is tested on both backends by `store::suite`.
     use super::*;
 
     fn node(id: &str, record: &str) -> StoredNode {
@@ -565,25 +527,6 @@ mod tests {
     /// A loaded row's contact time, as text.
     fn seen(row: &StoredNode) -> Option<String> {
         row.seen.map(|t| t.to_string())
-    }
-
-    /// How a written row reads back.
-    fn loaded(mut row: StoredNode) -> StoredNode {
-        row.vms_changed = false;
-        row
-    }
-
-    #[test]
-    fn migrates_a_new_database_to_the_latest_version() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("sub/controller.sqlite3");
-        let mut store = SqliteStore::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
-        store.check().unwrap();
-        drop(store);
-        // Re-opening applies nothing twice.
-        let mut store = SqliteStore::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
     }
 
     /// A database at schema version `version`, as a build of that version left it.
@@ -632,7 +575,7 @@ mod tests {
             rows.iter().map(seen).collect::<Vec<_>>(),
             [Some("2026-01-01T00:00:09Z".into()), None, None]
         );
-        assert_eq!(tables(&store), ["contact_log", "nodes"]);
+        assert_eq!(tables(&store), ["contact_log", "controller_lease", "nodes"]);
         assert_eq!((count(&store, "contact_log"), store.log_rows), (1, 1));
     }
 
@@ -663,7 +606,7 @@ mod tests {
         }
         drop(conn);
         let mut store = SqliteStore::open(&path).unwrap();
-        assert_eq!(tables(&store), ["contact_log", "nodes"]);
+        assert_eq!(tables(&store), ["contact_log", "controller_lease", "nodes"]);
         assert_eq!(count(&store, "contact_log"), 1);
         let rows = store.load_nodes().unwrap();
         assert_eq!(
@@ -704,19 +647,6 @@ mod tests {
             .query_row("SELECT count(*) FROM liveness", [], |r| r.get(0))
             .unwrap();
         assert_eq!((version, liveness), (4, 2));
-    }
-
-    #[test]
-    fn refuses_a_database_from_a_newer_controller() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.sqlite3");
-        drop(SqliteStore::open(&path).unwrap());
-        let conn = Connection::open(&path).unwrap();
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
-            .unwrap();
-        drop(conn);
-        let error = SqliteStore::open(&path).err().unwrap();
-        assert!(error.to_string().contains("newer"), "{error}");
     }
 
     /// A store with one node, closed (its WAL checkpointed into the file).
@@ -819,88 +749,6 @@ mod tests {
         assert!(matches!(problem, Unusable::Damaged { .. }), "{problem}");
     }
 
-    #[test]
-    fn upserts_replace_and_deletes_forget_in_one_transaction() {
-        let mut store = SqliteStore::in_memory().unwrap();
-        store
-            .write(
-                &[
-                    NodeWrite::Upsert(Box::new(node("b", "{\"v\":1}"))),
-                    NodeWrite::Upsert(Box::new(node("a", "{\"v\":1}"))),
-                ],
-                Durability::Behind,
-            )
-            .unwrap();
-        store
-            .write(
-                &[
-                    NodeWrite::Upsert(Box::new(node("b", "{\"v\":2}"))),
-                    NodeWrite::Delete("a".into()),
-                ],
-                Durability::Behind,
-            )
-            .unwrap();
-        assert_eq!(
-            store.load_nodes().unwrap(),
-            vec![loaded(node("b", "{\"v\":2}"))]
-        );
-    }
-
-    #[test]
-    fn an_unchanged_vm_list_is_left_as_stored() {
-        let mut store = SqliteStore::in_memory().unwrap();
-        let mut row = node("a", "1");
-        row.vms = b"[1]".to_vec();
-        store
-            .write(
-                &[NodeWrite::Upsert(Box::new(row.clone()))],
-                Durability::Behind,
-            )
-            .unwrap();
-        let mut update = node("a", "2");
-        update.vms = b"[]".to_vec();
-        update.vms_changed = false;
-        store
-            .write(&[NodeWrite::Upsert(Box::new(update))], Durability::Behind)
-            .unwrap();
-        let stored = store.load_nodes().unwrap();
-        assert_eq!(
-            (stored[0].record.as_slice(), stored[0].vms.as_slice()),
-            (&b"2"[..], &b"[1]"[..])
-        );
-    }
-
-    #[test]
-    fn a_later_contact_time_reads_back_with_the_row_and_goes_with_it() {
-        let mut store = SqliteStore::in_memory().unwrap();
-        store_a_and_b(&mut store);
-        let seen = |id: &str| NodeWrite::Seen {
-            node_id: id.into(),
-            last_heartbeat: "2026-11-30T10:00:00Z".parse().unwrap(),
-        };
-        store.write(&[seen("a")], Durability::Behind).unwrap();
-        let rows = store.load_nodes().unwrap();
-        assert_eq!(
-            super::tests::seen(&rows[0]).as_deref(),
-            Some("2026-11-30T10:00:00Z")
-        );
-        assert_eq!(rows[1].seen, None);
-        store
-            .write(&[NodeWrite::Delete("a".into())], Durability::Commit)
-            .unwrap();
-        store
-            .write(
-                &[NodeWrite::Upsert(Box::new(node("a", "2")))],
-                Durability::Commit,
-            )
-            .unwrap();
-        assert_eq!(
-            store.load_nodes().unwrap()[0].seen,
-            None,
-            "a forgotten node's contact time goes with it"
-        );
-    }
-
     /// Stores nodes `a` and `b`, both with record `1`.
     fn store_a_and_b(store: &mut SqliteStore) {
         let rows = [node("a", "1"), node("b", "1")].map(|row| NodeWrite::Upsert(Box::new(row)));
@@ -919,129 +767,6 @@ mod tests {
             .conn
             .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
             .unwrap()
-    }
-
-    #[test]
-    fn contact_times_are_logged_per_batch_and_folded_into_one_row() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("log.sqlite3");
-        let mut store = SqliteStore::open(&path).unwrap();
-        store_a_and_b(&mut store);
-        // One row per batch, whatever the batch holds.
-        for second in 0..FOLD_AFTER_BATCHES {
-            store
-                .write(
-                    &[seen_at("a", second), seen_at("b", second)],
-                    Durability::Behind,
-                )
-                .unwrap();
-        }
-        assert_eq!(count(&store, "contact_log"), FOLD_AFTER_BATCHES as i64);
-        // A restart reads the log: the latest entry of each node wins.
-        drop(store);
-        let mut store = SqliteStore::open(&path).unwrap();
-        assert_eq!(store.log_rows, FOLD_AFTER_BATCHES);
-        let latest = format!("2026-11-30T10:00:{:02}Z", FOLD_AFTER_BATCHES - 1);
-        let rows = store.load_nodes().unwrap();
-        assert_eq!(seen(&rows[0]), Some(latest));
-        // A commit never folds; the next write-behind batch does.
-        store
-            .write(&[seen_at("a", 58)], Durability::Commit)
-            .unwrap();
-        assert_eq!(count(&store, "contact_log"), FOLD_AFTER_BATCHES as i64 + 1);
-        store
-            .write(&[seen_at("b", 59)], Durability::Behind)
-            .unwrap();
-        assert_eq!((count(&store, "contact_log"), store.log_rows), (1, 1));
-        let expected = [Some("2026-11-30T10:00:58Z"), Some("2026-11-30T10:00:59Z")]
-            .map(|t| t.map(String::from));
-        let rows = store.load_nodes().unwrap();
-        assert_eq!(rows.iter().map(seen).collect::<Vec<_>>(), expected);
-        // From now on a fold comes with every FOLD_AFTER_BATCHES-th batch on the folded row.
-        for _ in 1..FOLD_AFTER_BATCHES {
-            store.write(&[seen_at("a", 1)], Durability::Behind).unwrap();
-        }
-        assert_eq!(count(&store, "contact_log"), FOLD_AFTER_BATCHES as i64);
-        store.write(&[seen_at("b", 1)], Durability::Behind).unwrap();
-        assert_eq!(count(&store, "contact_log"), 1);
-        drop(store);
-        let rows = SqliteStore::open(&path).unwrap().load_nodes().unwrap();
-        assert_eq!(
-            rows.iter().map(seen).collect::<Vec<_>>(),
-            ["2026-11-30T10:00:01Z"; 2].map(|t| Some(t.to_string()))
-        );
-    }
-
-    /// The node ids the contact log holds entries of.
-    fn logged_ids(store: &SqliteStore) -> Vec<String> {
-        let mut ids = Vec::new();
-        for_each_latest_contact(&store.conn, |id, _| {
-            ids.push(id.to_string());
-            Ok(())
-        })
-        .unwrap();
-        ids
-    }
-
-    #[test]
-    fn a_deleted_node_takes_its_logged_and_folded_contacts_with_it() {
-        let mut store = SqliteStore::in_memory().unwrap();
-        store_a_and_b(&mut store);
-        for _ in 0..=FOLD_AFTER_BATCHES {
-            store
-                .write(&[seen_at("a", 1), seen_at("b", 1)], Durability::Behind)
-                .unwrap();
-        }
-        assert_eq!(count(&store, "contact_log"), 1, "folded");
-        store.write(&[seen_at("a", 2)], Durability::Behind).unwrap();
-        // a is forgotten and enrolled again in one batch: the old node's contacts go, those
-        // queued for it before its deletion too, the new node's stay.
-        store
-            .write(
-                &[
-                    seen_at("a", 3),
-                    NodeWrite::Delete("a".into()),
-                    NodeWrite::Upsert(Box::new(node("a", "2"))),
-                    seen_at("a", 4),
-                ],
-                Durability::Behind,
-            )
-            .unwrap();
-        let rows = store.load_nodes().unwrap();
-        assert_eq!(
-            rows.iter().map(seen).collect::<Vec<_>>(),
-            ["2026-11-30T10:00:04Z", "2026-11-30T10:00:01Z"].map(|t| Some(t.to_string()))
-        );
-        store
-            .write(
-                &[seen_at("b", 5), NodeWrite::Delete("b".into())],
-                Durability::Commit,
-            )
-            .unwrap();
-        assert_eq!(logged_ids(&store), ["a"]);
-        store
-            .write(
-                &[NodeWrite::Upsert(Box::new(node("b", "2")))],
-                Durability::Commit,
-            )
-            .unwrap();
-        assert_eq!(store.load_nodes().unwrap()[1].seen, None);
-    }
-
-    #[test]
-    fn a_damaged_contact_log_row_fails_the_load_and_says_which() {
-        let mut store = SqliteStore::in_memory().unwrap();
-        store_a_and_b(&mut store);
-        store.write(&[seen_at("a", 1)], Durability::Behind).unwrap();
-        store
-            .conn
-            .execute("UPDATE contact_log SET contacts = x'0107'", [])
-            .unwrap();
-        let error = store.load_nodes().unwrap_err();
-        assert_eq!(
-            error.to_string(),
-            "contact log batch 1: truncated at byte 2"
-        );
     }
 
     #[test]
@@ -1068,37 +793,5 @@ mod tests {
         assert_eq!(count(&store, "contact_log"), 1);
         let rows = store.load_nodes().unwrap();
         assert_eq!(rows.iter().map(seen).collect::<Vec<_>>(), expected);
-    }
-
-    #[test]
-    fn a_failing_batch_leaves_nothing_behind() {
-        let mut store = SqliteStore::in_memory().unwrap();
-        store
-            .write(
-                &[NodeWrite::Upsert(Box::new(node("a", "1")))],
-                Durability::Commit,
-            )
-            .unwrap();
-        store.write(&[seen_at("a", 1)], Durability::Behind).unwrap();
-        let bad = StoredNode {
-            record: vec![0xff, 0xfe],
-            ..node("c", "")
-        };
-        let result = store.write(
-            &[
-                NodeWrite::Delete("a".into()),
-                NodeWrite::Upsert(Box::new(node("b", "2"))),
-                seen_at("a", 3),
-                NodeWrite::Upsert(Box::new(bad)),
-            ],
-            Durability::Commit,
-        );
-        assert!(result.is_err());
-        // Nor is the contact log folded by the deletion.
-        let mut a = loaded(node("a", "1"));
-        a.seen = Some("2026-11-30T10:00:01Z".parse().unwrap());
-        assert_eq!(store.load_nodes().unwrap(), vec![a]);
-        assert_eq!((count(&store, "contact_log"), store.log_rows), (1, 1));
-        assert_eq!(logged_ids(&store), ["a"]);
     }
 }

@@ -91,13 +91,17 @@ impl ControllerProcess {
         } else {
             ("warn", Stdio::inherit())
         };
+        let mut command = fleetwire();
+        command
+            .arg("controller")
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"));
+        // The SQLite file in `dir` unless the test names a database (PostgreSQL).
+        if !args.iter().any(|a| a == "--db") {
+            command.arg("--db").arg(dir.join("controller.sqlite3"));
+        }
         let process = Running::spawn(
-            fleetwire()
-                .arg("controller")
-                .arg("--listen")
-                .arg(format!("127.0.0.1:{port}"))
-                .arg("--db")
-                .arg(dir.join("controller.sqlite3"))
+            command
                 .args(&args)
                 .env("RUST_LOG", level)
                 .stdout(Stdio::null())

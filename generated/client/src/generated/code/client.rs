@@ -469,7 +469,7 @@ impl Client {
     }
     /// Readiness
     ///
-    /// Answers 200 when the controller can serve requests, its store included, and 503 when it cannot.
+    /// Answers 200 when the controller leads and can serve requests, its store included, and 503 when it cannot: its store is unreachable, or it is a standby (role "standby", with the leader's leader_url). A load balancer sends traffic to the controller whose /readyz answers 200. A standby answers every route other than /healthz, /readyz and /metrics with 307 Temporary Redirect to the leader's URL with the same path and query (clients repeat the request there, body included), or 503 not_leader with Retry-After when no controller leads (docs/controller.md, "Several controllers").
     ///
     /// `GET /readyz` (access `open`). Answers `200`, `503` with a [`fleetwire_types::Health`]; every other status is an `ApiError`: [`Error::Api`].
     pub async fn get_readyz(

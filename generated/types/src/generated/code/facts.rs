@@ -34,7 +34,7 @@ pub const SCHEMA_SET_NAME: &str = "fleetwire";
 /// The schema set's semver version: the wire's version these types speak.
 pub const SCHEMA_SET_VERSION: &str = "0.2.0";
 /// SHA-256 of the schema set's files, as the reference site shows it (docs/versioning.md).
-pub const SCHEMA_SET_HASH: &str = "b0e0b1f364d01971cf101f14be170d9a0813c34b4951f17def9331928d23469d";
+pub const SCHEMA_SET_HASH: &str = "8bf16bc99fcd54d487263d88e9a677216d29459defda8ff57e5f8ffeef8c7cac";
 
 /// Every file of `schemas/` as written: (file name, JSON text).
 pub const SCHEMA_FILES: &[(&str, &str)] = &[
@@ -61,7 +61,7 @@ pub(crate) fn struct_rules(struct_name: &str) -> StructRules {
         "DesiredInstance" => StructRules { non_null: &["command", "image", "network", "restartPolicy", "env", "vmId", "tenantId", "vmType"], closed: true },
         "FilesystemUsage" => StructRules { non_null: &[], closed: true },
         "FleetStatus" => StructRules { non_null: &["counts"], closed: true },
-        "Health" => StructRules { non_null: &["version", "store", "transport"], closed: true },
+        "Health" => StructRules { non_null: &["version", "store", "transport", "role", "leader_url"], closed: true },
         "HostCapacity" => StructRules { non_null: &[], closed: true },
         "HostDesiredState" => StructRules { non_null: &["generation"], closed: true },
         "HostMeterLedger" => StructRules { non_null: &[], closed: true },
@@ -99,7 +99,7 @@ pub(crate) fn struct_rules(struct_name: &str) -> StructRules {
 
 /// Generated enums whose every value is a string (a schema `enum` of strings).
 pub(crate) fn is_string_enum(enum_name: &str) -> bool {
-    matches!(enum_name, "DesiredInstanceState" | "NodeStatusFilter" | "VmState" | "PortProtocol" | "ApiErrorCode" | "HealthStatus" | "TransportSecurity" | "KnownRuntime" | "HostState" | "VolumeState" | "InstanceState" | "CheckpointState" | "ExportState")
+    matches!(enum_name, "DesiredInstanceState" | "NodeStatusFilter" | "VmState" | "PortProtocol" | "ApiErrorCode" | "HealthStatus" | "ControllerRole" | "TransportSecurity" | "KnownRuntime" | "HostState" | "VolumeState" | "InstanceState" | "CheckpointState" | "ExportState")
 }
 
 /// This crate's schema set: what the reader, the strict deserializer and the validators of

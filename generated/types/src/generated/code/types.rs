@@ -67,7 +67,7 @@ pub struct ApiError {
     #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
     pub violations: ::std::vec::Vec<Violation>,
 }
-///Kinds of failure the controller reports: invalid_document (the body is JSON but breaks its schema; see violations), malformed_json (the body is not JSON), payload_too_large (the body exceeds the size limit), unsupported_media_type (the body is not application/json), invalid_query (a query parameter is not one the route accepts), not_found (no such route, node or VM), method_not_allowed (the route exists but not with this method), unknown_runtime (the node names a runtime the controller has no driver for), no_capacity (no node has room for the VM), preferred_node_unsuitable (the preferred node is unknown, not ready, cordoned or too small), agent_failed (the chosen node's agent refused or failed the call), conflict (the id is already in use), store_unavailable (the controller's store cannot be reached), timeout (the work did not finish in time), internal (a bug in the controller), unauthorized (the request carries no credential the route accepts, or one that is unknown, used, expired or no longer valid: a bearer token, a bootstrap token or a node certificate), forbidden (the credential is good but not for this: a read-only token on a write, a node acting as another node, a bootstrap token bound to another node id).
+///Kinds of failure the controller reports: invalid_document (the body is JSON but breaks its schema; see violations), malformed_json (the body is not JSON), payload_too_large (the body exceeds the size limit), unsupported_media_type (the body is not application/json), invalid_query (a query parameter is not one the route accepts), not_found (no such route, node or VM), method_not_allowed (the route exists but not with this method), unknown_runtime (the node names a runtime the controller has no driver for), no_capacity (no node has room for the VM), preferred_node_unsuitable (the preferred node is unknown, not ready, cordoned or too small), agent_failed (the chosen node's agent refused or failed the call), conflict (the id is already in use), store_unavailable (the controller's store cannot be reached), timeout (the work did not finish in time), internal (a bug in the controller), unauthorized (the request carries no credential the route accepts, or one that is unknown, used, expired or no longer valid: a bearer token, a bootstrap token or a node certificate), forbidden (the credential is good but not for this: a read-only token on a write, a node acting as another node, a bootstrap token bound to another node id), not_leader (this controller is a standby and no controller holds the lease: retry after the Retry-After seconds; docs/controller.md, "Several controllers").
 #[derive(
     ::serde::Deserialize,
     ::serde::Serialize,
@@ -115,6 +115,8 @@ pub enum ApiErrorCode {
     Unauthorized,
     #[serde(rename = "forbidden")]
     Forbidden,
+    #[serde(rename = "not_leader")]
+    NotLeader,
 }
 impl ::std::fmt::Display for ApiErrorCode {
     fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
@@ -136,6 +138,7 @@ impl ::std::fmt::Display for ApiErrorCode {
             Self::Internal => f.write_str("internal"),
             Self::Unauthorized => f.write_str("unauthorized"),
             Self::Forbidden => f.write_str("forbidden"),
+            Self::NotLeader => f.write_str("not_leader"),
         }
     }
 }
@@ -162,6 +165,7 @@ impl ::std::str::FromStr for ApiErrorCode {
             "internal" => Ok(Self::Internal),
             "unauthorized" => Ok(Self::Unauthorized),
             "forbidden" => Ok(Self::Forbidden),
+            "not_leader" => Ok(Self::NotLeader),
             _ => Err("invalid value".into()),
         }
     }
@@ -848,6 +852,61 @@ pub struct ComputeUsage {
     #[serde(rename = "memoryUsedBytes")]
     pub memory_used_bytes: u64,
 }
+///A controller's role among the controllers of one PostgreSQL database: "leader" (it holds the lease and serves the API; a controller on SQLite always leads) or "standby" (it answers /healthz, /readyz and /metrics, and redirects everything else to the leader).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum ControllerRole {
+    #[serde(rename = "leader")]
+    Leader,
+    #[serde(rename = "standby")]
+    Standby,
+}
+impl ::std::fmt::Display for ControllerRole {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Leader => f.write_str("leader"),
+            Self::Standby => f.write_str("standby"),
+        }
+    }
+}
+impl ::std::str::FromStr for ControllerRole {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "leader" => Ok(Self::Leader),
+            "standby" => Ok(Self::Standby),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for ControllerRole {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ControllerRole {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
 ///Body of POST /v1/tokens: asks for a single-use bootstrap token that enrolls exactly one node id.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct CreateBootstrapTokenRequest {
@@ -1253,6 +1312,12 @@ pub struct FleetStatus {
 ///Body of GET /healthz and GET /readyz.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct Health {
+    ///At a standby's /readyz: the URL of the controller that leads, where the standby redirects requests. Absent when no controller holds the lease.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub leader_url: ::std::option::Option<RuntimeUrl>,
+    ///At /readyz: whether this controller leads (it serves the API) or stands by (every other route redirects to the leader). Absent from agents and from controllers older than standbys (docs/controller.md, "Several controllers").
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub role: ::std::option::Option<ControllerRole>,
     ///"ok" when the controller answers (healthz) or can serve (readyz); "unavailable" when readyz finds it cannot.
     pub status: HealthStatus,
     ///What the readiness check found about the controller's store, e.g. the error that makes it unready. Absent when there is nothing to say.
@@ -4271,7 +4336,7 @@ crate::string_lengths::length_bounds!(VmRecordMessage, max = 2048, fn truncated)
 crate::string_lengths::length_bounds!(VmType, min = 1, max = 64);
 impl ApiErrorCode {
     /// Every value, in the schema's order.
-    pub const ALL: [ApiErrorCode; 17] = [
+    pub const ALL: [ApiErrorCode; 18] = [
         ApiErrorCode::InvalidDocument,
         ApiErrorCode::MalformedJson,
         ApiErrorCode::PayloadTooLarge,
@@ -4289,6 +4354,7 @@ impl ApiErrorCode {
         ApiErrorCode::Internal,
         ApiErrorCode::Unauthorized,
         ApiErrorCode::Forbidden,
+        ApiErrorCode::NotLeader,
     ];
     /// The value as the schema spells it.
     pub const fn as_str(&self) -> &'static str {
@@ -4310,6 +4376,7 @@ impl ApiErrorCode {
             ApiErrorCode::Internal => "internal",
             ApiErrorCode::Unauthorized => "unauthorized",
             ApiErrorCode::Forbidden => "forbidden",
+            ApiErrorCode::NotLeader => "not_leader",
         }
     }
 }
@@ -4328,6 +4395,20 @@ impl CheckpointState {
             CheckpointState::Ready => "ready",
             CheckpointState::Deleted => "deleted",
             CheckpointState::Failed => "failed",
+        }
+    }
+}
+impl ControllerRole {
+    /// Every value, in the schema's order.
+    pub const ALL: [ControllerRole; 2] = [
+        ControllerRole::Leader,
+        ControllerRole::Standby,
+    ];
+    /// The value as the schema spells it.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            ControllerRole::Leader => "leader",
+            ControllerRole::Standby => "standby",
         }
     }
 }
