@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use controller_support::*;
 use fleetwire::store::postgres::connect_client;
 use fleetwire::store::postgres_test_schema::test_schema;
-use fleetwire_e2e::fleetwire;
+use fleetwire_e2e::{fleetwire, wait_for, Running};
 use fleetwire_types::{CreateVmRequest, NodeId, NodeStatusFilter, StateMessage};
 use serde_json::json;
 
@@ -117,25 +117,34 @@ async fn acknowledged_state_survives_kill_9_and_contacts_reach_postgres_within_a
     assert_eq!(version as u32, fleetwire::store::sqlite::SCHEMA_VERSION);
 }
 
-/// `fleetwire controller --db DB` run to its exit: (code, stderr).
+/// `fleetwire controller --db DB` run to its exit, which must come within 30 s (a controller
+/// that kept retrying a database it cannot use would otherwise hang the test): (code, stderr).
 fn controller_exit(db: &str) -> (i32, String) {
     let dir = tempfile::tempdir().unwrap();
-    let output = fleetwire()
-        .args([
-            "controller",
-            "--plain-http",
-            "--listen",
-            "127.0.0.1:0",
-            "--db",
-            db,
-        ])
-        .arg("--data-dir")
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let stderr_path = dir.path().join("stderr");
+    let mut running = Running::spawn(
+        fleetwire()
+            .args([
+                "controller",
+                "--plain-http",
+                "--listen",
+                "127.0.0.1:0",
+                "--db",
+                db,
+            ])
+            .arg("--data-dir")
+            .arg(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&stderr_path).unwrap()),
+    );
+    let status = wait_for(
+        "the controller to refuse the database and exit",
+        Duration::from_secs(30),
+        || running.child.try_wait().unwrap(),
+    );
     (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
+        status.code().unwrap_or(-1),
+        std::fs::read_to_string(&stderr_path).unwrap(),
     )
 }
 

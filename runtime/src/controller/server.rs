@@ -226,6 +226,11 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
             (served, None)
         }
         Database::Postgres(url) => {
+            // Connected and migrated before the lease is sought: a database this controller
+            // cannot use stops it at start with the reason, and the lease table exists before
+            // the first attempt, so a lone controller leads at once.
+            let prepared = tokio::task::block_in_place(|| open_postgres(url))
+                .with_context(|| format!("starting on the store {db}"))?;
             let holder = format!("{:016x}", rand::random::<u64>());
             let leader_url = advertise_url(&settings, listen);
             tracing::info!(instance = %holder, advertise_url = %leader_url, "standing by for the leader lease");
@@ -246,8 +251,11 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
             let served = Served::standby(standby.clone());
             let task = tokio::spawn(follow_roles(
                 role,
-                url.clone(),
-                holder,
+                Candidate {
+                    url: url.clone(),
+                    holder,
+                    prepared,
+                },
                 start,
                 served.clone(),
                 standby,
@@ -315,19 +323,31 @@ fn start_names(extra: &[String]) -> String {
     names.join(",")
 }
 
+/// A controller seeking the lease on PostgreSQL: the database, its instance name in the lease,
+/// and the store it connected and migrated at start.
+struct Candidate {
+    url: String,
+    holder: String,
+    prepared: (PostgresStore, PostgresBootstrapTokens),
+}
+
 /// Follows the lease: leads when it is won (the store fenced by the epoch), stands by again
 /// when it is lost, for as long as the process runs.
 async fn follow_roles(
     mut role: tokio::sync::watch::Receiver<Role>,
-    url: String,
-    holder: String,
+    candidate: Candidate,
     start: Start,
     served: Served,
     standby: axum::Router,
     leading: Arc<tokio::sync::Mutex<Option<Leading>>>,
 ) {
+    let Candidate {
+        url,
+        holder,
+        prepared,
+    } = candidate;
     // Hot: the store is connected and migrated before it is needed.
-    let mut prepared = prepare(&url).await;
+    let mut prepared = Some(prepared);
     let mut epoch_led = None;
     loop {
         let now = role.borrow_and_update().clone();

@@ -119,13 +119,15 @@ impl ControllerProcess {
         controller
     }
 
+    /// Until `/readyz` answers 200: on PostgreSQL a controller serves as a standby until it
+    /// holds the lease, and only then takes requests of its own.
     fn wait_until_serving(&mut self) {
-        let url = self.url("/healthz");
+        let url = self.url("/readyz");
         let ca = self.ca_path();
         let secure = self.secure;
         let log = self.dir.join("controller.log");
         wait_for(
-            "the controller to answer /healthz",
+            "the controller to answer /readyz with 200",
             Duration::from_secs(20),
             || {
                 if let Ok(Some(status)) = self.process.child.try_wait() {
