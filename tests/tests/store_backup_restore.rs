@@ -1,5 +1,6 @@
-//! The backup and restore procedures of docs/operations.md, run as written: an online backup
-//! of a serving controller's store, a later change that the backup must not hold, and a new
+//! The backup and restore procedures of docs/operations.md, run as written for each backend
+//! (SQLite's `.backup`, PostgreSQL's `pg_dump` and `pg_restore`): an online backup of a
+//! serving controller's store, a later change that the backup must not hold, and a new
 //! controller started on the restored copy that serves everything the backup held — nodes,
 //! VMs, the disk ledger and cordons.
 
@@ -123,4 +124,90 @@ fn assert_only_the_store_file(dir: &Path) {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(names, ["controller.sqlite3"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_store_dumped_online_restores_into_a_new_database() {
+    use fleetwire::store::postgres_test_schema::{test_schema, DEFAULT_URL};
+    if ["pg_dump", "pg_restore", "psql"]
+        .iter()
+        .any(|program| !have(program, "postgresql-client"))
+    {
+        return;
+    }
+    let Some(schema) = test_schema() else { return };
+    let server = std::env::var("FLEETWIRE_TEST_POSTGRES").unwrap_or_else(|_| DEFAULT_URL.into());
+    let agent = AgentStandIn::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut controller = ControllerProcess::start_in(dir.path(), &["--db", schema.url.as_str()]);
+    let vm_id = a_small_fleet(&controller, &agent).await;
+
+    // docs/operations.md, "Backup and restore": pg_dump while the controller serves.
+    let dump = dir.path().join("fleet.dump");
+    run(Command::new("pg_dump")
+        .args(["--format=custom", "--schema", &schema.name, "--file"])
+        .arg(&dump)
+        .arg(&server));
+    heartbeat_ok(
+        &client(),
+        &controller,
+        &ppn_heartbeat("late-1", "127.0.0.1", 9204),
+    )
+    .await;
+    controller.kill_9();
+
+    // Restore into an empty database of its own, and a controller there.
+    let restored = RestoredDatabase::create(&server);
+    run(Command::new("pg_restore")
+        .arg("--dbname")
+        .arg(&restored.url)
+        .arg(&dump));
+    let url = format!("{}?options=-csearch_path%3D{}", restored.url, schema.name);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let controller = ControllerProcess::start_in(elsewhere.path(), &["--db", url.as_str()]);
+    serves_the_backed_up_fleet(&controller, &vm_id).await;
+}
+
+/// A new, empty database on the test server, dropped at the end.
+struct RestoredDatabase {
+    admin: String,
+    name: String,
+    url: String,
+}
+
+impl RestoredDatabase {
+    fn create(server: &str) -> RestoredDatabase {
+        let name = format!("fw_restore_{:016x}", rand::random::<u64>());
+        // The server's URL with the database part replaced.
+        let base = server
+            .split_once('?')
+            .map_or(server, |(base, _)| base)
+            .rsplit_once('/')
+            .map(|(host, _)| host.to_string())
+            .expect("a URL with a database");
+        let admin = server.to_string();
+        run(Command::new("psql").arg(&admin).args([
+            "-q",
+            "-c",
+            &format!("CREATE DATABASE {name}"),
+        ]));
+        RestoredDatabase {
+            url: format!("{base}/{name}"),
+            admin,
+            name,
+        }
+    }
+}
+
+impl Drop for RestoredDatabase {
+    fn drop(&mut self) {
+        let _ = Command::new("psql")
+            .arg(&self.admin)
+            .args([
+                "-q",
+                "-c",
+                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+            ])
+            .output();
+    }
 }
