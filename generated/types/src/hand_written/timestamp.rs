@@ -8,7 +8,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::OnceLock;
 
-use chrono::{DateTime, FixedOffset, SecondsFormat, Utc};
+use chrono::{DateTime, FixedOffset, SecondsFormat, Timelike, Utc};
 
 use crate::facts::TIMESTAMP_PATTERN;
 
@@ -73,9 +73,20 @@ impl FromStr for Timestamp {
                 "{s:?} does not match {TIMESTAMP_PATTERN:?}"
             )));
         }
-        DateTime::parse_from_rfc3339(s)
-            .map(Timestamp)
-            .map_err(|e| TimestampError(format!("{s:?} is not a date-time: {e}")))
+        let parsed = DateTime::parse_from_rfc3339(s)
+            .map_err(|e| TimestampError(format!("{s:?} is not a date-time: {e}")))?;
+        // Second 60 is a leap second, which comes at 23:59:60 UTC only (RFC 3339 §5.7, and the
+        // schema's `date-time` format as validators check it); chrono takes it at any minute.
+        // chrono holds it as second 59 with a nanosecond count past one second.
+        if parsed.nanosecond() >= 1_000_000_000 {
+            let utc = parsed.with_timezone(&Utc);
+            if (utc.hour(), utc.minute()) != (23, 59) {
+                return Err(TimestampError(format!(
+                    "{s:?} is not a date-time: second 60 (a leap second) comes only at 23:59:60 UTC"
+                )));
+            }
+        }
+        Ok(Timestamp(parsed))
     }
 }
 
@@ -110,5 +121,33 @@ impl<'de> serde::Deserialize<'de> for Timestamp {
             }
         }
         deserializer.deserialize_str(Visitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leap_second_is_taken_at_23_59_60_utc_only() {
+        // The cases of the JSON Schema test suite's `date-time` format.
+        for valid in [
+            "1998-12-31T23:59:60Z",
+            "1998-12-31T15:59:60.123-08:00",
+            "2026-11-30T09:30:59.999Z",
+        ] {
+            let parsed: Timestamp = valid.parse().unwrap_or_else(|e| panic!("{valid}: {e}"));
+            assert_eq!(parsed.to_string().parse::<Timestamp>().unwrap(), parsed);
+        }
+        for invalid in [
+            "2026-11-30T09:30:60.123Z",
+            "1998-12-31T23:58:60Z",
+            "1998-12-30T22:59:60Z",
+            "1998-12-31T23:59:61Z",
+            "1998-12-31T23:59:60+01:00",
+        ] {
+            let error = invalid.parse::<Timestamp>().unwrap_err().to_string();
+            assert!(error.contains(invalid), "{invalid}: {error}");
+        }
     }
 }
