@@ -256,6 +256,56 @@ async fn the_standby_takes_over_a_killed_leader_without_losing_or_flapping_a_nod
 /// (the paused one keeps its connection and advisory lock), and the resumed one finds its
 /// renewal refused, steps down and redirects to the new leader; its writer's writes were
 /// fenced meanwhile (the fence itself is `store::postgres`'s, tested there).
+/// Every operation of the API document but the health routes and `/metrics`, sent to the
+/// standby without following redirects: a `307` to the same path and query at the leader, as
+/// the document declares for each (with its `Location` header).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_standby_redirects_every_operation_as_the_api_document_declares() {
+    let Some(pair) = leader_and_standby().await else {
+        return;
+    };
+    let document: Value = serde_json::from_str(
+        &std::fs::read_to_string(fleetwire_e2e::workspace().join("schemas/fleet-api.openapi.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let not_following = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let mut redirected = 0;
+    for (path, operations) in document["paths"].as_object().unwrap() {
+        if ["/healthz", "/readyz", "/metrics"].contains(&path.as_str()) {
+            continue;
+        }
+        for (method, operation) in operations.as_object().unwrap() {
+            let concrete = path
+                .replace("{node_id}", "node-1")
+                .replace("{vm_id}", "vm-1");
+            let target = format!("{concrete}?probe=1");
+            let request = not_following.request(
+                method.to_uppercase().parse().unwrap(),
+                url(pair.b_port, &target),
+            );
+            let answer = request.body("{}").send().await.unwrap();
+            let id = operation["operationId"].as_str().unwrap();
+            assert_eq!(answer.status().as_u16(), 307, "{id}");
+            assert_eq!(
+                answer.headers()["location"].to_str().unwrap(),
+                url(pair.a_port, &target),
+                "{id}"
+            );
+            let declared = &operation["responses"]["307"];
+            assert!(
+                declared["headers"]["Location"].is_object(),
+                "{id}: the document does not declare the standby's 307 with its Location"
+            );
+            redirected += 1;
+        }
+    }
+    assert!(redirected >= 14, "only {redirected} operations");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_paused_leader_loses_the_lease_and_steps_down_when_it_resumes() {
     let Some(mut pair) = leader_and_standby().await else {

@@ -187,6 +187,11 @@ fn read_operation(
             StatusCode::Range(n) => Status::Range(*n),
         };
         let body = response_body(response).with_context(|| format!("response {code}"))?;
+        // A redirect without a body (a standby's 307 to the leader) is followed by the HTTP
+        // client itself: the operation never sees it.
+        if matches!(status, Status::Code(300..=399)) && body == Body::Empty {
+            continue;
+        }
         let success = matches!(status, Status::Code(200..=299) | Status::Range(2));
         if body == Body::Json(API_ERROR.to_string()) && !success {
             error_statuses.push(status);
