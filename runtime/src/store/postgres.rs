@@ -712,6 +712,62 @@ mod tests {
     use super::*;
     use crate::store::postgres_test_schema::test_schema;
 
+    /// The first version controllers of several builds may share: every migration after it
+    /// only adds (tables, columns with defaults, indexes), so a leader of the previous build
+    /// keeps working while a standby of the next one migrates (docs/operations.md, "Upgrading").
+    const ADDITIVE_AFTER: usize = 6;
+
+    /// The first statement of `sql` that does more than add, if any.
+    fn more_than_adds(sql: &str) -> Option<&str> {
+        sql.split(';')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .find(|statement| {
+                let upper = statement.to_uppercase();
+                let creates = ["CREATE TABLE ", "CREATE INDEX ", "CREATE UNIQUE INDEX "]
+                    .iter()
+                    .any(|start| upper.starts_with(start));
+                let adds_columns = upper.starts_with("ALTER TABLE ")
+                    && upper.contains(" ADD ")
+                    && !["DROP", "RENAME", "ALTER COLUMN", "SET NOT NULL"]
+                        .iter()
+                        .any(|word| upper.contains(word));
+                !(creates || adds_columns)
+            })
+    }
+
+    #[test]
+    fn migrations_after_the_lease_only_add_so_builds_can_overlap() {
+        assert!(MIGRATIONS.len() >= ADDITIVE_AFTER);
+        for (index, migration) in MIGRATIONS.iter().enumerate().skip(ADDITIVE_AFTER) {
+            let version = index + 1;
+            let Migration::Sql(sql) = migration else {
+                panic!(
+                    "migration {version} is code: a rolling upgrade cannot tell what it changes"
+                );
+            };
+            if let Some(statement) = more_than_adds(sql) {
+                panic!(
+                    "migration {version} does more than add ({statement:?}): a previous build still serving would break"
+                );
+            }
+        }
+        // The check itself: what adds passes, the rebuild of migration 3 does not.
+        assert_eq!(
+            more_than_adds(
+                "CREATE TABLE t (a INT); CREATE INDEX t_a ON t (a);
+                 ALTER TABLE nodes ADD COLUMN zone TEXT NOT NULL DEFAULT ''"
+            ),
+            None
+        );
+        let Migration::Sql(rebuild) = &MIGRATIONS[2] else {
+            unreachable!("migration 3 is SQL")
+        };
+        assert!(more_than_adds(rebuild).unwrap().starts_with("INSERT INTO"));
+        assert!(more_than_adds("ALTER TABLE nodes DROP COLUMN flags").is_some());
+        assert!(more_than_adds("ALTER TABLE nodes RENAME TO n").is_some());
+    }
+
     fn lease(url: &str, holder: &str, epoch: i64, seconds: i64) {
         let mut client = connect_client(url).unwrap();
         client
