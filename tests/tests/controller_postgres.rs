@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use controller_support::*;
 use fleetwire::store::postgres::connect_client;
 use fleetwire::store::postgres_test_schema::test_schema;
-use fleetwire_e2e::{fleetwire, wait_for, Running};
+use fleetwire_e2e::fleetwire;
 use fleetwire_types::{CreateVmRequest, NodeId, NodeStatusFilter, StateMessage};
 use serde_json::json;
 
@@ -117,51 +117,37 @@ async fn acknowledged_state_survives_kill_9_and_contacts_reach_postgres_within_a
     assert_eq!(version as u32, fleetwire::store::sqlite::SCHEMA_VERSION);
 }
 
-/// `fleetwire controller --db DB` run to its exit, which must come within 30 s (a controller
-/// that kept retrying a database it cannot use would otherwise hang the test): (code, stderr).
-fn controller_exit(db: &str) -> (i32, String) {
+/// `fleetwire controller --db DB` (plain HTTP, a scratch data directory) run to its exit.
+fn controller_exit_on(db: &str) -> (i32, String) {
     let dir = tempfile::tempdir().unwrap();
-    let stderr_path = dir.path().join("stderr");
-    let mut running = Running::spawn(
-        fleetwire()
-            .args([
-                "controller",
-                "--plain-http",
-                "--listen",
-                "127.0.0.1:0",
-                "--db",
-                db,
-            ])
-            .arg("--data-dir")
-            .arg(dir.path())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&stderr_path).unwrap()),
-    );
-    let status = wait_for(
-        "the controller to refuse the database and exit",
-        Duration::from_secs(30),
-        || running.child.try_wait().unwrap(),
-    );
-    (
-        status.code().unwrap_or(-1),
-        std::fs::read_to_string(&stderr_path).unwrap(),
-    )
+    let args = [
+        "--plain-http",
+        "--listen",
+        "127.0.0.1:0",
+        "--db",
+        db,
+        "--data-dir",
+    ];
+    let mut args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+    args.push(dir.path().as_os_str());
+    controller_exit(&args)
 }
 
 #[test]
 fn a_bad_or_unreachable_database_is_refused_with_a_clear_message() {
-    let (code, stderr) = controller_exit("mysql://fw:hunter2@127.0.0.1/fleet");
+    let (code, stderr) = controller_exit_on("mysql://fw:hunter2@127.0.0.1/fleet");
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("mysql://"), "{stderr}");
     assert!(!stderr.contains("hunter2"), "{stderr}");
 
-    let (code, stderr) = controller_exit("postgres://fw:hunter2@127.0.0.1/fleet?sslmode=sometimes");
+    let (code, stderr) =
+        controller_exit_on("postgres://fw:hunter2@127.0.0.1/fleet?sslmode=sometimes");
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("sslmode=sometimes"), "{stderr}");
     assert!(!stderr.contains("hunter2"), "{stderr}");
 
     // Port 1 on loopback: nothing listens there.
-    let (code, stderr) = controller_exit("postgresql://fw:hunter2@127.0.0.1:1/fleet");
+    let (code, stderr) = controller_exit_on("postgresql://fw:hunter2@127.0.0.1:1/fleet");
     assert_eq!(code, 1, "{stderr}");
     assert!(
         stderr.contains("cannot connect to PostgreSQL at 127.0.0.1:1"),

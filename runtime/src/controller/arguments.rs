@@ -78,6 +78,10 @@ pub struct ControllerArgs {
     /// Validity of the node certificates the CA issues.
     #[arg(long, env = "FLEETWIRE_CERT_VALIDITY", default_value = "30d", value_parser = parse_duration)]
     pub cert_validity: Duration,
+    /// Validity of the controller's own certificates (its HTTPS server certificate and its
+    /// client certificate towards the agents), renewed at two thirds of it.
+    #[arg(long, env = "FLEETWIRE_OWN_CERT_VALIDITY", default_value = "30d", value_parser = parse_duration)]
+    pub own_cert_validity: Duration,
     /// A node silent this long (by the controller's receive time) becomes "unreachable".
     #[arg(long, env = "FLEETWIRE_STALE_AFTER", default_value = "30s", value_parser = parse_duration)]
     pub stale_after: Duration,

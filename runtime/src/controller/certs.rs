@@ -44,6 +44,9 @@ pub struct NodeCa {
     issuer: Issuer<'static, KeyPair>,
     ca_pem: String,
     validity: time::Duration,
+    /// How long the controller's own certificates last ([`CONTROLLER_CERT_VALIDITY`] unless
+    /// `--own-cert-validity` says otherwise).
+    controller_validity: Duration,
     dir: PathBuf,
 }
 
@@ -97,6 +100,7 @@ impl NodeCa {
                 issuer,
                 ca_pem,
                 validity,
+                controller_validity: CONTROLLER_CERT_VALIDITY,
                 dir: dir.to_path_buf(),
             });
         }
@@ -137,6 +141,7 @@ impl NodeCa {
             issuer: Issuer::new(params, key),
             ca_pem,
             validity,
+            controller_validity: CONTROLLER_CERT_VALIDITY,
             dir: dir.to_path_buf(),
         })
     }
@@ -257,11 +262,18 @@ pub struct ControllerIdentity {
     pub not_after: std::time::SystemTime,
 }
 
-/// How long the controller's own certificates last; they are renewed at two thirds of it
-/// (`controller::own_certs`), so a controller running for years never serves an expired one.
+/// How long the controller's own certificates last by default (`--own-cert-validity`); they
+/// are renewed at two thirds of it (`controller::own_certs`), so a controller running for
+/// years never serves an expired one.
 pub const CONTROLLER_CERT_VALIDITY: Duration = Duration::from_secs(30 * 24 * 3600);
 
 impl NodeCa {
+    /// The same CA, issuing the controller's own certificates for `validity`.
+    pub fn with_controller_validity(mut self, validity: Duration) -> NodeCa {
+        self.controller_validity = validity;
+        self
+    }
+
     /// A fresh key and a client-only certificate for it: the controller's identity towards the
     /// agents it calls and the runtimes it probes.
     pub fn issue_controller_client(&self) -> anyhow::Result<ControllerIdentity> {
@@ -314,8 +326,8 @@ impl NodeCa {
         params.extended_key_usages = usages;
         let now = OffsetDateTime::now_utc();
         let validity =
-            time::Duration::try_from(CONTROLLER_CERT_VALIDITY).expect("a representable validity");
-        params.not_before = now - BACKDATE;
+            time::Duration::try_from(self.controller_validity).context("certificate validity")?;
+        params.not_before = now - backdate(validity);
         params.not_after = now + validity;
         params.serial_number = Some(random_serial().0);
         params.use_authority_key_identifier_extension = true;

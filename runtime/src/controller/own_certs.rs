@@ -61,48 +61,57 @@ fn until(due: SystemTime, now: SystemTime) -> Duration {
     due.duration_since(now).unwrap_or(Duration::ZERO)
 }
 
-/// Renews the server certificate (in `served`) and the client certificate as each comes due;
-/// a failed renewal is retried a minute later, while the current ones are still valid.
-pub async fn renew(
-    controller: Arc<Controller>,
+/// A failed renewal is retried this much later, while the current certificate is valid.
+const RETRY: Duration = Duration::from_secs(60);
+
+/// Renews the server certificate (in `served`) as it comes due, for as long as the process
+/// serves: on a standby too, whose `/readyz` a load balancer checks over HTTPS.
+pub async fn renew_server(
+    ca: NodeCa,
     served: Arc<ReloadableCert>,
     names: Vec<ServerName>,
-    mut server_due: SystemTime,
-    mut client_due: SystemTime,
+    mut due: SystemTime,
 ) {
+    loop {
+        tokio::time::sleep(until(due, SystemTime::now())).await;
+        due = match issue_server(&ca, &names) {
+            Ok((key, issued)) => {
+                served.replace(key);
+                tracing::info!("renewed the controller's server certificate");
+                renewal_due(issued.not_before, issued.not_after)
+            }
+            Err(error) => {
+                tracing::error!("renewing the controller's server certificate: {error:#}");
+                SystemTime::now() + RETRY
+            }
+        };
+    }
+}
+
+/// Renews the client certificate towards the agents and runtimes as it comes due: a job of
+/// the leader, the one controller that calls them.
+pub async fn renew_client(controller: Arc<Controller>) {
     let Some(ca) = controller.ca.as_ref() else {
         return;
     };
-    const RETRY: Duration = Duration::from_secs(60);
+    let mut due = controller
+        .agents
+        .identity_dates()
+        .map_or(SystemTime::now(), |d| {
+            renewal_due(d.not_before, d.not_after)
+        });
     loop {
-        let now = SystemTime::now();
-        tokio::time::sleep(until(server_due.min(client_due), now)).await;
-        let now = SystemTime::now();
-        if server_due <= now {
-            server_due = match issue_server(ca, &names) {
-                Ok((key, issued)) => {
-                    served.replace(key);
-                    tracing::info!("renewed the controller's server certificate");
-                    renewal_due(issued.not_before, issued.not_after)
-                }
-                Err(error) => {
-                    tracing::error!("renewing the controller's server certificate: {error:#}");
-                    now + RETRY
-                }
-            };
-        }
-        if client_due <= now {
-            client_due = match controller.agents.renew_identity(ca) {
-                Ok(issued) => {
-                    tracing::info!("renewed the controller's client certificate");
-                    renewal_due(issued.not_before, issued.not_after)
-                }
-                Err(error) => {
-                    tracing::error!("renewing the controller's client certificate: {error:#}");
-                    now + RETRY
-                }
-            };
-        }
+        tokio::time::sleep(until(due, SystemTime::now())).await;
+        due = match controller.agents.renew_identity(ca) {
+            Ok(issued) => {
+                tracing::info!("renewed the controller's client certificate");
+                renewal_due(issued.not_before, issued.not_after)
+            }
+            Err(error) => {
+                tracing::error!("renewing the controller's client certificate: {error:#}");
+                SystemTime::now() + RETRY
+            }
+        };
     }
 }
 

@@ -2,14 +2,14 @@
 //! and the node CA, starts the controller and its jobs, serves HTTP until a shutdown signal,
 //! then flushes the store.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
 
 use super::arguments::ControllerArgs;
-use super::certs::{NodeCa, ServerName};
+use super::certs::NodeCa;
 use super::heartbeat_route::HeartbeatFirst;
 use super::jobs;
 use super::leadership::lease::{self, LeaseConfig, Role};
@@ -24,6 +24,7 @@ use super::shared::{Controller, Credentials, Started};
 use super::state::DirtyNode;
 use crate::fleet_identity::renewal_due;
 use crate::store::bootstrap_tokens::BootstrapTokenStore;
+use crate::store::fleet_ca::{self, Pinned};
 use crate::store::open::{open, open_postgres, Database};
 use crate::store::postgres::{Fence, PostgresStore};
 use crate::store::postgres_tokens::PostgresBootstrapTokens;
@@ -87,8 +88,8 @@ struct Start {
     settings: Settings,
     ca_dir: Option<PathBuf>,
     operator_token_file: Option<PathBuf>,
-    /// mTLS: the served certificate and its names, renewed by the leader's job.
-    tls: Option<(Arc<ReloadableCert>, Vec<ServerName>, std::time::SystemTime)>,
+    /// mTLS: the leader renews its client certificate towards the agents.
+    mtls: bool,
 }
 
 impl Start {
@@ -104,6 +105,7 @@ impl Start {
             .as_ref()
             .map(|dir| {
                 NodeCa::open_or_create(dir, self.settings.cert_validity)
+                    .map(|ca| ca.with_controller_validity(self.settings.own_cert_validity))
                     .with_context(|| format!("node CA in {}", dir.display()))
             })
             .transpose()
@@ -127,20 +129,8 @@ impl Start {
             probe_requests,
         } = Controller::start(self.settings.clone(), store, self.ca()?, credentials)?;
         let mut jobs = jobs::spawn(controller.clone(), probe_requests);
-        if let Some((served, names, server_due)) = &self.tls {
-            let client_due = controller
-                .agents
-                .identity_dates()
-                .map_or(std::time::SystemTime::now(), |d| {
-                    renewal_due(d.not_before, d.not_after)
-                });
-            jobs.push(tokio::spawn(own_certs::renew(
-                controller.clone(),
-                served.clone(),
-                names.clone(),
-                *server_due,
-                client_due,
-            )));
+        if self.mtls {
+            jobs.push(tokio::spawn(own_certs::renew_client(controller.clone())));
         }
         Ok(Leading {
             controller,
@@ -172,11 +162,11 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
         (None, true) => None,
     };
     let plain_http = settings.plain_http;
-    let mut start = Start {
+    let start = Start {
         settings: settings.clone(),
         ca_dir: ca_dir.clone(),
         operator_token_file: args.operator_token_file.clone(),
-        tls: None,
+        mtls: !plain_http,
     };
     // Checked before anything is served: a bad CA or token file stops a standby too.
     let ca = start.ca()?;
@@ -191,6 +181,7 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let listen = tcp.local_addr()?;
     let mut tls_config = None;
+    let mut server_cert = None;
     if !plain_http {
         let ca = ca.as_ref().expect("mTLS mode always has a CA");
         let names = server_names(&args.tls_names);
@@ -201,7 +192,7 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
             ca.ca_pem(),
             ClientCerts::Optional,
         )?);
-        start.tls = Some((
+        server_cert = Some((
             served,
             names,
             renewal_due(issued.not_before, issued.not_after),
@@ -212,12 +203,13 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
             "--plain-http with a CA (--ca-dir): every registration gets a certificate of that CA without proving anything; never share this CA with a fleet in mTLS mode"
         );
     }
-    drop(ca);
+    let ca_sha256 = ca.as_ref().map(NodeCa::fingerprint_sha256);
     let leading: Arc<tokio::sync::Mutex<Option<Leading>>> = Arc::default();
     let (served, roles) = match &db {
         Database::Sqlite(_) => {
             // On SQLite this controller is the only one: it leads, with no lease.
             let (store, tokens) = tokio::task::block_in_place(|| open(&db))?;
+            pin_ca(&db, ca_sha256.as_deref(), ca_dir.as_deref())?;
             let lead = start
                 .lead(store, tokens)
                 .with_context(|| format!("starting on the store {db}"))?;
@@ -231,6 +223,7 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
             // the first attempt, so a lone controller leads at once.
             let prepared = tokio::task::block_in_place(|| open_postgres(url))
                 .with_context(|| format!("starting on the store {db}"))?;
+            pin_ca(&db, ca_sha256.as_deref(), ca_dir.as_deref())?;
             let holder = format!("{:016x}", rand::random::<u64>());
             let leader_url = advertise_url(&settings, listen);
             tracing::info!(instance = %holder, advertise_url = %leader_url, "standing by for the leader lease");
@@ -263,6 +256,13 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
             ));
             (served, Some(task))
         }
+    };
+    // The server certificate is renewed whatever the role: a standby serves HTTPS too.
+    let server_renewal = match (ca, server_cert) {
+        (Some(ca), Some((served, names, due))) => Some(tokio::spawn(own_certs::renew_server(
+            ca, served, names, due,
+        ))),
+        _ => None,
     };
     let shutdown = async {
         crate::service_manager::ready("controller");
@@ -305,13 +305,28 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
             .await;
         }
     }
-    if let Some(task) = roles {
+    for task in [roles, server_renewal].into_iter().flatten() {
         task.abort();
     }
     if let Some(lead) = leading.lock().await.take() {
         lead.stop().await;
     }
     tracing::info!("controller stopped; pending writes flushed");
+    Ok(())
+}
+
+/// Records this controller's CA as the fleet's, or refuses to start when the store's fleet
+/// was enrolled with another (`store::fleet_ca`). Nothing to pin without a CA (plain HTTP).
+fn pin_ca(db: &Database, sha256: Option<&str>, ca_dir: Option<&Path>) -> anyhow::Result<()> {
+    let (Some(sha256), Some(dir)) = (sha256, ca_dir) else {
+        return Ok(());
+    };
+    match tokio::task::block_in_place(|| fleet_ca::pin(db, sha256))
+        .with_context(|| format!("the node CA in {}", dir.display()))?
+    {
+        Pinned::Recorded => tracing::info!(sha256, "recorded this node CA as the fleet's"),
+        Pinned::Same => tracing::debug!(sha256, "the node CA is the fleet's"),
+    }
     Ok(())
 }
 

@@ -22,6 +22,8 @@ pub struct Settings {
     pub probe_interval: Duration,
     pub flush_interval: Duration,
     pub cert_validity: Duration,
+    /// How long the controller's own certificates last (`--own-cert-validity`).
+    pub own_cert_validity: Duration,
     /// `--default-spawn-port`: where a node that declared no spawn port is called.
     pub default_spawn_port: fleetwire_types::HostPort,
     /// `--plain-http`: PPN's plain, unauthenticated HTTP instead of mutual TLS.
@@ -50,6 +52,8 @@ pub enum SettingsError {
     ForgetBeforeStale,
     #[error("--cert-validity must be above 0 and at most 397 days")]
     CertValidity,
+    #[error("--own-cert-validity must be at least 3s and at most 397 days")]
+    OwnCertValidity,
     #[error("--default-spawn-port must be a port from 1 to 65535")]
     SpawnPort,
     /// Renewed every fifth of it, a lease under a second would renew faster than a slow
@@ -124,6 +128,11 @@ impl Settings {
         if args.cert_validity.is_zero() || args.cert_validity > max_validity {
             return Err(SettingsError::CertValidity);
         }
+        // Renewed at two thirds: below a few seconds it would be renewed continually.
+        if args.own_cert_validity < Duration::from_secs(3) || args.own_cert_validity > max_validity
+        {
+            return Err(SettingsError::OwnCertValidity);
+        }
         if args.lease_ttl < Duration::from_secs(1) || args.lease_ttl > Duration::from_secs(600) {
             return Err(SettingsError::LeaseTtl {
                 ttl: args.lease_ttl,
@@ -151,6 +160,7 @@ impl Settings {
             probe_interval: args.probe_interval,
             flush_interval: args.flush_interval,
             cert_validity: args.cert_validity,
+            own_cert_validity: args.own_cert_validity,
             plain_http: args.plain_http,
             metrics_auth: args.metrics_auth,
         })

@@ -69,6 +69,12 @@ pub enum StoreError {
          batch was written"
     )]
     Fenced { epoch: i64 },
+    /// This controller's node CA is not the one the store's fleet was enrolled with
+    /// (`store::fleet_ca`); both as SHA-256 fingerprints.
+    #[error(
+        "this controller's node CA (SHA-256 {ours}) is not the fleet's: the database records          the CA {recorded}, whose certificates the nodes hold; serve every controller of one          database with the same CA (copy its ca.pem and ca.key, docs/operations.md)"
+    )]
+    OtherCa { recorded: String, ours: String },
     /// The writer thread is gone (the process is shutting down).
     #[error("the store writer has stopped")]
     WriterStopped,

@@ -11,6 +11,7 @@ pub mod batch_rules;
 pub mod bootstrap_tokens;
 pub mod contact_log;
 pub mod error;
+pub mod fleet_ca;
 pub mod node_rows;
 pub mod open;
 pub mod postgres;

@@ -141,13 +141,14 @@ pub fn open_connection(path: &Path) -> Result<Connection, StoreError> {
 }
 
 /// The tables a fleetwire store has held at some schema version (`bootstrap_tokens` is
-/// created outside the migrations, see `bootstrap_tokens`).
+/// created outside the migrations, see `bootstrap_tokens`, and so is `fleet_ca`).
 const OWN_TABLES: &[&str] = &[
     "nodes",
     "liveness",
     "contact_log",
     "bootstrap_tokens",
     "controller_lease",
+    "fleet_ca",
 ];
 
 /// How many of `PRAGMA quick_check`'s findings a refusal quotes.

@@ -46,7 +46,7 @@ impl ControllerProcess {
     pub fn start_in(dir: &std::path::Path, extra: &[&str]) -> ControllerProcess {
         let mut args = vec!["--plain-http"];
         args.extend_from_slice(extra);
-        Self::launch(dir, &args, false)
+        Self::launch(dir, &args, false, "/readyz")
     }
 
     /// Starts a controller in its default mode, mTLS, in a new temporary directory: its CA in
@@ -61,6 +61,10 @@ impl ControllerProcess {
 
     /// [`ControllerProcess::start_secure`] in `dir` (kept when it stops).
     pub fn start_secure_in(dir: &std::path::Path, extra: &[&str]) -> ControllerProcess {
+        Self::secure_in(dir, extra, "/readyz")
+    }
+
+    fn secure_in(dir: &std::path::Path, extra: &[&str], ready_path: &str) -> ControllerProcess {
         use std::os::unix::fs::PermissionsExt;
         let tokens = dir.join("operator-tokens");
         std::fs::write(
@@ -78,11 +82,28 @@ impl ControllerProcess {
             tokens.as_str(),
         ];
         args.extend_from_slice(extra);
-        Self::launch(dir, &args, true)
+        Self::launch(dir, &args, true, ready_path)
     }
 
-    fn launch(dir: &std::path::Path, extra: &[&str], secure: bool) -> ControllerProcess {
-        let port = free_port();
+    /// [`ControllerProcess::start_secure_in`] for a controller that stands by (several on one
+    /// PostgreSQL database): waits for `/healthz`, since its `/readyz` answers 503.
+    pub fn start_secure_standby_in(dir: &std::path::Path, extra: &[&str]) -> ControllerProcess {
+        Self::secure_in(dir, extra, "/healthz")
+    }
+
+    /// Starts the controller and waits until `ready_path` answers 200.
+    fn launch(
+        dir: &std::path::Path,
+        extra: &[&str],
+        secure: bool,
+        ready_path: &str,
+    ) -> ControllerProcess {
+        // The test's own `--listen 127.0.0.1:PORT` (to advertise it), else a free port.
+        let listen = extra
+            .iter()
+            .position(|a| *a == "--listen")
+            .map(|i| extra[i + 1].rsplit(':').next().unwrap().parse().unwrap());
+        let port = listen.unwrap_or_else(free_port);
         let args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         // mTLS mode logs at info into a file, for the tests that check what reaches the log.
         let (level, stderr) = if secure {
@@ -92,10 +113,10 @@ impl ControllerProcess {
             ("warn", Stdio::inherit())
         };
         let mut command = fleetwire();
-        command
-            .arg("controller")
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"));
+        command.arg("controller");
+        if listen.is_none() {
+            command.arg("--listen").arg(format!("127.0.0.1:{port}"));
+        }
         // The SQLite file in `dir` unless the test names a database (PostgreSQL).
         if !args.iter().any(|a| a == "--db") {
             command.arg("--db").arg(dir.join("controller.sqlite3"));
@@ -115,19 +136,19 @@ impl ControllerProcess {
             secure,
             _temp: None,
         };
-        controller.wait_until_serving();
+        controller.wait_until_serving(ready_path);
         controller
     }
 
-    /// Until `/readyz` answers 200: on PostgreSQL a controller serves as a standby until it
-    /// holds the lease, and only then takes requests of its own.
-    fn wait_until_serving(&mut self) {
-        let url = self.url("/readyz");
+    /// Until `path` answers 200: `/readyz` for a controller that is to lead (on PostgreSQL a
+    /// controller serves as a standby until it holds the lease), `/healthz` for a standby.
+    fn wait_until_serving(&mut self, path: &str) {
+        let url = self.url(path);
         let ca = self.ca_path();
         let secure = self.secure;
         let log = self.dir.join("controller.log");
         wait_for(
-            "the controller to answer /readyz with 200",
+            &format!("the controller to answer {path} with 200"),
             Duration::from_secs(20),
             || {
                 if let Ok(Some(status)) = self.process.child.try_wait() {
@@ -356,6 +377,29 @@ pub async fn heartbeat_ok(client: &reqwest::Client, controller: &ControllerProce
         Ok(answer) => assert_eq!(answer.status().as_u16(), 200),
         Err(e) => panic!("heartbeat refused: {e}"),
     }
+}
+
+/// `fleetwire controller ARGS` run to its exit, which must come within 30 s (a controller that
+/// served instead would hang the test): (code, stderr).
+pub fn controller_exit(args: &[&std::ffi::OsStr]) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let stderr_path = dir.path().join("stderr");
+    let mut running = Running::spawn(
+        fleetwire()
+            .arg("controller")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr_path).unwrap()),
+    );
+    let status = wait_for(
+        "the controller to refuse to start and exit",
+        Duration::from_secs(30),
+        || running.child.try_wait().unwrap(),
+    );
+    (
+        status.code().unwrap_or(-1),
+        std::fs::read_to_string(&stderr_path).unwrap(),
+    )
 }
 
 /// Registers a node (a well-formed `RegisterNodeRequest`) through the typed client; returns
