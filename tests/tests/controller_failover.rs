@@ -1,7 +1,8 @@
 //! Two real `fleetwire controller` processes on one PostgreSQL schema (docs/controller.md,
 //! "Several controllers"): one leads, the other stands by and redirects; `kill -9` of the
-//! leader while stand-in PPN agents heartbeat through the standby; the standby leads within a
-//! stated bound, nothing acknowledged is lost, no node becomes unreachable, and the killed one,
+//! leader while stand-in PPN agents heartbeat and placements arrive through the standby; the
+//! standby leads within a stated bound, nothing acknowledged is lost (machines and ledgers
+//! included), placements resume, no node becomes unreachable, and the killed one,
 //! restarted, stands by. Skipped with a message when PostgreSQL is unreachable (fails under
 //! CI=true: `store::postgres_test_schema`).
 
@@ -143,6 +144,24 @@ async fn the_standby_takes_over_a_killed_leader_without_losing_or_flapping_a_nod
     };
     let (a_port, b_port) = (pair.a_port, pair.b_port);
     let http = client();
+    // Every node's spawns go to one stand-in agent; two are registered nodes of 100 GB (room
+    // for 80 VMs of 5 GB at the default ratio), whose disk ledgers are checked.
+    let agent = AgentStandIn::start().await;
+    const PLACERS: [&str; 2] = ["placer-a", "placer-b"];
+    for id in PLACERS {
+        let (status, body) = post_json(
+            &http,
+            &url(a_port, "/v1/nodes/register"),
+            &registration(id, agent.port, 100),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let mut ids: Vec<String> = (0..NODES)
+        .map(|i| format!("failover-node-{i:02}"))
+        .collect();
+    ids.extend(PLACERS.iter().map(|id| id.to_string()));
+    let all = ids.len();
 
     // Stand-in PPN agents heartbeat every 500 ms through the standby: its 307 takes them to
     // the leader (reqwest repeats the POST with its body).
@@ -150,11 +169,12 @@ async fn the_standby_takes_over_a_killed_leader_without_losing_or_flapping_a_nod
     let failed = Arc::new(AtomicU64::new(0));
     let taken = Arc::new(AtomicU64::new(0));
     let mut loops = Vec::new();
-    for i in 0..NODES {
+    for id in ids {
         let (stop, failed, taken, http) =
             (stop.clone(), failed.clone(), taken.clone(), http.clone());
+        let spawn_port = agent.port;
         loops.push(tokio::spawn(async move {
-            let body = ppn_heartbeat(&format!("failover-node-{i:02}"), "127.0.0.1", 9);
+            let body = ppn_heartbeat(&id, "127.0.0.1", spawn_port);
             while !stop.load(Ordering::Relaxed) {
                 let sent = http
                     .post(url(b_port, "/v1/nodes/heartbeat"))
@@ -173,7 +193,7 @@ async fn the_standby_takes_over_a_killed_leader_without_losing_or_flapping_a_nod
     let began = Instant::now();
     loop {
         let (status, nodes) = get_json(&http, &url(a_port, "/v1/nodes")).await;
-        if status == 200 && nodes.as_array().unwrap().len() == NODES {
+        if status == 200 && nodes.as_array().unwrap().len() == all {
             break;
         }
         assert!(
@@ -200,6 +220,39 @@ async fn the_standby_takes_over_a_killed_leader_without_losing_or_flapping_a_nod
     assert_eq!(sweeps_of(&http, b_port).await, 0, "a standby ran the sweep");
     assert!(sweeps_of(&http, a_port).await > 0, "the leader never swept");
 
+    // Placements through the standby, one every 400 ms, from 1.5 s before the kill to 2 s after
+    // the takeover: the ids of those answered 200 (acknowledged) and when each was answered.
+    // (Checked before --stale-after has passed since the first: the stand-in heartbeats report
+    // no VMs, and a placed VM a heartbeat has not reported by then is dropped.)
+    let stop_placing = Arc::new(AtomicBool::new(false));
+    let placements = {
+        let (stop, http) = (stop_placing.clone(), http.clone());
+        tokio::spawn(async move {
+            let mut acknowledged = Vec::new();
+            let body = serde_json::json!({"vm_type": "small", "ram_mb": 256, "vcpu_count": 1, "disk_gb": 5});
+            while !stop.load(Ordering::Relaxed) {
+                // Refused connections (redirected to the killed leader) and 503s are not
+                // acknowledged; only a 200 is.
+                let sent = http
+                    .post(url(b_port, "/v1/vms"))
+                    .json(&body)
+                    .timeout(Duration::from_secs(5))
+                    .send()
+                    .await;
+                if let Ok(answer) = sent.as_ref().map(|a| a.status()) {
+                    if answer == 200 {
+                        let vm: Value = sent.unwrap().json().await.unwrap();
+                        let id = vm["vm_id"].as_str().unwrap().to_string();
+                        acknowledged.push((id, Instant::now()));
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(400)).await;
+            }
+            acknowledged
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
     let killed = Instant::now();
     pair.a.kill();
     let takeover = until_role(&http, b_port, "leader", TAKEOVER_BOUND).await;
@@ -210,6 +263,46 @@ async fn the_standby_takes_over_a_killed_leader_without_losing_or_flapping_a_nod
         eprintln!("MEASURED: {line}");
     }
 
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop_placing.store(true, Ordering::Relaxed);
+    // Every acknowledged placement is on the new leader, placements resumed after the
+    // takeover, and each node's disk ledger is the sum of its machines' footprints.
+    let acknowledged = placements.await.unwrap();
+    let (status, vms) = get_json(&http, &url(b_port, "/v1/vms")).await;
+    assert_eq!(status, 200, "{vms}");
+    let vms = vms.as_array().unwrap();
+    for (vm_id, _) in &acknowledged {
+        assert!(
+            vms.iter().any(|vm| vm["vm_id"] == vm_id.as_str()),
+            "the acknowledged placement {vm_id} was lost"
+        );
+    }
+    let before = acknowledged.iter().filter(|(_, at)| *at < killed).count();
+    let after_takeover = acknowledged
+        .iter()
+        .filter(|(_, at)| *at > killed + takeover)
+        .count();
+    assert!(
+        before > 0 && after_takeover > 0,
+        "placements before the kill {before}, after the takeover {after_takeover}"
+    );
+    let (_, nodes) = get_json(&http, &url(b_port, "/v1/nodes?status=all")).await;
+    for node in nodes.as_array().unwrap() {
+        let on_node = vms
+            .iter()
+            .filter(|vm| vm["node_id"] == node["node_id"])
+            .count() as u64;
+        assert_eq!(node["vm_count"], on_node, "{node}");
+        if PLACERS.contains(&node["node_id"].as_str().unwrap()) {
+            assert_eq!(node["reserved_disk_gb"], 5 * on_node, "{node}");
+        }
+    }
+    eprintln!(
+        "placements acknowledged {} ({before} before the kill, {after_takeover} after the takeover), {} machines on the new leader",
+        acknowledged.len(),
+        vms.len()
+    );
+
     // For longer than --stale-after: every node stays, none is ever unreachable, the cordon
     // holds, heartbeats are taken by the new leader.
     let taken_at_takeover = taken.load(Ordering::Relaxed);
@@ -217,7 +310,7 @@ async fn the_standby_takes_over_a_killed_leader_without_losing_or_flapping_a_nod
         let (status, nodes) = get_json(&http, &url(b_port, "/v1/nodes")).await;
         assert_eq!(status, 200, "{nodes}");
         let nodes = nodes.as_array().unwrap();
-        assert_eq!(nodes.len(), NODES, "a node was lost: {nodes:?}");
+        assert_eq!(nodes.len(), all, "a node was lost: {nodes:?}");
         for node in nodes {
             assert_ne!(node["status"], "unreachable", "a node flapped: {node}");
             if node["node_id"] == "failover-node-03" {
@@ -229,7 +322,7 @@ async fn the_standby_takes_over_a_killed_leader_without_losing_or_flapping_a_nod
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    assert!(taken.load(Ordering::Relaxed) > taken_at_takeover + NODES as u64);
+    assert!(taken.load(Ordering::Relaxed) > taken_at_takeover + all as u64);
     assert!(
         sweeps_of(&http, b_port).await > 0,
         "the new leader does not sweep"
