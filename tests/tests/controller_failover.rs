@@ -126,6 +126,24 @@ async fn leader_and_standby() -> Option<Pair> {
     })
 }
 
+/// POSTs `body` to `url` within `timeout_s`: the answer when it is 200, `None` for any other
+/// status or a failed connection (a takeover in progress).
+async fn taken_post(
+    http: &reqwest::Client,
+    url: String,
+    body: &Value,
+    timeout_s: u64,
+) -> Option<reqwest::Response> {
+    let answer = http
+        .post(url)
+        .json(body)
+        .timeout(Duration::from_secs(timeout_s))
+        .send()
+        .await
+        .ok()?;
+    (answer.status() == 200).then_some(answer)
+}
+
 /// The staleness sweep's pass count in the `/metrics` of the controller on `port`.
 async fn sweeps_of(http: &reqwest::Client, port: u16) -> u64 {
     let answer = http.get(url(port, "/metrics")).send().await.unwrap();
@@ -176,15 +194,9 @@ async fn the_standby_takes_over_a_killed_leader_without_losing_or_flapping_a_nod
         loops.push(tokio::spawn(async move {
             let body = ppn_heartbeat(&id, "127.0.0.1", spawn_port);
             while !stop.load(Ordering::Relaxed) {
-                let sent = http
-                    .post(url(b_port, "/v1/nodes/heartbeat"))
-                    .json(&body)
-                    .timeout(Duration::from_secs(2))
-                    .send()
-                    .await;
-                match sent {
-                    Ok(answer) if answer.status() == 200 => taken.fetch_add(1, Ordering::Relaxed),
-                    _ => failed.fetch_add(1, Ordering::Relaxed),
+                match taken_post(&http, url(b_port, "/v1/nodes/heartbeat"), &body, 2).await {
+                    Some(_) => taken.fetch_add(1, Ordering::Relaxed),
+                    None => failed.fetch_add(1, Ordering::Relaxed),
                 };
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
@@ -233,18 +245,10 @@ async fn the_standby_takes_over_a_killed_leader_without_losing_or_flapping_a_nod
             while !stop.load(Ordering::Relaxed) {
                 // Refused connections (redirected to the killed leader) and 503s are not
                 // acknowledged; only a 200 is.
-                let sent = http
-                    .post(url(b_port, "/v1/vms"))
-                    .json(&body)
-                    .timeout(Duration::from_secs(5))
-                    .send()
-                    .await;
-                if let Ok(answer) = sent.as_ref().map(|a| a.status()) {
-                    if answer == 200 {
-                        let vm: Value = sent.unwrap().json().await.unwrap();
-                        let id = vm["vm_id"].as_str().unwrap().to_string();
-                        acknowledged.push((id, Instant::now()));
-                    }
+                if let Some(answer) = taken_post(&http, url(b_port, "/v1/vms"), &body, 5).await {
+                    let vm: Value = answer.json().await.unwrap();
+                    let id = vm["vm_id"].as_str().unwrap().to_string();
+                    acknowledged.push((id, Instant::now()));
                 }
                 tokio::time::sleep(Duration::from_millis(400)).await;
             }
