@@ -75,6 +75,20 @@ pub fn image_network(at: &str, image: Option<&str>, network: bool) -> Option<Vio
     })
 }
 
+/// `at` is the pointer of a checkpoint to restore: its `engine_version` must be a version the
+/// placement can compare. The schema's `SemVer` pattern is looser than SemVer 2.0 (it lets
+/// through empty identifiers such as `1.2.3+.x`, and numbers past 64 bits), so what passed it
+/// can still be no version.
+pub fn checkpoint_engine_version(at: &str, version: &str) -> Option<Violation> {
+    semver::Version::parse(version).err().map(|error| {
+        violation(
+            format!("{at}/engine_version"),
+            "semver",
+            format!("{version:?} is not a SemVer 2.0 version: {error}"),
+        )
+    })
+}
+
 /// `at` is the pointer of a desired instance: it must name a command, an image, or both.
 pub fn command_or_image(at: &str, image: bool, command: bool) -> Option<Violation> {
     (!image && !command).then(|| {

@@ -404,6 +404,22 @@ async fn checkpoints_are_restored_only_on_the_capturing_engine_version_or_newer(
     let (status, placed) = create_vm(&client, &controller, &restore("0.5.0")).await;
     assert_eq!(status, 200);
     assert_eq!(placed["node_id"], "old");
+    // What the schema's pattern lets through but is no SemVer (found by the API fuzzing: the
+    // placement used to panic on it and drop the connection): 422, naming its pointer.
+    for not_semver in [
+        "0.846991291003.0-NnYXCF+.kpQz6n",
+        "1.2.3-a..b",
+        "99999999999999999999.0.0",
+    ] {
+        let (status, body) = create_vm(&client, &controller, &restore(not_semver)).await;
+        assert_eq!(status, 422, "{not_semver}: {body}");
+        assert_eq!(body["code"], "invalid_document", "{body}");
+        assert!(
+            body.to_string()
+                .contains("/restore_checkpoint/engine_version"),
+            "{body}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

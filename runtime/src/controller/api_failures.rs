@@ -123,6 +123,11 @@ impl From<PlacementError> for ApiFailure {
             PlacementError::VmIdTaken(_) | PlacementError::Unenrolled { .. } => {
                 (StatusCode::CONFLICT, ApiErrorCode::Conflict)
             }
+            // Valid by the schema, so not 400: the document lists this 422.
+            PlacementError::EngineVersion(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ApiErrorCode::InvalidDocument,
+            ),
             PlacementError::PreferredNodeUnsuitable { .. } => (
                 StatusCode::UNPROCESSABLE_ENTITY,
                 ApiErrorCode::PreferredNodeUnsuitable,

@@ -38,6 +38,10 @@ pub enum PlacementError {
     /// What the schema cannot say about the request (an image needs the network).
     #[error("not a valid CreateVmRequest: {}", .0.message)]
     InvalidRequest(Violation),
+    /// The checkpoint's engine version passes the schema's pattern but is no SemVer version
+    /// the placement can compare (`workload::checkpoint_engine_version`).
+    #[error("not a usable CreateVmRequest at /restore_checkpoint/engine_version: {}", .0.message)]
+    EngineVersion(Violation),
     /// The requested VM id is taken, or held by a placement in flight.
     #[error("a VM with id {:?} already exists", .0.as_str())]
     VmIdTaken(VmId),
@@ -172,8 +176,13 @@ pub fn check(state: &NodeState, request: &CreateVmRequest, ratio: f64) -> Result
     }
     ledger::admits(state, request.disk_gb.get(), ratio).map_err(Unsuitable::Ledger)?;
     if let Some(checkpoint) = &request.restore_checkpoint {
-        let needed = semver::Version::parse(&checkpoint.engine_version)
-            .expect("a SemVer-valid engine version parses");
+        // `create_vm` refused a version that does not parse; none reaches here.
+        let Ok(needed) = semver::Version::parse(&checkpoint.engine_version) else {
+            return Err(Unsuitable::Engine {
+                node: record.engine_version.as_ref().map(|v| v.to_string()),
+                needed: checkpoint.engine_version.to_string(),
+            });
+        };
         let node = record
             .engine_version
             .as_ref()
@@ -315,6 +324,14 @@ pub async fn create_vm(
         request.network,
     ) {
         return Err(PlacementError::InvalidRequest(v));
+    }
+    if let Some(checkpoint) = &request.restore_checkpoint {
+        if let Some(v) = crate::workload::checkpoint_engine_version(
+            "/restore_checkpoint",
+            &checkpoint.engine_version,
+        ) {
+            return Err(PlacementError::EngineVersion(v));
+        }
     }
     let vm_id = request.vm_id.clone().unwrap_or_else(crate::ids::new_vm_id);
     request.vm_id = Some(vm_id.clone());
