@@ -126,6 +126,20 @@ async fn leader_and_standby() -> Option<Pair> {
     })
 }
 
+/// Registers each of `ids` at the controller on `port` as a node of 100 GB whose agent is on
+/// `agent_port`.
+async fn register_100_gb(http: &reqwest::Client, port: u16, ids: &[&str], agent_port: u16) {
+    for id in ids {
+        let (status, body) = post_json(
+            http,
+            &url(port, "/v1/nodes/register"),
+            &registration(id, agent_port, 100),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+}
+
 /// POSTs `body` to `url` within `timeout_s`: the answer when it is 200, `None` for any other
 /// status or a failed connection (a takeover in progress).
 async fn taken_post(
@@ -166,15 +180,7 @@ async fn the_standby_takes_over_a_killed_leader_without_losing_or_flapping_a_nod
     // for 80 VMs of 5 GB at the default ratio), whose disk ledgers are checked.
     let agent = AgentStandIn::start().await;
     const PLACERS: [&str; 2] = ["placer-a", "placer-b"];
-    for id in PLACERS {
-        let (status, body) = post_json(
-            &http,
-            &url(a_port, "/v1/nodes/register"),
-            &registration(id, agent.port, 100),
-        )
-        .await;
-        assert_eq!(status, 200, "{body}");
-    }
+    register_100_gb(&http, a_port, &PLACERS, agent.port).await;
     let mut ids: Vec<String> = (0..NODES)
         .map(|i| format!("failover-node-{i:02}"))
         .collect();
@@ -461,14 +467,8 @@ async fn concurrent_placements_through_both_controllers_never_overbook_a_node() 
     let http = client();
     let agent = AgentStandIn::start().await;
     // Two nodes of 100 GB at the default ratio 2.0: 200 GB of reservations each, 20 VMs of 10 GB.
+    register_100_gb(&http, a_port, &["pg-disk-a", "pg-disk-b"], agent.port).await;
     for id in ["pg-disk-a", "pg-disk-b"] {
-        let (status, body) = post_json(
-            &http,
-            &url(a_port, "/v1/nodes/register"),
-            &registration(id, agent.port, 100),
-        )
-        .await;
-        assert_eq!(status, 200, "{body}");
         let (status, body) = post_json(
             &http,
             &url(b_port, "/v1/nodes/heartbeat"),
