@@ -20,7 +20,9 @@ venv=$root/target/apifuzz-venv
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 if [ "$what" != agent-inside ]; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r tests/api_fuzz/requirements.txt
-  cargo build -q -p fleetwire
+  # The binary as `cargo test --workspace` builds it (a no-op after that command, as in
+  # .ci/run): `cargo build -p fleetwire` would resolve other features and build it again.
+  cargo test -q --workspace --no-run
 fi
 bin=${CARGO_TARGET_DIR:-target}/debug/fleetwire
 [ -x "$bin" ] || bin=$root/target/debug/fleetwire

@@ -5,7 +5,7 @@ Usage (from the workspace root; `.ci/run` does all of it):
 
     python3 -m pip install -r tests/openapi/requirements.txt
     FLEETWIRE_OPENAPI_ANSWERS=/tmp/answers \
-        cargo test -p fleetwire-e2e --test controller_api
+        cargo test -p fleetwire --test e2e -- controller::api
     python3 tests/openapi/check_openapi.py --answers /tmp/answers --generated-models
 
 It checks `generated/openapi/fleet-api.json` (OpenAPI 3.0.3) and
@@ -19,7 +19,7 @@ openapi-schema-validator (python-openapi; not the Rust code that wrote the docum
    (formats checked); a fixture type the API does not use is not in the documents and is
    listed as such, never skipped silently;
 3. with `--answers DIR`: every live answer the API conformance test
-   (tests/tests/controller_api.rs) recorded there validates against the response schema that
+   (tests/e2e/controller/api.rs) recorded there validates against the response schema that
    each document gives for its operation, method, path template and status (or `default`).
    No answers in DIR is a failure (the controller's documents only: the answers are its). A JSON request body the controller accepted (2xx), recorded
    with its answer, must validate against the operation's request body schema as well.

@@ -38,7 +38,7 @@ pub fn heartbeat_body(index: usize, vms: usize) -> Bytes {
         "wg_ip": "127.0.0.1",
         "hostname": format!("host-{index}"),
         "ram_total_mb": 65536, "ram_used_mb": RAM_USED_MIN + (index % 1024) as u64,
-        "cpu_cores": 16, "cpu_load_pct": 12.5, "kvm_available": index % 2 == 0,
+        "cpu_cores": 16, "cpu_load_pct": 12.5, "kvm_available": index.is_multiple_of(2),
         "vms": vms,
         "boot_id": "9b2c1f0e-5d7a-4c3b-8e6f-0a1b2c3d4e5f",
         "timestamp_utc": "2026-11-30T09:30:00.123456Z",
@@ -68,7 +68,7 @@ pub fn register_body(index: usize, csr_pem: &str) -> Bytes {
         "spawn_port": 9204,
         "csr_pem": csr_pem,
         "total_cpus": 16, "total_memory_mb": 65536, "total_disk_gb": 1000,
-        "kvm_available": index % 2 == 0,
+        "kvm_available": index.is_multiple_of(2),
         "agent_version": "0.1.0"
     });
     Bytes::from(serde_json::to_vec(&body).expect("JSON"))

@@ -1,0 +1,19 @@
+//! The controller (`fleetwire controller`) over its API: every operation against the document,
+//! enrollment, placement, trust, the stores (SQLite, PostgreSQL), failover, and the faults it
+//! survives.
+
+mod api;
+mod backup_restore;
+mod disk_full;
+mod durability;
+mod enrollment;
+mod failover;
+mod failover_mtls;
+mod fleet_ca;
+mod kill_under_load;
+mod placement;
+mod postgres;
+mod ppn_ids;
+mod store_refusal;
+mod trust;
+mod unknown_fields;

@@ -1,0 +1,130 @@
+//! What every end-to-end test needs: the real `fleetwire` binary, the workspace, free ports,
+//! processes that are killed when a test ends, waiting with a deadline, the TLS provider.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// Installs ring as the test process's rustls provider (once). reqwest is built with
+/// `rustls-no-provider` (the workspace's `Cargo.toml`), so every client, plain or not, needs
+/// it before it is built: call this before `reqwest::Client::builder()` or
+/// `reqwest::blocking::get`.
+pub fn install_crypto_provider() {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The `fleetwire` binary. This test target belongs to the `fleetwire` package
+/// (runtime/Cargo.toml), so cargo builds the binary, with the same features, before the test and
+/// names it here: no second build.
+pub fn fleetwire_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_fleetwire"))
+}
+
+/// A `Command` for the `fleetwire` binary.
+pub fn fleetwire() -> Command {
+    Command::new(fleetwire_bin())
+}
+
+/// `id` as one URL path segment: every byte but RFC 3986's unreserved ones percent-encoded.
+pub fn url_segment(id: &str) -> String {
+    let mut out = String::new();
+    for byte in id.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// A TCP port that was free a moment ago on 127.0.0.1.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind 127.0.0.1:0")
+        .local_addr()
+        .expect("local addr")
+        .port()
+}
+
+/// A child process that is killed (SIGKILL) and reaped when dropped, so a failing test never
+/// leaves a server behind.
+pub struct Running {
+    pub child: Child,
+}
+
+impl Running {
+    pub fn spawn(command: &mut Command) -> Running {
+        Running {
+            child: command.spawn().expect("spawning a test process"),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGKILL and waits for the process to go.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Polls `probe` every 50 ms until it returns `Some`, or panics after `timeout` naming `what`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Whether `program` (run with `--version`) is on this machine, for a test that needs a program
+/// a newcomer's machine may lack. Missing, the test is skipped with a line saying what to
+/// install (`install`), written past the test harness's capture so that `cargo test` shows it;
+/// under `CI=true`, where `.ci/run` installs every such program, its absence fails the test.
+pub fn have_program(program: &str, install: &str) -> bool {
+    let found = Command::new(program)
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if found {
+        return true;
+    }
+    let why = format!("`{program}` is not on this machine: {install}");
+    assert!(
+        std::env::var("CI").map_or(true, |ci| ci != "true"),
+        "CI=true and {why}"
+    );
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped ({}): {why}",
+        std::thread::current().name().unwrap_or("a test")
+    );
+    false
+}
