@@ -8,29 +8,44 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 
 type Labels = Vec<(&'static str, String)>;
 
-type Meter = (&'static str, &'static str, fn(&UsageMeters) -> u64);
+/// A meter as a counter in base units: its series name (`fleetwire_app_<name>_total`), its
+/// help, and its value in that unit. Meters are kept in ms and MiB-seconds (seed 001's
+/// `reported.json`); OpenMetrics names a unit once per family and wants the base one
+/// (seconds, bytes), so the page converts.
+type Meter = (&'static str, &'static str, fn(&UsageMeters) -> f64);
+
+const MIB: f64 = 1024.0 * 1024.0;
 
 /// The meters, by the name their series carry (`fleetwire_app_<name>_total`), with their help.
 pub const METERS: [Meter; 7] = [
-    ("running_ms", "Time the app spent running, in ms", |m| {
-        m.running_ms
+    ("running_seconds", "Time the app spent running", |m| {
+        m.running_ms as f64 / 1000.0
     }),
-    ("idle_ms", "Time the app spent idle, in ms", |m| m.idle_ms),
-    ("cpu_ms", "CPU time over all vCPUs, in ms", |m| m.cpu_ms),
-    ("rx_bytes", "Bytes delivered to the guest", |m| m.rx_bytes),
-    ("tx_bytes", "Bytes the guest sent", |m| m.tx_bytes),
+    ("idle_seconds", "Time the app spent idle", |m| {
+        m.idle_ms as f64 / 1000.0
+    }),
+    ("cpu_seconds", "CPU time over all vCPUs", |m| {
+        m.cpu_ms as f64 / 1000.0
+    }),
+    ("received_bytes", "Bytes delivered to the guest", |m| {
+        m.rx_bytes as f64
+    }),
+    ("transmitted_bytes", "Bytes the guest sent", |m| {
+        m.tx_bytes as f64
+    }),
     (
-        "disk_provisioned_mib_seconds",
-        "Disk set aside for the app, in MiB-seconds",
-        |m| m.disk_provisioned_mib_seconds,
+        "disk_provisioned_byte_seconds",
+        "Disk set aside for the app, over time",
+        |m| m.disk_provisioned_mib_seconds as f64 * MIB,
     ),
     (
-        "disk_used_mib_seconds",
-        "Disk the app filled, in MiB-seconds",
-        |m| m.disk_used_mib_seconds,
+        "disk_used_byte_seconds",
+        "Disk the app filled, over time",
+        |m| m.disk_used_mib_seconds as f64 * MIB,
     ),
 ];
 
@@ -70,28 +85,37 @@ pub fn render_with(report: &HostReportedState, extra: impl FnOnce(&mut Registry)
             .set(i64::from(s == report.state));
     }
 
-    let resources = gauge_family(
+    // One family per unit: vCPUs, bytes of memory, bytes of cache; `kind` says whether it is
+    // the host's capacity or what is still allocatable.
+    let vcpus = gauge_family(
         &mut registry,
-        "fleetwire_host_resources",
-        "The host's capacity and what is still allocatable, by resource",
+        "fleetwire_host_vcpus",
+        "The host's vCPUs: its capacity, and what is still allocatable",
+    );
+    let memory = gauge_family(
+        &mut registry,
+        "fleetwire_host_memory_bytes",
+        "The host's memory for guests: its capacity, and what is still allocatable",
+    );
+    let cache = gauge_family(
+        &mut registry,
+        "fleetwire_host_cache_bytes",
+        "The host's image cache: its capacity, and what is still allocatable",
     );
     for (kind, c) in [
         ("capacity", &report.capacity),
         ("allocatable", &report.allocatable),
     ] {
-        for (resource, value) in [
-            ("vcpu_count", u64::from(c.vcpu_count)),
-            ("memory_mib", c.memory_mib),
-            ("cache_bytes", c.cache_bytes),
-        ] {
-            resources
-                .get_or_create(&vec![
-                    ("host_id", host.clone()),
-                    ("kind", kind.to_string()),
-                    ("resource", resource.to_string()),
-                ])
-                .set(value.min(i64::MAX as u64) as i64);
-        }
+        let labels = vec![("host_id", host.clone()), ("kind", kind.to_string())];
+        vcpus.get_or_create(&labels).set(i64::from(c.vcpu_count));
+        memory.get_or_create(&labels).set(
+            c.memory_mib
+                .saturating_mul(1024 * 1024)
+                .min(i64::MAX as u64) as i64,
+        );
+        cache
+            .get_or_create(&labels)
+            .set(c.cache_bytes.min(i64::MAX as u64) as i64);
     }
 
     let refused = gauge_family(
@@ -108,15 +132,16 @@ pub fn render_with(report: &HostReportedState, extra: impl FnOnce(&mut Registry)
         "fleetwire_instance_state",
         "1 for the lifecycle phase each instance is in, 0 for the others",
     );
+    // A gauge, not a counter: a cold boot resets it (seed 001's `restartCount`).
     let restarts = gauge_family(
         &mut registry,
-        "fleetwire_instance_restart_count",
+        "fleetwire_instance_restarts",
         "Restarts since the instance was last booted from scratch (reset by a cold boot)",
     );
-    let meters: Vec<Family<Labels, Counter>> = METERS
+    let meters: Vec<Family<Labels, Counter<f64, AtomicU64>>> = METERS
         .iter()
         .map(|(name, help, _)| {
-            let family = Family::<Labels, Counter>::default();
+            let family = Family::<Labels, Counter<f64, AtomicU64>>::default();
             registry.register(format!("fleetwire_app_{name}"), *help, family.clone());
             family
         })

@@ -83,27 +83,32 @@ fn metrics_say_what_reported_json_says() {
         );
     }
     assert_eq!(
-        s[&format!("fleetwire_host_resources{{host_id=\"{host}\",kind=\"allocatable\",resource=\"memory_mib\"}}")],
-        report.allocatable.memory_mib as f64
+        s[&format!("fleetwire_host_memory_bytes{{host_id=\"{host}\",kind=\"allocatable\"}}")],
+        (report.allocatable.memory_mib * 1024 * 1024) as f64
     );
     assert_eq!(report.instances.len(), 2);
     for i in &report.instances {
         let app = i.app_id.as_str();
         let m = i.meters.as_ref().expect("meters");
+        // Base units: seconds and bytes (docs/agent.md, "/metrics").
+        let mib = 1024.0 * 1024.0;
         for (name, value) in [
-            ("running_ms", m.running_ms),
-            ("idle_ms", m.idle_ms),
-            ("cpu_ms", m.cpu_ms),
-            ("rx_bytes", m.rx_bytes),
-            ("tx_bytes", m.tx_bytes),
+            ("running_seconds", m.running_ms as f64 / 1000.0),
+            ("idle_seconds", m.idle_ms as f64 / 1000.0),
+            ("cpu_seconds", m.cpu_ms as f64 / 1000.0),
+            ("received_bytes", m.rx_bytes as f64),
+            ("transmitted_bytes", m.tx_bytes as f64),
             (
-                "disk_provisioned_mib_seconds",
-                m.disk_provisioned_mib_seconds,
+                "disk_provisioned_byte_seconds",
+                m.disk_provisioned_mib_seconds as f64 * mib,
             ),
-            ("disk_used_mib_seconds", m.disk_used_mib_seconds),
+            (
+                "disk_used_byte_seconds",
+                m.disk_used_mib_seconds as f64 * mib,
+            ),
         ] {
             let key = format!("fleetwire_app_{name}_total{{app_id=\"{app}\"}}");
-            assert_eq!(s.get(&key).copied(), Some(value as f64), "{key}");
+            assert_eq!(s.get(&key).copied(), Some(value), "{key}");
         }
         let dep = i.deployment_id.as_str();
         for state in [
@@ -121,7 +126,7 @@ fn metrics_say_what_reported_json_says() {
             assert_eq!(s[&key], want, "{key}");
         }
         assert_eq!(
-            s[&format!("fleetwire_instance_restart_count{{app_id=\"{app}\"}}")],
+            s[&format!("fleetwire_instance_restarts{{app_id=\"{app}\"}}")],
             i.restart_count as f64
         );
     }
