@@ -40,7 +40,7 @@ use anyhow::{anyhow, Context};
 use hyper::body::Bytes;
 
 pub use args::{LoadgenArgs, Plan, Transport};
-pub use bodies::heartbeat_body;
+pub use bodies::{heartbeat_body, node_id};
 pub use report::{Report, StormReport};
 
 use bodies::ram_used_at;
