@@ -337,7 +337,7 @@ pub fn write_site_out_dir(outputs: &Outputs, out_dir: &Path) -> Result<()> {
     let pages = site::write(&outputs.model, &site_dir)?;
     write_if_changed(
         &out_dir.join("site_files.rs"),
-        &site::files_table(&site_dir, &pages),
+        &site::files_table(&site_dir, &out_dir.join("site-compressed"), &pages)?,
     )?;
     Ok(())
 }
@@ -438,8 +438,9 @@ fn pretty(value: &serde_json::Value) -> Result<String> {
 }
 
 /// Writes `content` unless the file already holds it (so cargo sees no needless change).
-pub(crate) fn write_if_changed(path: &Path, content: &str) -> Result<bool> {
-    if std::fs::read_to_string(path).is_ok_and(|c| c == content) {
+pub(crate) fn write_if_changed(path: &Path, content: impl AsRef<[u8]>) -> Result<bool> {
+    let content = content.as_ref();
+    if std::fs::read(path).is_ok_and(|c| c == content) {
         return Ok(false);
     }
     if let Some(parent) = path.parent() {

@@ -8,6 +8,10 @@ pub struct SiteFile {
     pub path: &'static str,
     pub content_type: &'static str,
     pub bytes: &'static [u8],
+    /// The bytes gzip-compressed at build time, where that is smaller.
+    pub gzip: Option<&'static [u8]>,
+    /// The bytes brotli-compressed at build time, where that is smaller.
+    pub brotli: Option<&'static [u8]>,
 }
 
 include!(concat!(env!("OUT_DIR"), "/site_files.rs"));
