@@ -7,6 +7,7 @@ pub mod ca_cli;
 pub mod cli;
 pub mod cli_values;
 pub mod controller;
+pub mod dir_owner;
 pub mod document_file;
 pub mod drivers;
 pub mod file_error;

@@ -124,8 +124,13 @@ pub fn run(args: &UpArgs) -> ExitCode {
 }
 
 async fn up(args: &UpArgs) -> Result<()> {
-    std::fs::create_dir_all(&args.dir)
-        .with_context(|| format!("creating {}", args.dir.display()))?;
+    // Before anything is started or written: a second `up` on this directory stops here.
+    let _owner = crate::dir_owner::take(&args.dir, |previous| {
+        eprintln!(
+            "fleetwire up: taking over {} from {previous}, which ended without stopping",
+            args.dir.display()
+        )
+    })?;
     let dir = args.dir.canonicalize()?;
     let node_id = match &args.node_id {
         Some(id) => id.clone(),

@@ -60,12 +60,15 @@ pub async fn serve_until(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     use anyhow::Context;
-    std::fs::create_dir_all(&config.state_dir).with_context(|| {
-        format!(
-            "cannot create the state directory {}",
-            config.state_dir.display()
+    // A second agent on this state directory would end the first one's tenants and take its
+    // node's identity: it stops here, naming the first (docs/operations.md).
+    let _owner = crate::dir_owner::take(&config.state_dir, |previous| {
+        tracing::warn!(
+            state_dir = %config.state_dir.display(),
+            "taking over the state directory from {previous}, which ended without stopping"
         )
-    })?;
+    })
+    .context("the state directory")?;
     crate::atomic_file::remove_stale_temp_files(&config.state_dir);
     // Before anything reads the key: a renewal a crash interrupted is finished or undone.
     let (node_identity, recovery) =

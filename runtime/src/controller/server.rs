@@ -161,6 +161,30 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
         (None, false) => Some(args.data_dir.join("ca")),
         (None, true) => None,
     };
+    // The directories this controller keeps state in, its SQLite store's and its CA's: a
+    // second controller there would share the database file and the CA's key. It stops here,
+    // naming the first (docs/operations.md, "One owner per directory"). Controllers on one
+    // PostgreSQL database share nothing local and lock nothing.
+    let mut owned: Vec<std::path::PathBuf> = Vec::new();
+    if let Database::Sqlite(file) = &db {
+        owned.push(match file.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ => std::path::PathBuf::from("."),
+        });
+    }
+    owned.extend(ca_dir.iter().cloned());
+    owned.dedup();
+    let _owners = owned
+        .iter()
+        .map(|dir| {
+            crate::dir_owner::take(dir, |previous| {
+                tracing::warn!(
+                    dir = %dir.display(),
+                    "taking over the directory from {previous}, which ended without stopping"
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let plain_http = settings.plain_http;
     let start = Start {
         settings: settings.clone(),

@@ -3,5 +3,6 @@
 
 mod hostile_input;
 mod loadgen;
+mod one_owner;
 mod trust;
 mod up;
