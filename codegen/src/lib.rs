@@ -29,6 +29,7 @@ pub mod model;
 pub mod nullability;
 pub mod openapi;
 pub mod openapi_as_read;
+pub mod output_file;
 pub mod peer_check;
 pub mod releases;
 pub mod replacements;
@@ -47,6 +48,8 @@ pub mod typify_impls;
 pub mod wire;
 
 use std::path::{Path, PathBuf};
+
+use output_file::write_if_changed;
 
 use anyhow::{Context, Result};
 
@@ -435,18 +438,4 @@ fn pretty(value: &serde_json::Value) -> Result<String> {
     let mut text = serde_json::to_string_pretty(value)?;
     text.push('\n');
     Ok(text)
-}
-
-/// Writes `content` unless the file already holds it (so cargo sees no needless change).
-pub(crate) fn write_if_changed(path: &Path, content: impl AsRef<[u8]>) -> Result<bool> {
-    let content = content.as_ref();
-    if std::fs::read(path).is_ok_and(|c| c == content) {
-        return Ok(false);
-    }
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("creating {}", parent.display()))?;
-    }
-    std::fs::write(path, content).with_context(|| format!("writing {}", path.display()))?;
-    Ok(true)
 }

@@ -1048,15 +1048,7 @@ pub fn write(model: &Model, out: &Path) -> Result<Vec<PathBuf>> {
     let files = render(model)?;
     let mut written = Vec::new();
     for (path, bytes) in files {
-        let target = out.join(&path);
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("creating {}", parent.display()))?;
-        }
-        if std::fs::read(&target).ok().as_deref() != Some(bytes.as_slice()) {
-            std::fs::write(&target, bytes)
-                .with_context(|| format!("writing {}", target.display()))?;
-        }
+        crate::output_file::write_if_changed(&out.join(&path), &bytes)?;
         written.push(path);
     }
     Ok(written)
@@ -1141,7 +1133,7 @@ pub fn files_table(site_dir: &Path, compressed_dir: &Path, paths: &[PathBuf]) ->
                 return Ok("None".to_string());
             }
             let file = compressed_dir.join(format!("{rel}.{extension}"));
-            crate::write_if_changed(&file, &compressed)?;
+            crate::output_file::write_if_changed(&file, &compressed)?;
             Ok(format!(
                 "Some(include_bytes!({:?}))",
                 file.display().to_string()

@@ -157,7 +157,8 @@ pub fn write_outputs(outputs: &Outputs, config: &Config, out_dir: &Path) -> Resu
     let mut written = Vec::new();
     for (name, text) in files {
         let path = out_dir.join(name);
-        crate::write_if_changed(&path, &text).with_context(|| format!("{}", path.display()))?;
+        crate::output_file::write_if_changed(&path, &text)
+            .with_context(|| format!("{}", path.display()))?;
         written.push(path);
     }
     Ok(written)

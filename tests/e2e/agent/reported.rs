@@ -35,7 +35,12 @@ fn wire<T: serde::Serialize>(v: &T) -> String {
 
 #[test]
 fn metrics_say_what_reported_json_says() {
-    let agent = AgentProcess::start(&format!("http://127.0.0.1:{}", free_port()), &[]);
+    // Passes 2 s apart: the three reads below must fall between two passes, and on a busy
+    // machine (the e2e tests run four at a time) they can take longer than the usual interval.
+    let agent = AgentProcess::start(
+        &format!("http://127.0.0.1:{}", free_port()),
+        &[("VM_RECONCILE_INTERVAL_MS", "2000")],
+    );
     // One tenant that burns some CPU then sleeps, one that fails, so every kind of figure moves.
     let busy = spawn_body(
         "busy",
@@ -61,7 +66,7 @@ fn metrics_say_what_reported_json_says() {
     // The same pass on both routes: reported, metrics, reported again, until the two match.
     let (report, page) = crate::support::wait_for(
         "one pass seen on both routes",
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || {
             let before: HostReportedState = agent.get("/v1/reported");
             let page = agent.get_text("/metrics");
