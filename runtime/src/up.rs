@@ -387,32 +387,46 @@ fn spawn(command: &mut Command, log: &Path) -> Result<Child> {
 }
 
 /// Shows `what` with a running clock until `probe` answers, the child exits, or time runs out.
+/// The clock is redrawn in place (`\r`) only on a terminal; into a file or a pipe each step
+/// is one plain line when it starts and one when it ends, so a log reads line by line.
 async fn step<T, F, Fut>(what: &str, child: &mut Child, mut probe: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
+    use std::io::IsTerminal;
     let started = Instant::now();
     let mut out = std::io::stdout();
+    let terminal = out.is_terminal();
+    let redraw = if terminal { "\r" } else { "" };
+    if !terminal {
+        println!("  {what} …");
+    }
     loop {
-        let _ = write!(out, "\r  {what} … {:.1} s", started.elapsed().as_secs_f32());
-        let _ = out.flush();
+        if terminal {
+            let _ = write!(out, "\r  {what} … {:.1} s", started.elapsed().as_secs_f32());
+            let _ = out.flush();
+        }
         if let Some(value) = probe().await {
             println!(
-                "\r  {what} … ready ({:.1} s)",
+                "{redraw}  {what} … ready ({:.1} s)",
                 started.elapsed().as_secs_f32()
             );
             return Ok(value);
         }
         if let Some(status) = child.try_wait()? {
-            println!();
+            if terminal {
+                println!();
+            }
             bail!(
                 "{what}: the process exited ({}) before it was ready",
                 describe(Ok(status))
             );
         }
         if started.elapsed() > START_TIMEOUT {
-            println!();
+            if terminal {
+                println!();
+            }
             bail!("{what}: not ready after {START_TIMEOUT:?}");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

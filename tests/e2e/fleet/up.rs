@@ -81,6 +81,15 @@ fn up_runs_a_fleet_of_one_places_a_machine_and_stops_on_ctrl_c() {
         },
     );
     let text = printed.join("\n");
+    // Standard output is a pipe here, not a terminal: no progress frames redrawn with `\r`,
+    // each step one line when it starts and one when it is ready.
+    assert!(!text.contains('\r'), "progress frames in a pipe:\n{text:?}");
+    assert!(
+        printed
+            .iter()
+            .any(|l| l.trim_start().starts_with("controller on") && l.contains("… ready (")),
+        "the controller's step ends on a line of its own:\n{text}"
+    );
     for expected in [&format!("{api}/docs/"), "reported.json", "-X POST"] {
         assert!(
             text.contains(expected),
