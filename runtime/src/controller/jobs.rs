@@ -175,7 +175,7 @@ async fn probe_loop(controller: Arc<Controller>, mut requests: UnboundedReceiver
 /// it cannot, `engine_version_problem` says why (the version last read is kept: a runtime
 /// that cannot be reached for a while has not changed its engine); a success clears it.
 pub async fn probe(controller: &Controller, node_id: &str, address: &str) {
-    let outcome = controller.agents.runtime_health(address).await;
+    let outcome = controller.agents.runtime_health(node_id, address).await;
     let Some(slot) = controller.table.get(node_id) else {
         return;
     };
