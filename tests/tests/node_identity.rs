@@ -375,3 +375,54 @@ async fn route_names_and_local_host_names_are_refused_as_node_ids() {
     let (status, nodes) = get_json(&http, &plain.url("/v1/nodes?status=all")).await;
     assert_eq!((status, nodes), (200, json!([])));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_is_probed_only_at_the_nodes_registered_addresses() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    // A runtime's /health that counts who asked.
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = hits.clone();
+    let app = axum::Router::new().route(
+        "/health",
+        axum::routing::get(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async { axum::Json(json!({"status": "ok", "version": "1.9.2"})) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let runtime = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let controller = ControllerProcess::start(&[]);
+    let http = client();
+    // p1 says it is 10.0.0.9 and names this host's loopback as its runtime: never probed.
+    let mut body = registration("p1", 9, 100);
+    body["wg_ip"] = "10.0.0.9".into();
+    body["smolvm_address"] = runtime.clone().into();
+    register_ok(&http, &controller, &body).await;
+    let record = eventually(
+        "p1's probe to be judged",
+        Duration::from_secs(20),
+        || async {
+            let record = node_record(&http, &controller, "p1").await;
+            record["engine_version_problem"]
+                .as_str()
+                .is_some_and(|p| p.contains("registered addresses"))
+                .then_some(record)
+        },
+    )
+    .await;
+    assert!(record["engine_version"].is_null(), "{record}");
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
+    // p2 runs its runtime at its own address: probed, and its version recorded.
+    let mut body = registration("p2", 9, 100);
+    body["smolvm_address"] = runtime.into();
+    register_ok(&http, &controller, &body).await;
+    eventually("p2's engine version", Duration::from_secs(20), || async {
+        let record = node_record(&http, &controller, "p2").await;
+        (record["engine_version"] == "1.9.2").then_some(())
+    })
+    .await;
+    assert!(hits.load(Ordering::SeqCst) > 0);
+}

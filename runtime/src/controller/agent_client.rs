@@ -52,6 +52,13 @@ pub enum AgentCallError {
          authenticate with"
     )]
     NoClientCertificate { url: String },
+    /// A runtime address whose host is not one the node registered (its certificate's
+    /// names): not probed.
+    #[error(
+        "{url}: the controller probes a node's runtime only at the node's registered addresses \
+         (its wg_ip, its addresses or its node id), not at {host:?}"
+    )]
+    UncertifiedAddress { url: String, host: String },
     /// The TLS client for the call could not be set up.
     #[error("{url}: setting up TLS for the call failed: {cause}")]
     TlsSetup { url: String, cause: String },
@@ -253,13 +260,27 @@ impl AgentClient {
 
     /// `GET {address}/health` on `node_id`'s runtime; over mTLS for an `https://` address
     /// (smolvm's fleet mode serves nothing to a client without a certificate, and serves the
-    /// node's certificate).
+    /// node's certificate). Only when the address's host is one of `registered` (the node's
+    /// `wg_ip` and `addresses`, which its certificate names) or the node id: a node cannot
+    /// send the controller to another host (issue 28).
     pub async fn runtime_health(
         &self,
         node_id: &str,
         address: &str,
+        registered: &[Ipv4Addr],
     ) -> Result<RuntimeHealth, AgentCallError> {
         let url = format!("{}/health", address.trim_end_matches('/'));
+        let host = reqwest::Url::parse(&url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string))
+            .unwrap_or_default();
+        let allowed = match host.parse::<Ipv4Addr>() {
+            Ok(ip) => registered.contains(&ip),
+            Err(_) => host.eq_ignore_ascii_case(node_id),
+        };
+        if !allowed {
+            return Err(AgentCallError::UncertifiedAddress { host, url });
+        }
         let client = if url
             .get(..8)
             .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
@@ -270,6 +291,29 @@ impl AgentClient {
         };
         read_answer("GET", &url, client.get(&url).send().await).await
     }
+}
+
+/// At most this much of an answer is read: a `VmRecord` or a runtime's health is a few kB.
+const MAX_ANSWER_BYTES: usize = 1 << 20;
+
+/// The answer's body, refused past [`MAX_ANSWER_BYTES`] (at once when its `Content-Length`
+/// says so).
+async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
+    let too_large = || format!("the answer is larger than {MAX_ANSWER_BYTES} bytes");
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
+    {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// A successful answer read as a `T` through the validated reader; anything else is an error
@@ -285,13 +329,12 @@ async fn read_answer<T: WireDocument>(
         cause: crate::tls::with_causes(&e),
     })?;
     let status = response.status();
-    let body = response
-        .bytes()
+    let body = read_limited(response)
         .await
-        .map_err(|e| AgentCallError::Unreadable {
+        .map_err(|cause| AgentCallError::Unreadable {
             method,
             url: url.to_string(),
-            cause: e.to_string(),
+            cause,
         })?;
     if !status.is_success() {
         return Err(AgentCallError::Refused {
