@@ -5,7 +5,6 @@
 
 mod controller_support;
 
-use std::io::Read;
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -163,14 +162,14 @@ async fn fresh_heartbeats_go_through_a_thousand_idle_connections_at_1024_descrip
                 for slot in idle.iter_mut() {
                     let closed = match slot {
                         None => true,
-                        // Anything from the server (an alert, its close) or its end.
-                        Some((stream, _)) => {
-                            let mut byte = [0u8; 1];
-                            match stream.read(&mut byte) {
-                                Ok(_) => true,
-                                Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
-                            }
-                        }
+                        // The server's end, or an alert; its session tickets are read.
+                        Some((stream, tls)) => match tls.read_tls(stream) {
+                            Ok(0) => true,
+                            Ok(_) => tls
+                                .process_new_packets()
+                                .map_or(true, |state| state.peer_has_closed()),
+                            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+                        },
                     };
                     if closed {
                         *slot = connect();
