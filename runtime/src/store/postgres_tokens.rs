@@ -269,6 +269,30 @@ mod tests {
     const HOUR: Duration = Duration::from_secs(3600);
 
     #[test]
+    fn only_unused_tokens_minted_in_plain_mode_are_retired() {
+        let Some(schema) = test_schema() else { return };
+        let tokens = PostgresBootstrapTokens::connect(&schema.url).unwrap();
+        let node = |id: &str| -> NodeId { id.parse().unwrap() };
+        let plain = tokens
+            .create_as(&node("n1"), HOUR, at(0), Minted::PlainHttp)
+            .unwrap();
+        let used = tokens
+            .create_as(&node("n2"), HOUR, at(0), Minted::PlainHttp)
+            .unwrap();
+        tokens.redeem(&used.token.expose(), "n2", at(1)).unwrap();
+        let host = tokens.create(&node("n3"), HOUR, at(0)).unwrap();
+        // A second connection, as a controller restarting in mTLS mode has.
+        let again = PostgresBootstrapTokens::connect(&schema.url).unwrap();
+        assert_eq!(again.retire_plain_minted().unwrap(), 1);
+        assert_eq!(
+            again.redeem(&plain.token.expose(), "n1", at(2)),
+            Err(TokenRefusal::Unknown)
+        );
+        assert!(again.redeem(&host.token.expose(), "n3", at(2)).is_ok());
+        assert_eq!(again.retire_plain_minted().unwrap(), 0);
+    }
+
+    #[test]
     fn a_token_redeems_once_for_its_node_then_is_used_and_lists_and_deletes() {
         let Some(schema) = test_schema() else { return };
         let tokens = PostgresBootstrapTokens::connect(&schema.url).unwrap();
