@@ -37,7 +37,14 @@ fn hot_path(c: &mut Criterion) {
         b.iter_batched(
             || heartbeat.clone(),
             |hb| {
-                nodes::apply_heartbeat(&mut state, hb, Instant::now(), Timestamp::now(), &settings)
+                nodes::apply_heartbeat(
+                    &mut state,
+                    hb,
+                    Instant::now(),
+                    Timestamp::now(),
+                    &settings,
+                    &mut |_, _| true,
+                )
             },
             criterion::BatchSize::SmallInput,
         )
@@ -72,6 +79,7 @@ fn hot_path(c: &mut Criterion) {
             Instant::now(),
             Timestamp::now(),
             &settings,
+            &mut |_, _| true,
         );
     }
     c.bench_function("GET /v1/fleet body, 10k nodes, cached records", |b| {

@@ -8,8 +8,55 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+/// Mode of state files: tenants' command lines, logs and the fleet's records are the owner's
+/// alone (issue 28).
+pub const PRIVATE_FILE: u32 = 0o600;
+
+/// Creates `dir` and any missing parents with mode 0700 (less the umask); existing ones are
+/// left as they are.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// Opens `path` for appending, created with mode 0600 when missing, and narrowed to 0600 when
+/// an older release left it readable by others.
+pub fn open_private_append(path: &Path) -> std::io::Result<File> {
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(PRIVATE_FILE)
+        .open(path)?;
+    narrow(&file)?;
+    Ok(file)
+}
+
+/// Creates `path` empty with mode 0600 when missing (for a file another library then opens,
+/// such as SQLite's database, whose journals take its mode), or narrows an existing one to
+/// 0600.
+pub fn ensure_private_file(path: &Path) -> std::io::Result<()> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(PRIVATE_FILE)
+        .open(path)?;
+    narrow(&file)
+}
+
+/// Takes group and other permissions away, if there are any.
+fn narrow(file: &File) -> std::io::Result<()> {
+    let mode = file.metadata()?.permissions().mode();
+    if mode & 0o077 != 0 {
+        file.set_permissions(std::fs::Permissions::from_mode(mode & 0o700))?;
+    }
+    Ok(())
+}
 
 /// Replaces `path` with `bytes`, the new file created with `mode` (less the process umask).
 pub fn write(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {

@@ -38,10 +38,12 @@ pub fn write_document<T: WireDocument>(path: &Path, doc: &T) -> Result<Vec<u8>, 
     }
     let mut bytes = serde_json::to_vec_pretty(&value).expect("a JSON value serializes");
     bytes.push(b'\n');
-    crate::atomic_file::write(path, &bytes, 0o644).map_err(|source| WriteError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    crate::atomic_file::write(path, &bytes, crate::atomic_file::PRIVATE_FILE).map_err(
+        |source| WriteError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+    )?;
     Ok(bytes)
 }
 

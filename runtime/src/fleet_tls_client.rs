@@ -7,21 +7,26 @@
 use std::sync::Arc;
 
 use fleetwire_client::MarkVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::PrivateKeyDer;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 
 use crate::fleet_identity::{identify, PeerIdentity};
 use crate::tls_server::{certificates_of, TlsSetupError};
 
 /// Which member of the fleet the server must be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ServerRole {
+pub enum ServerRole<'a> {
     /// A certificate with the controller's mark (what an agent calls).
     Controller,
     /// A node certificate (what the controller calls: an agent, or a runtime in smolvm's fleet
     /// mode serving the node's certificate).
     Node,
+    /// The certificate of the node with this id and no other (the controller calling one
+    /// node's agent or runtime: another node's agent at the address must not answer for it).
+    TheNode(&'a str),
 }
 
 /// A rustls client configuration that trusts only `ca_pem`, takes only a server of `role`, and
@@ -29,7 +34,7 @@ pub enum ServerRole {
 /// `tls_backend_preconfigured`.
 pub fn client_config(
     ca_pem: &str,
-    role: ServerRole,
+    role: ServerRole<'_>,
     identity: Option<(&str, &str)>,
 ) -> Result<rustls::ClientConfig, TlsSetupError> {
     crate::tls::install_crypto_provider();
@@ -45,9 +50,17 @@ pub fn client_config(
         .map_err(|error| TlsSetupError::ServerVerifier(error.to_string()))?;
     let mark: fn(&[u8]) -> bool = match role {
         ServerRole::Controller => |der| matches!(identify(der), Some(PeerIdentity::Controller)),
-        ServerRole::Node => |der| matches!(identify(der), Some(PeerIdentity::Node { .. })),
+        ServerRole::Node | ServerRole::TheNode(_) => {
+            |der| matches!(identify(der), Some(PeerIdentity::Node { .. }))
+        }
     };
-    let verifier = Arc::new(MarkVerifier::new(chain, mark));
+    let verifier: Arc<dyn ServerCertVerifier> = match role {
+        ServerRole::TheNode(node_id) => Arc::new(TheNode {
+            marked: MarkVerifier::new(chain, mark),
+            node_id: node_id.to_string(),
+        }),
+        _ => Arc::new(MarkVerifier::new(chain, mark)),
+    };
     let builder = rustls::ClientConfig::builder()
         .dangerous()
         .with_custom_certificate_verifier(verifier);
@@ -65,6 +78,60 @@ pub fn client_config(
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
+}
+
+/// The fleet's chain and node mark, then the node id the certificate names.
+#[derive(Debug)]
+struct TheNode {
+    marked: MarkVerifier,
+    node_id: String,
+}
+
+impl ServerCertVerifier for TheNode {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let verified = self.marked.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        )?;
+        match identify(end_entity.as_ref()) {
+            Some(PeerIdentity::Node { node_id, .. }) if node_id == self.node_id => Ok(verified),
+            _ => Err(rustls::Error::InvalidCertificate(
+                CertificateError::ApplicationVerificationFailure,
+            )),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.marked.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.marked.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.marked.supported_verify_schemes()
+    }
 }
 
 #[cfg(test)]
@@ -87,7 +154,7 @@ mod tests {
         port
     }
 
-    async fn reaches(ca: &NodeCa, port: u16, role: ServerRole) -> bool {
+    async fn reaches(ca: &NodeCa, port: u16, role: ServerRole<'_>) -> bool {
         let tls = client_config(ca.ca_pem(), role, None).unwrap();
         let client = crate::tls::client_builder()
             .tls_backend_preconfigured(tls)
@@ -118,6 +185,10 @@ mod tests {
         let node_port = serve(&ca, &node.cert_pem, &key.serialize_pem()).await;
         assert!(reaches(&ca, node_port, ServerRole::Node).await);
         assert!(!reaches(&ca, node_port, ServerRole::Controller).await);
+        // Asked for that node, it answers; asked for another node at its address, it does not.
+        assert!(reaches(&ca, node_port, ServerRole::TheNode("n1")).await);
+        assert!(!reaches(&ca, node_port, ServerRole::TheNode("n2")).await);
+        assert!(!reaches(&ca, node_port, ServerRole::TheNode("N1")).await);
 
         let names = [crate::controller::certs::ServerName::Ip(
             "127.0.0.1".parse().unwrap(),
@@ -127,5 +198,6 @@ mod tests {
         let controller_port = serve(&ca, &chain, &controller.key_pem).await;
         assert!(reaches(&ca, controller_port, ServerRole::Controller).await);
         assert!(!reaches(&ca, controller_port, ServerRole::Node).await);
+        assert!(!reaches(&ca, controller_port, ServerRole::TheNode("n1")).await);
     }
 }

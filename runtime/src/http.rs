@@ -48,6 +48,26 @@ impl ApiFailure {
         )
     }
 
+    /// `400 invalid_document` for a `document` whose `node_id` is reserved
+    /// (`ids::reserved_node_id` says `why`), with its pointer.
+    pub fn reserved_node_id(document: &str, node_id: &str, why: &str) -> Self {
+        let message = format!("not a valid {document}: /node_id: {node_id:?} is reserved: {why}");
+        let mut failure = Self::new(
+            StatusCode::BAD_REQUEST,
+            ApiErrorCode::InvalidDocument,
+            &message,
+        );
+        failure.body.violations = vec![fleetwire_types::Violation {
+            instance_path: "/node_id".parse().expect("a JSON pointer"),
+            schema_path: format!("/$defs/{document}/properties/node_id")
+                .parse()
+                .expect("a JSON pointer"),
+            keyword: "x-fleetwire-reserved".into(),
+            message,
+        }];
+        failure
+    }
+
     /// `400` for a body the validated reader refused, listing every violation with its pointer.
     pub fn rejected(document: &str, rejection: Rejection) -> Self {
         match rejection {

@@ -75,6 +75,29 @@ pub fn connection_limit() -> usize {
     usize::try_from(usable).unwrap_or(usize::MAX)
 }
 
+/// How a connection is admitted once accepted, by what its listener knows of the peer.
+pub trait Admission {
+    /// Whether every peer of this listener waits for a slot, so a slot is taken before
+    /// accepting (the rest wait in the listen backlog, holding no descriptor).
+    const WAITS_FIRST: bool;
+    /// True: it waits for a connection slot. False (a peer that proved nothing where others
+    /// can): it is served only within [`STRANGERS_SHARE`] of the slots and closed at once when
+    /// that is used up, so that strangers holding connections idle never keep the fleet's
+    /// members out (issue 28).
+    fn waits_for_a_slot(&self) -> bool;
+}
+
+/// Plain TCP: nobody proves anything, and everybody waits for a slot, as before.
+impl Admission for std::net::SocketAddr {
+    const WAITS_FIRST: bool = true;
+    fn waits_for_a_slot(&self) -> bool {
+        true
+    }
+}
+
+/// The part of the connection slots that peers which proved nothing may hold: a half.
+pub const STRANGERS_SHARE: usize = 2;
+
 /// Serves every connection `listener` accepts with the service `serve_with` makes for it (from
 /// the connection's address), under the limits above, until `shutdown` completes; then lets
 /// requests in flight finish (idle connections are closed at once).
@@ -84,6 +107,7 @@ pub async fn serve<L, S, F>(
     shutdown: impl Future<Output = ()> + Send,
 ) where
     L: Listener,
+    L::Addr: Admission,
     F: FnMut(&L::Addr) -> S,
     S: tower::Service<Request, Response = Response, Error = std::convert::Infallible>
         + Clone
@@ -93,6 +117,7 @@ pub async fn serve<L, S, F>(
 {
     let limit = connection_limit();
     let slots = Arc::new(Semaphore::new(limit));
+    let strangers = Arc::new(Semaphore::new((limit / STRANGERS_SHARE).max(1)));
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -102,10 +127,44 @@ pub async fn serve<L, S, F>(
         .keep_alive(true);
     let mut shutdown = std::pin::pin!(shutdown);
     let mut warned_full = false;
+    let mut warned_strangers = false;
     loop {
-        let slot = tokio::select! {
-            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+        // A slot first, for a listener whose peers all wait for one (plain TCP): the rest wait
+        // in the listen backlog, holding no descriptor.
+        let mut slot = None;
+        if L::Addr::WAITS_FIRST {
+            slot = Some(tokio::select! {
+                slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+                () = &mut shutdown => break,
+            });
+        }
+        let (io, address) = tokio::select! {
+            accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
+        };
+        let slot = match slot {
+            Some(slot) => (slot, None),
+            None if address.waits_for_a_slot() => tokio::select! {
+                slot = slots.clone().acquire_owned() => (slot.expect("the semaphore is never closed"), None),
+                () = &mut shutdown => break,
+            },
+            None => match (
+                strangers.clone().try_acquire_owned(),
+                slots.clone().try_acquire_owned(),
+            ) {
+                (Ok(stranger), Ok(slot)) => (slot, Some(stranger)),
+                _ => {
+                    if !warned_strangers {
+                        warned_strangers = true;
+                        tracing::warn!(
+                            share = limit / STRANGERS_SHARE,
+                            "connections without a fleet certificate fill their share of the connection slots; more are closed at once"
+                        );
+                    }
+                    drop(io);
+                    continue;
+                }
+            },
         };
         if slots.available_permits() == 0 && !warned_full {
             warned_full = true;
@@ -114,10 +173,6 @@ pub async fn serve<L, S, F>(
                 "serving as many connections as the descriptor limit allows; new ones wait until others close"
             );
         }
-        let (io, address) = tokio::select! {
-            accepted = listener.accept() => accepted,
-            () = &mut shutdown => break,
-        };
         let service = serve_with(&address)
             .map_request(|request: Request<Incoming>| request.map(axum::body::Body::new));
         let connection = http.serve_connection(

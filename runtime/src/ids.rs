@@ -30,6 +30,27 @@ const NEW_VM_ID_CHARS: usize = NEW_VM_ID_PREFIX.len() + 16;
 // A made-up id fits the schema's `VmId` bounds (its pattern only refuses control characters).
 const _: () = assert!(NEW_VM_ID_CHARS >= VmId::MIN_LENGTH && NEW_VM_ID_CHARS <= VmId::MAX_LENGTH);
 
+/// Why `node_id` cannot be a node's id, or `None` when it can (issue 28). Compared as DNS
+/// compares names (ASCII case ignored), since the id becomes the DNS name of the node's
+/// certificate: route names under `/v1/nodes/` (`GET /v1/nodes/register` would not reach
+/// the node), and names of the local host (RFC 6761), which a node certificate must never be
+/// valid for.
+pub fn reserved_node_id(node_id: &str) -> Option<&'static str> {
+    const ROUTES: [&str; 2] = ["register", "heartbeat"];
+    const LOCAL: &str = "localhost";
+    if ROUTES.iter().any(|r| node_id.eq_ignore_ascii_case(r)) {
+        return Some("it is the name of a route under /v1/nodes/");
+    }
+    let local = node_id.eq_ignore_ascii_case(LOCAL)
+        || node_id.eq_ignore_ascii_case("localhost.localdomain")
+        || node_id
+            .len()
+            .checked_sub(LOCAL.len() + 1)
+            .and_then(|dot| node_id.get(dot..))
+            .is_some_and(|tail| tail.eq_ignore_ascii_case(".localhost"));
+    local.then_some("it names the local host (RFC 6761), which a node certificate must not")
+}
+
 /// A fresh VM id, for a create or spawn request that names none (the controller's and the
 /// agent's local API alike): `vm-` and 16 random hex digits.
 pub fn new_vm_id() -> VmId {
@@ -197,5 +218,28 @@ mod tests {
         assert_eq!(path_segment("vm-1.a"), "vm-1.a");
         assert_eq!(path_segment("gpu large/1"), "gpu%20large%2F1");
         assert_eq!(path_segment("é%"), "%C3%A9%25");
+    }
+
+    #[test]
+    fn route_names_and_local_host_names_are_reserved_node_ids() {
+        for reserved in [
+            "register",
+            "Heartbeat",
+            "localhost",
+            "LOCALHOST",
+            "a.localhost",
+            "localhost.localdomain",
+        ] {
+            assert!(reserved_node_id(reserved).is_some(), "{reserved}");
+        }
+        for fine in [
+            "gpu-01.dc1",
+            "registered",
+            "localhost-1",
+            "mylocalhost",
+            "localhost.dc1",
+        ] {
+            assert_eq!(reserved_node_id(fine), None, "{fine}");
+        }
     }
 }

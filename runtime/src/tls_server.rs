@@ -164,6 +164,11 @@ pub struct Peer {
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Finished handshakes waiting for the server to take them.
 const HANDSHAKE_QUEUE: usize = 1024;
+/// Connections accepted and not yet taken by the server (in their handshake, or finished and
+/// queued): more wait in the listen backlog, where they hold no descriptor. When all are in
+/// use, the oldest still in its handshake is dropped for the newcomer, so connections that
+/// say nothing cannot keep a node's fresh connection out (issue 28).
+const ACCEPTED_UNSERVED: usize = 128;
 
 /// A TLS listener for `axum::serve`: TCP connections are accepted by a task of their own and
 /// each handshake runs on its own task; finished ones are handed to the server in the order
@@ -194,12 +199,41 @@ impl Drop for TlsListener {
     }
 }
 
+/// A handshake under way: its task, and whether the handshake is over (then it is not
+/// dropped for a newcomer: it may be a node's, waiting for the server).
+type Handshake = (tokio::task::AbortHandle, Arc<std::sync::atomic::AtomicBool>);
+
+/// A permit of [`ACCEPTED_UNSERVED`]; when none is free, the oldest connection still in its
+/// handshake is dropped to free one.
+async fn unserved_permit(
+    budget: &Arc<tokio::sync::Semaphore>,
+    handshakes: &mut std::collections::VecDeque<Handshake>,
+) -> tokio::sync::OwnedSemaphorePermit {
+    use std::sync::atomic::Ordering;
+    if let Ok(permit) = budget.clone().try_acquire_owned() {
+        return permit;
+    }
+    handshakes.retain(|(task, done)| !task.is_finished() && !done.load(Ordering::Relaxed));
+    if let Some((oldest, _)) = handshakes.pop_front() {
+        oldest.abort();
+        tracing::debug!("dropped the oldest unfinished TLS handshake for a new connection");
+    }
+    budget
+        .clone()
+        .acquire_owned()
+        .await
+        .expect("the semaphore is never closed")
+}
+
 async fn accept_loop(
     tcp: TcpListener,
     acceptor: TlsAcceptor,
     finished: mpsc::Sender<(TlsStream<TcpStream>, Peer)>,
 ) {
+    let budget = Arc::new(tokio::sync::Semaphore::new(ACCEPTED_UNSERVED));
+    let mut handshakes = std::collections::VecDeque::new();
     loop {
+        let permit = unserved_permit(&budget, &mut handshakes).await;
         let (stream, address) = match tcp.accept().await {
             Ok(accepted) => accepted,
             Err(error) => {
@@ -216,9 +250,14 @@ async fn accept_loop(
         let _ = stream.set_nodelay(true);
         let acceptor = acceptor.clone();
         let finished = finished.clone();
-        tokio::spawn(async move {
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let handshake_done = done.clone();
+        let task = tokio::spawn(async move {
+            // Held until the server takes the connection (or it is dropped).
+            let _permit = permit;
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(tls)) => {
+                    handshake_done.store(true, std::sync::atomic::Ordering::Relaxed);
                     let identity = tls
                         .get_ref()
                         .1
@@ -234,6 +273,21 @@ async fn accept_loop(
                 Err(_) => tracing::debug!(%address, "TLS handshake timed out"),
             }
         });
+        handshakes.push_back((task.abort_handle(), done));
+        if handshakes.len() > 2 * ACCEPTED_UNSERVED {
+            use std::sync::atomic::Ordering;
+            handshakes.retain(|(task, done)| !task.is_finished() && !done.load(Ordering::Relaxed));
+        }
+    }
+}
+
+/// A connection over TLS without a fleet certificate (an operator's client, or a stranger) is
+/// served within the strangers' share of the connections; one with a certificate waits for a
+/// slot (`http_serve`).
+impl crate::http_serve::Admission for Peer {
+    const WAITS_FIRST: bool = false;
+    fn waits_for_a_slot(&self) -> bool {
+        self.identity.is_some()
     }
 }
 

@@ -133,8 +133,13 @@ pub struct OperatorArgs {
 }
 
 fn parse_node_id(text: &str) -> Result<NodeId, String> {
-    text.parse()
-        .map_err(|e| format!("{text:?} is not a node id: {e}"))
+    let node_id: NodeId = text
+        .parse()
+        .map_err(|e| format!("{text:?} is not a node id: {e}"))?;
+    match crate::ids::reserved_node_id(text) {
+        Some(why) => Err(format!("{text:?} is reserved: {why}")),
+        None => Ok(node_id),
+    }
 }
 
 /// A bootstrap token's lifetime: a duration from [`MIN_TTL`] to [`MAX_TTL`].

@@ -116,6 +116,14 @@ pub async fn serve_until(
         transport = if agent.config.plain_http { "plain HTTP" } else { "HTTPS and mTLS" },
         "agent starting"
     );
+    // Plain mode serves the local API without authentication: beyond loopback that is
+    // anyone on the network, which an operator must not miss (issue 28).
+    if agent.config.plain_http && !agent.config.listen_address.is_loopback() {
+        tracing::warn!(
+            local_api = %listener.local_addr()?,
+            "the local API serves plain HTTP without authentication on a non-loopback address: anyone who reaches it may start and delete VMs (VM_PLAIN_HTTP=true)"
+        );
+    }
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let reconcile = tokio::spawn(reconcile::run(agent.clone(), stop_rx.clone()));

@@ -52,6 +52,16 @@ pub enum AgentCallError {
          authenticate with"
     )]
     NoClientCertificate { url: String },
+    /// A runtime address whose host is not one the node registered (its certificate's
+    /// names): not probed.
+    #[error(
+        "{url}: the controller probes a node's runtime only at the node's registered addresses \
+         (its wg_ip, its addresses or its node id), not at {host:?}"
+    )]
+    UncertifiedAddress { url: String, host: String },
+    /// The TLS client for the call could not be set up.
+    #[error("{url}: setting up TLS for the call failed: {cause}")]
+    TlsSetup { url: String, cause: String },
 }
 
 /// Where a node's agent listens.
@@ -74,12 +84,20 @@ pub struct ControllerIdentityDates {
     pub not_after: std::time::SystemTime,
 }
 
+/// What the controller presents and trusts when it calls a node over mTLS.
+struct Mtls {
+    ca_pem: String,
+    cert_pem: String,
+    key_pem: String,
+    dates: ControllerIdentityDates,
+}
+
 pub struct AgentClient {
     http: reqwest::Client,
-    /// Presents the controller's own client certificate and trusts only the node CA: for the
-    /// agents in mTLS mode and for `https://` runtime addresses (smolvm's fleet mode). `None`
-    /// without a node CA. Replaced when the certificate is renewed (`own_certs`).
-    mtls: RwLock<Option<(reqwest::Client, ControllerIdentityDates)>>,
+    /// The controller's own client certificate and the node CA: for the agents in mTLS mode
+    /// and for `https://` runtime addresses (smolvm's fleet mode). `None` without a node CA.
+    /// Replaced when the certificate is renewed (`own_certs`).
+    mtls: RwLock<Option<Mtls>>,
     /// mTLS mode: the agents serve HTTPS with their node certificates.
     agents_over_tls: bool,
     timeout: Duration,
@@ -129,62 +147,93 @@ impl AgentClient {
     /// already under way finish with the old one. Returns when the new one expires.
     pub fn renew_identity(&self, ca: &NodeCa) -> anyhow::Result<ControllerIdentity> {
         let me = ca.issue_controller_client()?;
-        // Only node certificates of the fleet CA: a runtime or an agent serves its node's.
-        let tls = client_config(
+        // Checked once here, so that a call fails only for its own node's reasons.
+        client_config(
             ca.ca_pem(),
             ServerRole::Node,
             Some((&me.cert_pem, &me.key_pem)),
         )
         .context("the controller's client certificate")?;
-        let client = builder(self.timeout)
-            .tls_backend_preconfigured(tls)
-            .build()?;
-        let dates = ControllerIdentityDates {
-            not_before: me.not_before,
-            not_after: me.not_after,
-        };
-        *self.mtls.write() = Some((client, dates));
+        *self.mtls.write() = Some(Mtls {
+            ca_pem: ca.ca_pem().to_string(),
+            cert_pem: me.cert_pem.clone(),
+            key_pem: me.key_pem.clone(),
+            dates: ControllerIdentityDates {
+                not_before: me.not_before,
+                not_after: me.not_after,
+            },
+        });
         Ok(me)
     }
 
-    fn mtls(&self) -> Option<reqwest::Client> {
-        self.mtls.read().as_ref().map(|(client, _)| client.clone())
+    /// A client that presents the controller's certificate and takes only `node_id`'s
+    /// certificate from the fleet CA: whatever answers at a node's address, only that node is
+    /// believed (issue 28). One per call: calls to nodes are rare next to heartbeats.
+    fn mtls_for(&self, node_id: &str, url: &str) -> Result<reqwest::Client, AgentCallError> {
+        let guard = self.mtls.read();
+        let mtls = guard
+            .as_ref()
+            .ok_or_else(|| AgentCallError::NoClientCertificate {
+                url: url.to_string(),
+            })?;
+        let setup = |cause: String| AgentCallError::TlsSetup {
+            url: url.to_string(),
+            cause,
+        };
+        let tls = client_config(
+            &mtls.ca_pem,
+            ServerRole::TheNode(node_id),
+            Some((&mtls.cert_pem, &mtls.key_pem)),
+        )
+        .map_err(|e| setup(e.to_string()))?;
+        builder(self.timeout)
+            .tls_backend_preconfigured(tls)
+            .build()
+            .map_err(|e| setup(e.to_string()))
     }
 
     /// The validity of the client certificate in use, if any.
     pub fn identity_dates(&self) -> Option<ControllerIdentityDates> {
-        self.mtls.read().as_ref().map(|(_, dates)| *dates)
+        self.mtls.read().as_ref().map(|mtls| mtls.dates)
     }
 
-    /// The client and base URL for a node's agent: HTTPS with the controller's certificate in
-    /// mTLS mode, plain HTTP otherwise.
-    fn agent(&self, agent: AgentEndpoint) -> Result<(reqwest::Client, String), AgentCallError> {
+    /// The client and base URL for `node_id`'s agent: HTTPS with the controller's certificate
+    /// in mTLS mode, plain HTTP otherwise.
+    fn agent(
+        &self,
+        node_id: &str,
+        agent: AgentEndpoint,
+    ) -> Result<(reqwest::Client, String), AgentCallError> {
         if !self.agents_over_tls {
             return Ok((self.http.clone(), format!("http://{agent}")));
         }
         let url = format!("https://{agent}");
-        let client = self
-            .mtls()
-            .ok_or(AgentCallError::NoClientCertificate { url: url.clone() })?;
+        let client = self.mtls_for(node_id, &url)?;
         Ok((client, url))
     }
 
-    /// `POST /v1/spawn` on the agent; the `VmRecord` it answers.
+    /// `POST /v1/spawn` on `node_id`'s agent; the `VmRecord` it answers.
     pub async fn spawn(
         &self,
+        node_id: &str,
         agent: AgentEndpoint,
         request: &CreateVmRequest,
     ) -> Result<VmRecord, AgentCallError> {
-        let (client, base) = self.agent(agent)?;
+        let (client, base) = self.agent(node_id, agent)?;
         let url = format!("{base}/v1/spawn");
         read_answer("POST", &url, client.post(&url).json(request).send().await).await
     }
 
-    /// `DELETE /v1/vms/{vm_id}` on the agent. An agent that no longer knows the VM (404) has
-    /// nothing left to delete, which is success.
-    pub async fn delete(&self, agent: AgentEndpoint, vm_id: &str) -> Result<(), AgentCallError> {
+    /// `DELETE /v1/vms/{vm_id}` on `node_id`'s agent. An agent that no longer knows the VM
+    /// (404) has nothing left to delete, which is success.
+    pub async fn delete(
+        &self,
+        node_id: &str,
+        agent: AgentEndpoint,
+        vm_id: &str,
+    ) -> Result<(), AgentCallError> {
         // VM ids may hold spaces, '/', '%', ... (schemas/node.schema.json's VmId): one segment.
-        let (client, base) = self.agent(agent)?;
+        let (client, base) = self.agent(node_id, agent)?;
         let url = format!("{base}/v1/vms/{}", crate::ids::path_segment(vm_id));
         let response =
             client
@@ -209,21 +258,62 @@ impl AgentClient {
         })
     }
 
-    /// `GET {address}/health` on the node's runtime; over mTLS for an `https://` address
-    /// (smolvm's fleet mode serves nothing to a client without a certificate).
-    pub async fn runtime_health(&self, address: &str) -> Result<RuntimeHealth, AgentCallError> {
+    /// `GET {address}/health` on `node_id`'s runtime; over mTLS for an `https://` address
+    /// (smolvm's fleet mode serves nothing to a client without a certificate, and serves the
+    /// node's certificate). Only when the address's host is one of `registered` (the node's
+    /// `wg_ip` and `addresses`, which its certificate names) or the node id: a node cannot
+    /// send the controller to another host (issue 28).
+    pub async fn runtime_health(
+        &self,
+        node_id: &str,
+        address: &str,
+        registered: &[Ipv4Addr],
+    ) -> Result<RuntimeHealth, AgentCallError> {
         let url = format!("{}/health", address.trim_end_matches('/'));
+        let host = reqwest::Url::parse(&url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string))
+            .unwrap_or_default();
+        let allowed = match host.parse::<Ipv4Addr>() {
+            Ok(ip) => registered.contains(&ip),
+            Err(_) => host.eq_ignore_ascii_case(node_id),
+        };
+        if !allowed {
+            return Err(AgentCallError::UncertifiedAddress { host, url });
+        }
         let client = if url
             .get(..8)
             .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
         {
-            self.mtls()
-                .ok_or_else(|| AgentCallError::NoClientCertificate { url: url.clone() })?
+            self.mtls_for(node_id, &url)?
         } else {
             self.http.clone()
         };
         read_answer("GET", &url, client.get(&url).send().await).await
     }
+}
+
+/// At most this much of an answer is read: a `VmRecord` or a runtime's health is a few kB.
+const MAX_ANSWER_BYTES: usize = 1 << 20;
+
+/// The answer's body, refused past [`MAX_ANSWER_BYTES`] (at once when its `Content-Length`
+/// says so).
+async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
+    let too_large = || format!("the answer is larger than {MAX_ANSWER_BYTES} bytes");
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
+    {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// A successful answer read as a `T` through the validated reader; anything else is an error
@@ -239,13 +329,12 @@ async fn read_answer<T: WireDocument>(
         cause: crate::tls::with_causes(&e),
     })?;
     let status = response.status();
-    let body = response
-        .bytes()
+    let body = read_limited(response)
         .await
-        .map_err(|e| AgentCallError::Unreadable {
+        .map_err(|cause| AgentCallError::Unreadable {
             method,
             url: url.to_string(),
-            cause: e.to_string(),
+            cause,
         })?;
     if !status.is_success() {
         return Err(AgentCallError::Refused {

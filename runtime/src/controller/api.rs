@@ -83,10 +83,24 @@ pub async fn create_bootstrap_token(
         ));
     };
     let node_id = request.node_id;
-    let issued =
-        tokio::task::spawn_blocking(move || tokens.create(&node_id, ttl, chrono::Utc::now()))
-            .await
-            .map_err(|e| ApiFailure::internal(format!("the token task failed: {e}")))??;
+    if let Some(why) = crate::ids::reserved_node_id(node_id.as_str()) {
+        return Err(ApiFailure::reserved_node_id(
+            "CreateBootstrapTokenRequest",
+            node_id.as_str(),
+            why,
+        ));
+    }
+    // Remembered, so that a controller starting in mTLS mode on this store retires it.
+    let minted = if controller.settings.plain_http {
+        crate::store::bootstrap_tokens::Minted::PlainHttp
+    } else {
+        crate::store::bootstrap_tokens::Minted::Authenticated
+    };
+    let issued = tokio::task::spawn_blocking(move || {
+        tokens.create_as(&node_id, ttl, chrono::Utc::now(), minted)
+    })
+    .await
+    .map_err(|e| ApiFailure::internal(format!("the token task failed: {e}")))??;
     tracing::info!(
         token_id = issued.token.id.as_str(),
         node_id = issued.node_id.as_str(),

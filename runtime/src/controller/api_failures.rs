@@ -43,6 +43,23 @@ impl From<HeartbeatError> for ApiFailure {
             HeartbeatError::Identity(error) => error.into(),
             // The agent's cue to register again, as for a node the controller forgot.
             HeartbeatError::NotEnrolled(_) => ApiFailure::not_found(error.to_string()),
+            HeartbeatError::OutsideCertificate { pointer, .. } => {
+                let message = error.to_string();
+                let mut failure =
+                    ApiFailure::new(StatusCode::FORBIDDEN, ApiErrorCode::Forbidden, &message);
+                failure.body.violations = vec![Violation {
+                    instance_path: pointer.parse().expect("a JSON pointer"),
+                    schema_path: format!("/$defs/NodeHeartbeat/properties{pointer}")
+                        .parse()
+                        .expect("a JSON pointer"),
+                    keyword: "x-fleetwire-certified".into(),
+                    message,
+                }];
+                failure
+            }
+            HeartbeatError::ReservedNodeId { node_id, why } => {
+                ApiFailure::reserved_node_id("NodeHeartbeat", &node_id, why)
+            }
             HeartbeatError::Store(error) => error.into(),
         }
     }
@@ -105,6 +122,9 @@ impl From<EnrollmentError> for ApiFailure {
                 ApiErrorCode::Unauthorized,
                 message,
             ),
+            EnrollmentError::ReservedNodeId { node_id, why } => {
+                ApiFailure::reserved_node_id("RegisterNodeRequest", &node_id, why)
+            }
             EnrollmentError::SigningTask(_) => ApiFailure::internal(message),
             EnrollmentError::Store(error) => error.into(),
         }

@@ -104,7 +104,8 @@ impl NodeCa {
                 dir: dir.to_path_buf(),
             });
         }
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        crate::atomic_file::create_private_dir(dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
         // The key is written first: a key without its certificate is a creation that stopped
         // half way, finished now with the same key.
         let key = match std::fs::read_to_string(&key_path) {

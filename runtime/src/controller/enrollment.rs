@@ -45,6 +45,9 @@ pub enum EnrollmentError {
     /// The bootstrap token presented was refused.
     #[error("the bootstrap token was refused: {0}")]
     Token(#[source] TokenRefusal),
+    /// The node id is reserved (`ids::reserved_node_id`).
+    #[error("not a valid RegisterNodeRequest: /node_id: {node_id:?} is reserved: {why}")]
+    ReservedNodeId { node_id: String, why: &'static str },
     /// The signing or token task did not finish.
     #[error("the signing task failed: {0}")]
     SigningTask(#[source] tokio::task::JoinError),
@@ -127,6 +130,12 @@ pub async fn register(
     // A token is judged before any work is spent on the request; it is spent only after.
     if let Credential::Token(token) = credential {
         judge_token(controller, token, request.node_id.as_str()).await?;
+    }
+    if let Some(why) = crate::ids::reserved_node_id(request.node_id.as_str()) {
+        return Err(EnrollmentError::ReservedNodeId {
+            node_id: request.node_id.to_string(),
+            why,
+        });
     }
     if !runtimes::is_known(&request.runtime) {
         return Err(EnrollmentError::UnknownRuntime {

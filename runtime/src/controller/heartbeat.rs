@@ -6,8 +6,9 @@
 use std::time::Instant;
 
 use compact_str::CompactString;
-use fleetwire_types::{NodeHeartbeat, RejectedVm, Timestamp};
+use fleetwire_types::{HostPort, NodeHeartbeat, NodeRecord, RejectedVm, Timestamp};
 
+use super::heartbeat_entries;
 use super::node_changes::NodeChange;
 use super::node_identity::{self, NodeCaller, NodeIdentityError, Presented};
 use super::nodes;
@@ -27,8 +28,49 @@ pub enum HeartbeatError {
         "node {0:?} is not enrolled: it registers (with a bootstrap token) before it heartbeats"
     )]
     NotEnrolled(String),
+    /// mTLS mode: the heartbeat names another agent address than the one the node's
+    /// registration certified; the node registers again to move.
+    #[error(
+        "node {node_id:?} is registered at {certified}, the address its certificate names; a \
+         heartbeat cannot move it to {claimed} (at {pointer}): the node registers again to \
+         change its address"
+    )]
+    OutsideCertificate {
+        node_id: String,
+        /// `/wg_ip` or `/spawn_port`.
+        pointer: &'static str,
+        certified: String,
+        claimed: String,
+    },
+    /// `--plain-http`: a heartbeat would enroll a reserved node id (`ids::reserved_node_id`).
+    #[error("not a valid NodeHeartbeat: /node_id: {node_id:?} is reserved: {why}")]
+    ReservedNodeId { node_id: String, why: &'static str },
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// mTLS mode: `heartbeat`'s agent address must be the record's, which only a registration
+/// sets and certifies; a heartbeat never sends the controller elsewhere (issue 28). Two
+/// comparisons, nothing allocated unless refused.
+fn certified_endpoint(
+    record: &NodeRecord,
+    heartbeat: &NodeHeartbeat,
+    default_port: &HostPort,
+) -> Result<(), HeartbeatError> {
+    let port = heartbeat.spawn_port.as_ref().unwrap_or(default_port);
+    let pointer = if heartbeat.wg_ip != record.wg_ip {
+        "/wg_ip"
+    } else if *port != record.spawn_port {
+        "/spawn_port"
+    } else {
+        return Ok(());
+    };
+    Err(HeartbeatError::OutsideCertificate {
+        node_id: record.node_id.to_string(),
+        pointer,
+        certified: format!("{}:{}", record.wg_ip.0, record.spawn_port.0),
+        claimed: format!("{}:{}", heartbeat.wg_ip.0, port.0),
+    })
 }
 
 /// Takes a heartbeat (tests; both entry points read a body with `heartbeat_answer`): returns once an enrolling heartbeat's new node is committed, any other
@@ -66,7 +108,7 @@ pub async fn take_heartbeat_with(
 fn apply<'c>(
     controller: &'c Controller,
     heartbeat: NodeHeartbeat,
-    rejected: Vec<RejectedVm>,
+    mut rejected: Vec<RejectedVm>,
     caller: NodeCaller<'_>,
 ) -> Result<NodeChange<'c>, HeartbeatError> {
     let presented = node_identity::claim(caller, heartbeat.node_id.as_str())?;
@@ -83,9 +125,21 @@ fn apply<'c>(
     let received = Timestamp::now();
     let node_id = CompactString::from(heartbeat.node_id.as_str());
     let (slot, new) = match presented {
-        None => controller.table.get_or_insert(&node_id, || {
-            nodes::enroll_by_heartbeat(&heartbeat, received)
-        }),
+        None => match controller.table.get(&node_id) {
+            Some(slot) => (slot, false),
+            // Judged only when the heartbeat would enroll the node.
+            None => {
+                if let Some(why) = crate::ids::reserved_node_id(&node_id) {
+                    return Err(HeartbeatError::ReservedNodeId {
+                        node_id: node_id.to_string(),
+                        why,
+                    });
+                }
+                controller.table.get_or_insert(&node_id, || {
+                    nodes::enroll_by_heartbeat(&heartbeat, received)
+                })
+            }
+        },
         Some(_) => match controller.table.get(&node_id) {
             Some(slot) => (slot, false),
             None => return Err(HeartbeatError::NotEnrolled(node_id.to_string())),
@@ -105,19 +159,57 @@ fn apply<'c>(
                 state.record.cert_serial.as_ref(),
                 state.replaced_cert_serial.as_ref(),
             )?;
+            certified_endpoint(
+                &state.record,
+                &heartbeat,
+                &controller.settings.default_spawn_port,
+            )?;
             // The new certificate arrived: the one it replaced is done.
             if which == Presented::Current {
                 state.replaced_cert_serial = None;
             }
         }
-        let mut outcome =
-            nodes::apply_heartbeat(&mut state, heartbeat, now, received, &controller.settings);
+        // Asked only about VMs new to the node, so a steady heartbeat pays nothing for it.
+        let mut foreign = Vec::new();
+        let mut claim = |position: usize, vm: &fleetwire_types::VmRecord| {
+            match controller.table.claim_vm_id(&node_id, vm.vm_id.as_str()) {
+                Ok(()) => true,
+                // Held by a placement in flight: the placement records it on its node.
+                Err(owner) if owner.is_empty() => false,
+                Err(owner) => {
+                    let index = heartbeat_entries::original_index(position, &rejected);
+                    foreign.push(heartbeat_entries::placed_elsewhere(
+                        index, &vm.vm_id, &owner,
+                    ));
+                    false
+                }
+            }
+        };
+        let mut outcome = nodes::apply_heartbeat(
+            &mut state,
+            heartbeat,
+            now,
+            received,
+            &controller.settings,
+            &mut claim,
+        );
+        if !foreign.is_empty() {
+            controller.metrics.foreign_vm_entries(foreign.len());
+            tracing::warn!(
+                node_id = node_id.as_str(),
+                set_aside = foreign.len(),
+                first = foreign[0].vm_id.as_deref().map_or("", |id| id.as_str()),
+                "heartbeat lists VMs the controller records on other nodes: set aside"
+            );
+            rejected.append(&mut foreign);
+            rejected.sort_by_key(|entry| entry.index);
+        }
         outcome.record_changed |= nodes::set_rejected_vms(&mut state, rejected);
-        if let Some((removed, added)) = &outcome.vm_ids {
+        if !outcome.removed_vm_ids.is_empty() {
             controller.table.index_vms(
                 &node_id,
-                removed.iter().map(String::as_str),
-                added.iter().map(String::as_str),
+                outcome.removed_vm_ids.iter().map(String::as_str),
+                [],
             );
         }
         // An enrolling heartbeat is committed by id, as a registration is; any other is

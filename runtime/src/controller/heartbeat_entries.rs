@@ -101,6 +101,39 @@ fn rejected_vm(index: usize, entry: &Value, violation: &Violation) -> RejectedVm
     }
 }
 
+/// The position in the heartbeat's `vms` as sent of the entry at `kept` among those taken
+/// (`rejected`: the entries set aside by [`read`], in order).
+pub fn original_index(kept: usize, rejected: &[RejectedVm]) -> usize {
+    let mut index = kept;
+    for entry in rejected {
+        if usize::try_from(entry.index).is_ok_and(|r| r <= index) {
+            index += 1;
+        }
+    }
+    index
+}
+
+/// The set-aside entry for a valid VM that the controller records on node `owner`: a node's
+/// heartbeat does not move a VM (issue 28).
+pub fn placed_elsewhere(index: usize, vm_id: &fleetwire_types::VmId, owner: &str) -> RejectedVm {
+    let reason = format!(
+        "/vms/{index}/vm_id: the controller records VM {:?} on node {owner:?}; a heartbeat cannot move a VM to another node",
+        safe_text(vm_id.as_str(), fleetwire_types::VmId::MAX_LENGTH)
+    );
+    RejectedVm {
+        index: u32::try_from(index).unwrap_or(u32::MAX),
+        vm_id: Some(
+            safe_text(vm_id.as_str(), fleetwire_types::VmId::MAX_LENGTH)
+                .parse()
+                .expect("safe text is a RejectedVm vm_id"),
+        ),
+        instance_path: format!("/vms/{index}/vm_id")
+            .parse()
+            .expect("a JSON pointer"),
+        reason: fleetwire_types::RejectedVmReason::truncated(&reason),
+    }
+}
+
 /// `text` cut to `max` characters with control characters and line separators replaced by
 /// U+FFFD, so that a peer's string is safe to show in a record and a log line.
 fn safe_text(text: &str, max: usize) -> String {
@@ -189,6 +222,20 @@ mod tests {
         body["vms"] = json!("not an array");
         assert!(read(&serde_json::to_vec(&body).unwrap()).is_err());
         assert!(read(b"{").is_err());
+    }
+
+    #[test]
+    fn positions_among_the_kept_entries_map_back_to_the_heartbeat_as_sent() {
+        let body = heartbeat(json!([vm("k0"), 7, vm("k1"), 8, 9, vm("k2")]));
+        let (hb, rejected) = read(&body).unwrap();
+        let sent: Vec<usize> = (0..hb.value.vms.len())
+            .map(|kept| original_index(kept, &rejected))
+            .collect();
+        assert_eq!(sent, [0, 2, 5]);
+        let entry = placed_elsewhere(2, &hb.value.vms[1].vm_id, "n2");
+        assert_eq!(entry.instance_path.as_str(), "/vms/2/vm_id");
+        assert_eq!(entry.vm_id.as_deref().map(|s| s.as_str()), Some("k1"));
+        assert!(entry.reason.contains("on node \"n2\""), "{}", *entry.reason);
     }
 
     #[test]

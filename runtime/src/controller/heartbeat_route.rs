@@ -23,9 +23,11 @@ use axum::Router;
 use tower::ServiceExt;
 
 use super::heartbeat_answer;
+use super::node_identity::NodeIdentityError;
 use super::routes::{self, HEARTBEAT_PATH};
 use super::shared::Controller;
-use crate::http::{read_body_bytes, require_json};
+use crate::fleet_identity::PeerIdentity;
+use crate::http::{read_body_bytes, require_json, ApiFailure};
 use crate::tls_server::Peer;
 
 /// The controller's HTTP service: the heartbeat route, then the router.
@@ -82,6 +84,13 @@ async fn take(controller: &Controller, request: Request) -> Response {
         .extensions()
         .get::<Peer>()
         .and_then(|peer| peer.identity.clone());
+    // mTLS mode: a caller without a node certificate is refused before its body is read
+    // (issue 28); whether it is the body's node, and its current certificate, is checked on.
+    if !controller.settings.plain_http
+        && !matches!(presented.as_deref(), Some(PeerIdentity::Node { .. }))
+    {
+        return ApiFailure::from(NodeIdentityError::NoCertificate).into_response();
+    }
     let body = match read_body_bytes(request.into_body()).await {
         Ok(body) => body,
         Err(failure) => return failure.into_response(),

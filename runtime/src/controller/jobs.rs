@@ -175,10 +175,19 @@ async fn probe_loop(controller: Arc<Controller>, mut requests: UnboundedReceiver
 /// it cannot, `engine_version_problem` says why (the version last read is kept: a runtime
 /// that cannot be reached for a while has not changed its engine); a success clears it.
 pub async fn probe(controller: &Controller, node_id: &str, address: &str) {
-    let outcome = controller.agents.runtime_health(address).await;
     let Some(slot) = controller.table.get(node_id) else {
         return;
     };
+    let registered: Vec<std::net::Ipv4Addr> = {
+        let node = slot.lock();
+        std::iter::once(node.record.wg_ip.0)
+            .chain(node.record.addresses.iter().map(|a| a.0))
+            .collect()
+    };
+    let outcome = controller
+        .agents
+        .runtime_health(node_id, address, &registered)
+        .await;
     let (changed, change) = {
         let mut node = slot.lock();
         if node

@@ -60,6 +60,7 @@ pub struct Metrics {
     nodes: Family<StatusLabels, Gauge>,
     heartbeats: Counter,
     rejected_vm_entries: Counter,
+    foreign_vm_entries: Counter,
     flush_seconds: Histogram,
     flushed_rows: Counter,
     write_behind_lag: Histogram,
@@ -115,6 +116,12 @@ impl Metrics {
             "heartbeat_vm_entries_rejected",
             "Entries of heartbeats' vms set aside as invalid while the rest of the heartbeat was taken",
             rejected_vm_entries.clone(),
+        );
+        let foreign_vm_entries = Counter::default();
+        registry.register(
+            "heartbeat_vm_entries_foreign",
+            "Entries of heartbeats' vms set aside because the controller records the VM on another node",
+            foreign_vm_entries.clone(),
         );
         let flush_seconds = Histogram::new(exponential_buckets(0.000_1, 2.0, 16));
         registry.register_with_unit(
@@ -174,6 +181,7 @@ impl Metrics {
             nodes,
             heartbeats,
             rejected_vm_entries,
+            foreign_vm_entries,
             flush_seconds,
             flushed_rows,
             write_behind_lag,
@@ -212,6 +220,11 @@ impl Metrics {
     /// `entries` entries of a heartbeat's `vms` were set aside.
     pub fn rejected_vm_entries(&self, entries: usize) {
         self.rejected_vm_entries.inc_by(entries as u64);
+    }
+
+    /// `entries` entries of a heartbeat's `vms` named VMs recorded on other nodes.
+    pub fn foreign_vm_entries(&self, entries: usize) {
+        self.foreign_vm_entries.inc_by(entries as u64);
     }
 
     pub fn set_node_counts(&self, counts: &NodeCounts) {

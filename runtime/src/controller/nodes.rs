@@ -133,8 +133,9 @@ pub struct HeartbeatOutcome {
     pub disk_cordon: Option<bool>,
     /// `Some(true)` when the runtime-stall cordon was set, `Some(false)` when cleared.
     pub stall_cordon: Option<bool>,
-    /// VM ids the node no longer has and newly has, when its VM set changed.
-    pub vm_ids: Option<(Vec<String>, Vec<String>)>,
+    /// VM ids the node no longer has, for the VM index (ids it newly has were recorded
+    /// there when `claim` took them).
+    pub removed_vm_ids: Vec<String>,
     /// Whether the record or flags changed in more than `last_heartbeat` (the VM list is
     /// tracked on its own).
     pub record_changed: bool,
@@ -195,13 +196,16 @@ pub fn enroll_by_heartbeat(heartbeat: &NodeHeartbeat, received: Timestamp) -> No
 /// Applies a heartbeat received at `now` (`received` on the wall clock). The node's reported
 /// figures and VM list are replaced; liveness is the receive time, never `timestamp_utc`;
 /// `engine_version` is not something a node can set (the heartbeat type has no such field,
-/// so a node-sent value is dropped at parse).
+/// so a node-sent value is dropped at parse). `claim` is asked about each reported VM the
+/// node did not have (with its position in the heartbeat's `vms`) and says whether the node
+/// may have it; a VM it refuses is left out (see `NodeTable::claim_vm_id`).
 pub fn apply_heartbeat(
     state: &mut NodeState,
     heartbeat: NodeHeartbeat,
     now: Instant,
     received: Timestamp,
     settings: &Settings,
+    claim: &mut dyn FnMut(usize, &VmRecord) -> bool,
 ) -> HeartbeatOutcome {
     let mut outcome = HeartbeatOutcome::default();
     // Whether the record changes (beyond its contact time) is tracked field by field as the
@@ -303,16 +307,17 @@ pub fn apply_heartbeat(
         state.record.available_cpus,
         state.record.available_memory_mb,
     );
-    let (pruned, vm_ids) = merge_reported_vms(
+    let (pruned, removed) = merge_reported_vms(
         state,
         vms,
         &node_id,
         &received,
         restarted,
         settings.stale_after,
+        claim,
     );
     outcome.pruned = pruned;
-    outcome.vm_ids = vm_ids;
+    outcome.removed_vm_ids = removed;
     recompute_allocations(state);
     record_changed |= allocations_before
         != (
@@ -408,8 +413,8 @@ fn runtime_stall(state: &mut NodeState, stalled: bool, received: Timestamp) -> O
 /// knows that an agent may omit (tenant, disk reservation, creation time, checkpoint,
 /// command). A placed VM the report leaves out is kept for `grace` after its creation, since
 /// a heartbeat built before the spawn may arrive after it, except after a restart: then it is
-/// gone and pruned at once. Returns the pruned ids and the index changes.
-#[allow(clippy::type_complexity)]
+/// gone and pruned at once. A reported VM the node did not have is taken only when `claim`
+/// allows it. Returns the pruned ids and the ids the node no longer has.
 fn merge_reported_vms(
     state: &mut NodeState,
     reported: Vec<VmRecord>,
@@ -417,15 +422,12 @@ fn merge_reported_vms(
     received: &Timestamp,
     restarted: bool,
     grace: Duration,
-) -> (Vec<String>, Option<(Vec<String>, Vec<String>)>) {
+    claim: &mut dyn FnMut(usize, &VmRecord) -> bool,
+) -> (Vec<String>, Vec<String>) {
     let old = state.vms();
     let mut seen = vec![false; old.len()];
     let mut vms = Vec::with_capacity(reported.len());
-    let mut added = Vec::new();
-    for mut vm in reported {
-        if vm.node_id.as_ref() != Some(node_id) {
-            vm.node_id = Some(node_id.clone());
-        }
+    for (position, mut vm) in reported.into_iter().enumerate() {
         let placed = match old.iter().position(|e| e.record.vm_id == vm.vm_id) {
             Some(index) => {
                 seen[index] = true;
@@ -435,11 +437,12 @@ fn merge_reported_vms(
                 }
                 previous.placed
             }
-            None => {
-                added.push(vm.vm_id.to_string());
-                false
-            }
+            None if claim(position, &vm) => false,
+            None => continue,
         };
+        if vm.node_id.as_ref() != Some(node_id) {
+            vm.node_id = Some(node_id.clone());
+        }
         vms.push(VmEntry { record: vm, placed });
     }
     let mut removed = Vec::new();
@@ -460,8 +463,7 @@ fn merge_reported_vms(
     }
     state.record.vm_count = u32::try_from(vms.len()).unwrap_or(u32::MAX);
     state.replace_vms(vms);
-    let index = (!added.is_empty() || !removed.is_empty()).then_some((removed, added));
-    (pruned, index)
+    (pruned, removed)
 }
 
 fn keep_controller_fields(vm: &mut VmRecord, placed: &VmRecord) {
@@ -661,7 +663,14 @@ mod tests {
     }
 
     fn observe(state: &mut NodeState, hb: NodeHeartbeat) -> HeartbeatOutcome {
-        apply_heartbeat(state, hb, Instant::now(), Timestamp::now(), &settings())
+        apply_heartbeat(
+            state,
+            hb,
+            Instant::now(),
+            Timestamp::now(),
+            &settings(),
+            &mut |_, _| true,
+        )
     }
 
     #[test]
@@ -703,11 +712,39 @@ mod tests {
         assert_eq!(state.record.status, HostState::Ready);
         assert_eq!(state.record.ram_available_mb, 7168);
         assert_eq!(state.record.vm_count, 2);
-        assert_eq!(outcome.vm_ids.unwrap().1, vec!["a", "b"]);
+        assert!(outcome.removed_vm_ids.is_empty());
         assert!(state.record.last_heartbeat.utc().timestamp() > 1_700_000_000);
         let outcome = observe(&mut state, heartbeat(serde_json::json!({"vms": [vm("b")]})));
         assert_eq!(state.record.vm_count, 1);
-        assert_eq!(outcome.vm_ids.unwrap().0, vec!["a"]);
+        assert_eq!(outcome.removed_vm_ids, vec!["a"]);
+    }
+
+    #[test]
+    fn a_reported_vm_the_claim_refuses_is_left_out_and_one_the_node_had_is_not_asked_about() {
+        let hb = heartbeat(serde_json::json!({"vms": [vm("a")]}));
+        let mut state = enroll_by_heartbeat(&hb, Timestamp::now());
+        observe(&mut state, hb);
+        let mut asked = Vec::new();
+        let outcome = apply_heartbeat(
+            &mut state,
+            heartbeat(serde_json::json!({"vms": [vm("a"), vm("elsewhere"), vm("c")]})),
+            Instant::now(),
+            Timestamp::now(),
+            &settings(),
+            &mut |position, vm| {
+                asked.push((position, vm.vm_id.to_string()));
+                vm.vm_id.as_str() != "elsewhere"
+            },
+        );
+        assert_eq!(asked, [(1, "elsewhere".into()), (2, "c".into())]);
+        let kept: Vec<&str> = state
+            .vms()
+            .iter()
+            .map(|e| e.record.vm_id.as_str())
+            .collect();
+        assert_eq!(kept, ["a", "c"]);
+        assert_eq!(state.record.vm_count, 2);
+        assert!(outcome.removed_vm_ids.is_empty());
     }
 
     #[test]

@@ -12,9 +12,12 @@ use axum::response::{IntoResponse, Response};
 use fleetwire_types::ApiErrorCode;
 
 use super::arguments::MetricsAuth;
+use super::node_identity::NodeIdentityError;
 use super::operator_tokens::OperatorScope;
 use super::shared::Controller;
+use crate::fleet_identity::PeerIdentity;
 use crate::http::ApiFailure;
+use crate::tls_server::Peer;
 
 /// Who may call a route: the API document's `x-fleetwire-access`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,16 +65,46 @@ fn unauthorized(message: &str) -> ApiFailure {
     )
 }
 
+/// `--plain-http` without operator tokens: a route that changes the fleet answers only a
+/// client on this host (issue 28); with `--operator-token-file` it takes an admin token as in
+/// mTLS mode. Reading stays open, as PPN has it.
+fn plain_admin(peer: Option<&Peer>) -> Result<Option<String>, ApiFailure> {
+    match peer {
+        Some(peer) if peer.address.ip().to_canonical().is_loopback() => Ok(None),
+        _ => Err(ApiFailure::new(
+            StatusCode::FORBIDDEN,
+            ApiErrorCode::Forbidden,
+            "this route changes the fleet: a --plain-http controller without --operator-token-file serves it only to clients on its own host (loopback); give the controller an operator token file to allow admin tokens from elsewhere",
+        )),
+    }
+}
+
 /// The name of the operator a request comes from, or why it may not call a route of `access`.
-/// `Ok(None)`: the route asks for nobody.
+/// `Ok(None)`: the route asks for nobody. `peer`: the connection's.
 pub fn authorize(
     controller: &Controller,
     access: Access,
     headers: &HeaderMap,
+    peer: Option<&Peer>,
 ) -> Result<Option<String>, ApiFailure> {
+    let plain = controller.settings.plain_http;
     let needed = match access {
-        Access::Open | Access::Node => return Ok(None),
-        _ if controller.settings.plain_http => return Ok(None),
+        Access::Open => return Ok(None),
+        Access::Node if plain => return Ok(None),
+        // Who calls is known before the body is read (issue 28): the route checks that the
+        // certificate is the body's node, or judges the bootstrap token.
+        Access::Node => {
+            let node = peer
+                .is_some_and(|p| matches!(p.identity.as_deref(), Some(PeerIdentity::Node { .. })));
+            return match node || bearer(headers).is_some() {
+                true => Ok(None),
+                false => Err(NodeIdentityError::NoCertificate.into()),
+            };
+        }
+        Access::Admin if plain && controller.credentials.operators.is_empty() => {
+            return plain_admin(peer)
+        }
+        Access::Read | Access::Metrics if plain => return Ok(None),
         Access::Metrics if controller.settings.metrics_auth == MetricsAuth::None => {
             return Ok(None)
         }
@@ -108,7 +141,8 @@ pub async fn require(
     request: Request,
     next: Next,
 ) -> Response {
-    match authorize(&controller, access, request.headers()) {
+    let peer = request.extensions().get::<Peer>();
+    match authorize(&controller, access, request.headers(), peer) {
         Ok(Some(operator)) if access == Access::Admin => {
             tracing::info!(
                 operator,

@@ -353,7 +353,10 @@ async fn place(
         return Err(PlacementError::Store(error));
     }
     let mut hold = admit(controller, &request)?;
-    let spawned = controller.agents.spawn(hold.agent, &request).await;
+    let spawned = controller
+        .agents
+        .spawn(&hold.node_id, hold.agent, &request)
+        .await;
     let mut vm = match spawned {
         Ok(vm) => vm,
         Err(error) => {
@@ -460,7 +463,7 @@ pub async fn delete_vm(controller: &Arc<Controller>, vm_id: &str) -> Result<(), 
     };
     controller
         .agents
-        .delete(agent, vm_id)
+        .delete(&node_id, agent, vm_id)
         .await
         .map_err(|error| PlacementError::DeleteFailed {
             node_id: node_id.clone(),

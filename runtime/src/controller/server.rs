@@ -119,6 +119,18 @@ impl Start {
         store: Box<dyn Store>,
         tokens: Arc<dyn BootstrapTokenStore>,
     ) -> anyhow::Result<Leading> {
+        if self.mtls {
+            // Whoever reached a plain port could have minted them (docs/security.md).
+            let retired = tokens
+                .retire_plain_minted()
+                .context("retiring bootstrap tokens minted in plain mode")?;
+            if retired > 0 {
+                tracing::warn!(
+                    retired,
+                    "retired the unused bootstrap tokens a --plain-http controller minted on this store"
+                );
+            }
+        }
         let credentials = Credentials {
             operators: self.operators()?,
             bootstrap_tokens: Some(tokens),
@@ -195,6 +207,7 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
     // Checked before anything is served: a bad CA or token file stops a standby too.
     let ca = start.ca()?;
     let operators = start.operators()?;
+    let no_operators = operators.is_empty();
     if !plain_http && operators.is_empty() {
         tracing::warn!(
             "no operator tokens (--operator-token-file): every operator route answers 401; `fleetwire token operator` makes one"
@@ -298,8 +311,11 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
         None => {
             tracing::warn!(
                 listen = %listen,
-                "--plain-http: serving plain HTTP and authenticating nobody, as a PPN controller does: anyone who reaches this port can act as any node and any operator"
+                "--plain-http: serving plain HTTP and authenticating no node, as a PPN controller does: anyone who reaches this port can act as any node and read the fleet"
             );
+            if no_operators {
+                tracing::warn!("--plain-http without --operator-token-file: routes that change the fleet (placing and deleting VMs, cordons, unenrolling, minting bootstrap tokens) answer only clients on this host");
+            }
             tracing::info!(listen = %listen, db = %db, ca = ?ca_dir, transport = "plain_http", "controller serving");
             // Answers go out as soon as they are written (no Nagle delay behind an
             // unacknowledged segment, which a large `GET /v1/fleet` answer would otherwise meet).
@@ -308,7 +324,19 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
                     tracing::debug!(%error, "cannot set TCP_NODELAY");
                 }
             });
-            crate::http_serve::serve(listener, |_| served.clone(), shutdown).await;
+            // The client's address, for the routes plain mode serves to loopback only.
+            crate::http_serve::serve(
+                listener,
+                |address: &std::net::SocketAddr| {
+                    let peer = Peer {
+                        address: *address,
+                        identity: None,
+                    };
+                    WithPeer::new(served.clone(), peer)
+                },
+                shutdown,
+            )
+            .await;
         }
         Some(config) => {
             let names = start_names(&args.tls_names);

@@ -641,6 +641,23 @@ impl NodeTable {
         }
     }
 
+    /// Records `vm_id`, which `node_id`'s heartbeat reports and its record does not hold yet,
+    /// as that node's, unless the index holds it already: placed or reported on another node
+    /// (`Err` with that node's id), or held by a placement in flight (`Err` with `""`). Which
+    /// node runs a VM is the controller's record; a heartbeat never moves it (issue 28).
+    /// Checked and recorded under one lock, so two nodes reporting a new id cannot both win.
+    pub fn claim_vm_id(&self, node_id: &str, vm_id: &str) -> Result<(), String> {
+        let mut index = self.vm_index.lock();
+        match index.get(vm_id) {
+            Some(owner) if owner != node_id => Err(owner.clone()),
+            Some(_) => Ok(()),
+            None => {
+                index.insert(vm_id.to_string(), node_id.to_string());
+                Ok(())
+            }
+        }
+    }
+
     /// Records that `node_id` now has `added` and no longer has `removed`.
     pub fn index_vms<'a>(
         &self,
@@ -702,6 +719,21 @@ mod tests {
         }))
         .unwrap();
         NodeState::new(record, Vec::new(), NodeFlags::default())
+    }
+
+    #[test]
+    fn a_vm_id_is_claimed_once_and_never_from_another_node_or_a_placement_in_flight() {
+        let table = NodeTable::default();
+        assert_eq!(table.claim_vm_id("a", "v1"), Ok(()));
+        assert_eq!(table.claim_vm_id("a", "v1"), Ok(()));
+        assert_eq!(table.claim_vm_id("b", "v1"), Err("a".to_string()));
+        assert_eq!(table.vm_node("v1").as_deref(), Some("a"));
+        assert!(table.hold_vm_id("v2"));
+        assert_eq!(table.claim_vm_id("b", "v2"), Err(String::new()));
+        // Once node a no longer has it, another node may.
+        table.index_vms("a", ["v1"], []);
+        assert_eq!(table.claim_vm_id("b", "v1"), Ok(()));
+        assert_eq!(table.vm_node("v1").as_deref(), Some("b"));
     }
 
     #[test]

@@ -138,10 +138,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl ProcessDriver {
     pub fn new(settings: &DriverSettings) -> Result<ProcessDriver, DriverError> {
-        std::fs::create_dir_all(settings.state_dir.join("volumes"))?;
-        std::fs::create_dir_all(settings.state_dir.join("logs"))?;
+        crate::atomic_file::create_private_dir(&settings.state_dir.join("volumes"))?;
+        crate::atomic_file::create_private_dir(&settings.state_dir.join("logs"))?;
         reap_leftover_groups(&settings.state_dir.join("run"));
-        std::fs::create_dir_all(settings.state_dir.join("run"))?;
+        crate::atomic_file::create_private_dir(&settings.state_dir.join("run"))?;
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
@@ -601,11 +601,8 @@ fn spawn_tenant(
     log: &Path,
     group_file: &Path,
 ) -> std::io::Result<(u32, oneshot::Receiver<Ended>)> {
-    std::fs::create_dir_all(volume)?;
-    let out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)?;
+    crate::atomic_file::create_private_dir(volume)?;
+    let out = crate::atomic_file::open_private_append(log)?;
     let Some(program) = spec.command.first() else {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,

@@ -111,7 +111,21 @@ pub trait BootstrapTokenStore: Send + Sync {
         node_id: &NodeId,
         ttl: Duration,
         now: DateTime<Utc>,
+    ) -> Result<IssuedBootstrapToken, StoreError> {
+        self.create_as(node_id, ttl, now, Minted::Authenticated)
+    }
+    /// [`BootstrapTokenStore::create`], remembering in the same transaction when the token
+    /// was minted by a `--plain-http` controller, which authenticates nobody.
+    fn create_as(
+        &self,
+        node_id: &NodeId,
+        ttl: Duration,
+        now: DateTime<Utc>,
+        minted: Minted,
     ) -> Result<IssuedBootstrapToken, StoreError>;
+    /// Deletes the unused tokens a `--plain-http` controller minted (a controller starting in
+    /// mTLS mode does: whoever reached the plain port could have minted them); how many.
+    fn retire_plain_minted(&self) -> Result<usize, StoreError>;
     /// Whether `presented` would redeem for `node_id` at `now`, changing nothing: asked before
     /// the work a registration costs (signing its CSR), so a stranger's guess costs no more
     /// than a lookup.
@@ -135,8 +149,18 @@ pub trait BootstrapTokenStore: Send + Sync {
     fn delete(&self, token_id: &str) -> Result<bool, StoreError>;
 }
 
+/// Who minted a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Minted {
+    /// An operator token, the controller host's own CLI, or mTLS mode.
+    Authenticated,
+    /// A `--plain-http` controller's `POST /v1/tokens`.
+    PlainHttp,
+}
+
 /// Created when missing, beside the node store's tables. Times are Unix milliseconds (UTC),
-/// compared as integers.
+/// compared as integers. `plain_minted_tokens` lists the ids of tokens a `--plain-http`
+/// controller minted, until a controller in mTLS mode retires them.
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS bootstrap_tokens (
     token_id      TEXT PRIMARY KEY NOT NULL,
     secret_sha256 BLOB NOT NULL,
@@ -144,7 +168,13 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS bootstrap_tokens (
     created_at    INTEGER NOT NULL,
     expires_at    INTEGER NOT NULL,
     used_at       INTEGER
-)";
+);
+CREATE TABLE IF NOT EXISTS plain_minted_tokens (token_id TEXT PRIMARY KEY NOT NULL);";
+
+/// Deletes the unused tokens listed as plain-minted, then the list (both backends).
+pub(super) const RETIRE_PLAIN: &str = "DELETE FROM bootstrap_tokens WHERE used_at IS NULL
+    AND token_id IN (SELECT token_id FROM plain_minted_tokens)";
+pub(super) const FORGET_PLAIN: &str = "DELETE FROM plain_minted_tokens";
 
 /// Bootstrap tokens in the controller's SQLite database.
 pub struct SqliteBootstrapTokens {
@@ -199,11 +229,12 @@ impl SqliteBootstrapTokens {
 }
 
 impl BootstrapTokenStore for SqliteBootstrapTokens {
-    fn create(
+    fn create_as(
         &self,
         node_id: &NodeId,
         ttl: Duration,
         now: DateTime<Utc>,
+        minted: Minted,
     ) -> Result<IssuedBootstrapToken, StoreError> {
         let ttl = chrono::Duration::from_std(ttl).map_err(|e| StoreError::Query {
             doing: "mint a bootstrap token",
@@ -245,6 +276,13 @@ impl BootstrapTokenStore for SqliteBootstrapTokens {
                 Err(e) => return Err(StoreError::sqlite("store a bootstrap token", e)),
             }
         };
+        if minted == Minted::PlainHttp {
+            tx.execute(
+                "INSERT INTO plain_minted_tokens (token_id) VALUES (?1)",
+                params![token.id],
+            )
+            .map_err(err("note a token minted in plain mode"))?;
+        }
         tx.commit().map_err(err("commit a bootstrap token"))?;
         Ok(IssuedBootstrapToken {
             token,
@@ -252,6 +290,21 @@ impl BootstrapTokenStore for SqliteBootstrapTokens {
             created_at: now,
             expires_at,
         })
+    }
+
+    fn retire_plain_minted(&self) -> Result<usize, StoreError> {
+        let mut conn = self.conn.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err("begin retiring tokens minted in plain mode"))?;
+        let retired = tx
+            .execute(RETIRE_PLAIN, [])
+            .map_err(err("retire tokens minted in plain mode"))?;
+        tx.execute(FORGET_PLAIN, [])
+            .map_err(err("retire tokens minted in plain mode"))?;
+        tx.commit()
+            .map_err(err("commit retiring tokens minted in plain mode"))?;
+        Ok(retired)
     }
 
     fn check(
@@ -619,6 +672,30 @@ mod tests {
         assert!(!ids.contains(&old.token.id), "{ids:?}");
         assert!(ids.contains(&recent.token.id), "{ids:?}");
         assert_eq!(ids.len(), 3);
+    }
+
+    #[test]
+    fn only_unused_tokens_minted_in_plain_mode_are_retired() {
+        let (_dir, path, tokens) = open();
+        let plain = tokens
+            .create_as(&node("n1"), HOUR, at(0), Minted::PlainHttp)
+            .unwrap();
+        let used = tokens
+            .create_as(&node("n2"), HOUR, at(0), Minted::PlainHttp)
+            .unwrap();
+        tokens.redeem(&used.token.expose(), "n2", at(1)).unwrap();
+        let host = tokens.create(&node("n3"), HOUR, at(0)).unwrap();
+        // Reopened, as a controller restarting in mTLS mode does.
+        drop(tokens);
+        let tokens = SqliteBootstrapTokens::open(&path).unwrap();
+        assert_eq!(tokens.retire_plain_minted().unwrap(), 1);
+        assert_eq!(
+            tokens.redeem(&plain.token.expose(), "n1", at(2)),
+            Err(TokenRefusal::Unknown)
+        );
+        assert!(tokens.redeem(&host.token.expose(), "n3", at(2)).is_ok());
+        // Retired once: the next start finds nothing.
+        assert_eq!(tokens.retire_plain_minted().unwrap(), 0);
     }
 
     #[test]

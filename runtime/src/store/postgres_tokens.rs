@@ -16,8 +16,8 @@ use parking_lot::Mutex;
 use postgres::Client;
 
 use super::bootstrap_tokens::{
-    judge_row, millis, time, BootstrapTokenInfo, BootstrapTokenStore, IssuedBootstrapToken,
-    Redeemed, StoredToken, TokenRefusal, CREATE_ATTEMPTS, KEEP_EXPIRED,
+    judge_row, millis, time, BootstrapTokenInfo, BootstrapTokenStore, IssuedBootstrapToken, Minted,
+    Redeemed, StoredToken, TokenRefusal, CREATE_ATTEMPTS, FORGET_PLAIN, KEEP_EXPIRED, RETIRE_PLAIN,
 };
 use super::error::StoreError;
 use super::postgres::{connect_client, off_runtime, with_schema_lock, OwnThreadDrop};
@@ -30,7 +30,8 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS bootstrap_tokens (
     created_at    BIGINT NOT NULL,
     expires_at    BIGINT NOT NULL,
     used_at       BIGINT
-)";
+);
+CREATE TABLE IF NOT EXISTS plain_minted_tokens (token_id TEXT PRIMARY KEY NOT NULL);";
 
 /// Bootstrap tokens in the controller's PostgreSQL schema.
 pub struct PostgresBootstrapTokens {
@@ -86,11 +87,12 @@ fn read(
 }
 
 impl BootstrapTokenStore for PostgresBootstrapTokens {
-    fn create(
+    fn create_as(
         &self,
         node_id: &NodeId,
         ttl: Duration,
         now: DateTime<Utc>,
+        minted: Minted,
     ) -> Result<IssuedBootstrapToken, StoreError> {
         let ttl = chrono::Duration::from_std(ttl).map_err(|e| StoreError::Query {
             doing: "mint a bootstrap token",
@@ -136,6 +138,13 @@ impl BootstrapTokenStore for PostgresBootstrapTokens {
                     });
                 }
             };
+            if minted == Minted::PlainHttp {
+                tx.execute(
+                    "INSERT INTO plain_minted_tokens (token_id) VALUES ($1)",
+                    &[&token.id],
+                )
+                .map_err(err("note a token minted in plain mode"))?;
+            }
             tx.commit().map_err(err("commit a bootstrap token"))?;
             Ok(IssuedBootstrapToken {
                 token,
@@ -143,6 +152,22 @@ impl BootstrapTokenStore for PostgresBootstrapTokens {
                 created_at: now,
                 expires_at,
             })
+        })
+    }
+
+    fn retire_plain_minted(&self) -> Result<usize, StoreError> {
+        self.with(|client| {
+            let mut tx = client
+                .transaction()
+                .map_err(err("begin retiring tokens minted in plain mode"))?;
+            let retired = tx
+                .execute(RETIRE_PLAIN, &[])
+                .map_err(err("retire tokens minted in plain mode"))?;
+            tx.execute(FORGET_PLAIN, &[])
+                .map_err(err("retire tokens minted in plain mode"))?;
+            tx.commit()
+                .map_err(err("commit retiring tokens minted in plain mode"))?;
+            Ok(usize::try_from(retired).unwrap_or(usize::MAX))
         })
     }
 
@@ -242,6 +267,30 @@ mod tests {
     }
 
     const HOUR: Duration = Duration::from_secs(3600);
+
+    #[test]
+    fn only_unused_tokens_minted_in_plain_mode_are_retired() {
+        let Some(schema) = test_schema() else { return };
+        let tokens = PostgresBootstrapTokens::connect(&schema.url).unwrap();
+        let node = |id: &str| -> NodeId { id.parse().unwrap() };
+        let plain = tokens
+            .create_as(&node("n1"), HOUR, at(0), Minted::PlainHttp)
+            .unwrap();
+        let used = tokens
+            .create_as(&node("n2"), HOUR, at(0), Minted::PlainHttp)
+            .unwrap();
+        tokens.redeem(&used.token.expose(), "n2", at(1)).unwrap();
+        let host = tokens.create(&node("n3"), HOUR, at(0)).unwrap();
+        // A second connection, as a controller restarting in mTLS mode has.
+        let again = PostgresBootstrapTokens::connect(&schema.url).unwrap();
+        assert_eq!(again.retire_plain_minted().unwrap(), 1);
+        assert_eq!(
+            again.redeem(&plain.token.expose(), "n1", at(2)),
+            Err(TokenRefusal::Unknown)
+        );
+        assert!(again.redeem(&host.token.expose(), "n3", at(2)).is_ok());
+        assert_eq!(again.retire_plain_minted().unwrap(), 0);
+    }
 
     #[test]
     fn a_token_redeems_once_for_its_node_then_is_used_and_lists_and_deletes() {

@@ -123,11 +123,16 @@ fn err(doing: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
 /// missing: the node store's, and the bootstrap tokens' own connection on the same file.
 pub fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| StoreError::CreateDirectory {
+        crate::atomic_file::create_private_dir(dir).map_err(|e| StoreError::CreateDirectory {
             dir: dir.to_path_buf(),
             cause: e.to_string(),
         })?;
     }
+    // The owner's alone; SQLite gives its journal and WAL files the database's mode.
+    crate::atomic_file::ensure_private_file(path).map_err(|e| StoreError::Open {
+        path: path.to_path_buf(),
+        cause: e.to_string(),
+    })?;
     Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -140,13 +145,15 @@ pub fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     })
 }
 
-/// The tables a fleetwire store has held at some schema version (`bootstrap_tokens` is
-/// created outside the migrations, see `bootstrap_tokens`, and so is `fleet_ca`).
+/// The tables a fleetwire store has held at some schema version (`bootstrap_tokens` and
+/// `plain_minted_tokens` are created outside the migrations, see `bootstrap_tokens`, and so
+/// is `fleet_ca`).
 const OWN_TABLES: &[&str] = &[
     "nodes",
     "liveness",
     "contact_log",
     "bootstrap_tokens",
+    "plain_minted_tokens",
     "controller_lease",
     "fleet_ca",
 ];

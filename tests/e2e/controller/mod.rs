@@ -4,6 +4,7 @@
 
 mod api;
 mod backup_restore;
+mod connection_flood;
 mod disk_full;
 mod durability;
 mod enrollment;
@@ -11,7 +12,9 @@ mod failover;
 mod failover_mtls;
 mod fleet_ca;
 mod kill_under_load;
+mod node_identity;
 mod placement;
+mod plain_mode_access;
 mod postgres;
 mod ppn_ids;
 mod store_refusal;

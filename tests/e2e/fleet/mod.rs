@@ -4,5 +4,6 @@
 mod hostile_input;
 mod loadgen;
 mod one_owner;
+mod private_files;
 mod trust;
 mod up;

@@ -2276,7 +2276,7 @@ pub struct NodeRecord {
     ///When the controller first enrolled the node, by registration or, for a PPN agent, by its first heartbeat.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub registered_at: ::std::option::Option<crate::timestamp::Timestamp>,
-    ///Entries of the node's last heartbeat's vms that the controller set aside because they are not valid VmRecords (e.g. a vm_id over its length limit), at most the first 64. The rest of that heartbeat was applied: one bad entry never discards the node. Replaced by every heartbeat; absent when nothing was set aside. The controller's /metrics counts them in fleetwire_controller_heartbeat_vm_entries_rejected_total.
+    ///Entries of the node's last heartbeat's vms that the controller set aside, at most the first 64: entries that are not valid VmRecords (e.g. a vm_id over its length limit), and VMs the controller records on another node (which node runs a VM is the controller's record; a heartbeat never moves one). The rest of that heartbeat was applied: one bad entry never discards the node. Replaced by every heartbeat; absent when nothing was set aside. The controller's /metrics counts them in fleetwire_controller_heartbeat_vm_entries_rejected_total and fleetwire_controller_heartbeat_vm_entries_foreign_total.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub rejected_vms: ::std::option::Option<
         crate::bounded::BoundedVec<crate::types::RejectedVm, 0, 64>,
@@ -2684,13 +2684,13 @@ pub struct RejectedVm {
     pub index: u32,
     ///Where in the heartbeat the first problem of the entry is, e.g. "/vms/3/vm_id".
     pub instance_path: JsonPointer,
-    ///What is wrong with the entry, for a human: the first violation of the VmRecord schema, with its keyword.
+    ///What is wrong with the entry, for a human: the first violation of the VmRecord schema, with its keyword, or the node the controller records the VM on.
     pub reason: RejectedVmReason,
     ///The entry's vm_id when it is a string, cut to its first 128 characters, with control characters and line separators replaced by U+FFFD so that it is safe to show. Absent when the entry has no string vm_id.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub vm_id: ::std::option::Option<ShownId>,
 }
-///What is wrong with the entry, for a human: the first violation of the VmRecord schema, with its keyword.
+///What is wrong with the entry, for a human: the first violation of the VmRecord schema, with its keyword, or the node the controller records the VM on.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
 pub struct RejectedVmReason(::std::string::String);
