@@ -39,18 +39,19 @@ struct MemoryListener(mpsc::Receiver<DuplexStream>);
 
 impl Listener for MemoryListener {
     type Io = DuplexStream;
-    type Addr = ();
+    // Admitted as a plain TCP peer is (`http_serve::Admission`).
+    type Addr = std::net::SocketAddr;
 
-    async fn accept(&mut self) -> (DuplexStream, ()) {
+    async fn accept(&mut self) -> (DuplexStream, std::net::SocketAddr) {
         match self.0.recv().await {
-            Some(stream) => (stream, ()),
+            Some(stream) => (stream, std::net::SocketAddr::from(([127, 0, 0, 1], 1))),
             // No more connections: wait for the shutdown.
             None => std::future::pending().await,
         }
     }
 
-    fn local_addr(&self) -> std::io::Result<()> {
-        Ok(())
+    fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        Ok(std::net::SocketAddr::from(([127, 0, 0, 1], 9203)))
     }
 }
 
@@ -176,6 +177,8 @@ fn main() {
                     Instant::now(),
                     Timestamp::now(),
                     &controller.settings,
+                    // Each node's VM ids are its own: every claim is granted.
+                    &mut |_, _| true,
                 );
             }
         }
