@@ -202,6 +202,7 @@ mod tests {
                     workload: Workload {
                         image: false,
                         command: true,
+                        machine: false,
                     },
                 }),
                 plain(
@@ -213,7 +214,8 @@ mod tests {
                          runs {}",
                         Workload {
                             image: false,
-                            command: true
+                            command: true,
+                            machine: false,
                         }
                     ),
                 ),
