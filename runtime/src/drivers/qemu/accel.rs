@@ -82,6 +82,16 @@ pub async fn probe(
     .stdout(std::process::Stdio::null())
     .stderr(std::process::Stdio::null())
     .kill_on_drop(true);
+    // SAFETY: prctl is async-signal-safe; it only asks the kernel to end the probe with the
+    // agent, so a killed agent leaves no probe guest spinning.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
     match media {
         ProbeMedia::Kernel(kernel) => {
             cmd.arg("-kernel")

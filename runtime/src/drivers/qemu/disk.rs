@@ -71,8 +71,9 @@ pub fn ensure_overlay(base: &Path, overlay: &Path) -> Result<(), String> {
 
 /// The base image's format, as `qemu-img info` reads it (an overlay must name it).
 fn base_format(base: &Path) -> Result<String, String> {
+    // -U: other guests' QEMUs may hold the base image open.
     let out = Command::new("qemu-img")
-        .args(["info", "--output=json"])
+        .args(["info", "-U", "--output=json"])
         .arg(base)
         .output()
         .map_err(|e| format!("the base image: could not run qemu-img: {e}"))?;

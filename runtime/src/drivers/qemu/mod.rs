@@ -143,7 +143,7 @@ impl QemuDriver {
                 probe.qemu.accel,
                 &probe.binary,
                 media,
-                &probe.vm_root,
+                &probe.logs,
             )
             .await;
         });
