@@ -527,3 +527,97 @@ fn a_qemu_agent_without_its_qemu_says_where_it_looked() {
         "{stderr}"
     );
 }
+
+/// `fleetwire up --runtime qemu`: the fleet of one's agent runs QEMU, and the banner's example
+/// places a guest that serves through its host port; Ctrl-C stops the guest with the agent.
+#[test]
+#[ignore = "boots a real Linux guest under QEMU: needs qemu-system-x86 and the guest (bash tests/qemu/build-guest.sh); run: cargo test -p fleetwire-e2e --test qemu_guest -- --ignored"]
+fn up_with_the_qemu_runtime_places_the_banners_guest() {
+    use std::io::{BufRead, BufReader};
+    let guest = match guest() {
+        Ok(dir) => dir,
+        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("{why}: {HOW_TO_RUN}")
+        }
+        Err(why) => {
+            eprintln!("skipped: {why}; {HOW_TO_RUN}");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    for file in ["vmlinuz", "initrd.img"] {
+        std::fs::copy(guest.join(file), images.join(file)).unwrap();
+    }
+    let state = dir.path().join("state");
+    let _reaper = Reaper(state.clone());
+    let (first, last) = two_free_ports();
+    let mut up = fleetwire_e2e::Running::spawn(
+        fleetwire_e2e::fleetwire()
+            .arg("up")
+            .arg("--dir")
+            .arg(&state)
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{}", fleetwire_e2e::free_port()),
+            ])
+            .args(["--spawn-port", &fleetwire_e2e::free_port().to_string()])
+            .args(["--node-id", "up-qemu", "--heartbeat-interval", "1"])
+            .args(["--plain-http", "--runtime", "qemu"])
+            .env("VM_IMAGE_DIR", &images)
+            .env("VM_HOST_PORT_RANGE", format!("{first}-{last}"))
+            .env("VM_QEMU_ACCEL", "tcg")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null()),
+    );
+    let (tx, lines) = std::sync::mpsc::channel::<String>();
+    let stdout = up.child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut printed = Vec::new();
+    wait_for(
+        "`fleetwire up` to say it is up",
+        Duration::from_secs(90),
+        || {
+            while let Ok(line) = lines.try_recv() {
+                printed.push(line);
+            }
+            printed
+                .iter()
+                .any(|l| l.contains("fleetwire is up"))
+                .then_some(())
+        },
+    );
+    let at = printed.iter().position(|l| l.contains("-X POST")).unwrap();
+    let place = format!("{}\n{}", printed[at], printed[at + 1]);
+    assert!(place.contains("\"boot\""), "{place}");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(place.trim())
+        .output()
+        .unwrap();
+    let placed: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(placed["node_id"], "up-qemu", "{placed}");
+    let port = placed["host_ports"][0]["host_port"]
+        .as_u64()
+        .expect("a host port") as u16;
+    let body = wait_for("the guest to serve", Duration::from_secs(60), || page(port));
+    assert!(body.contains("fleetwire guest"), "{body}");
+
+    // Ctrl-C: `up` stops its agent, which stops its guests.
+    // SAFETY: kill(2) on the `up` this test started.
+    unsafe {
+        libc::kill(up.pid() as libc::pid_t, libc::SIGINT);
+    }
+    let _ = up.child.wait();
+    wait_for(
+        "the guest's QEMU to stop with the agent",
+        Duration::from_secs(30),
+        || qemu_pids(&state).is_empty().then_some(()),
+    );
+}
