@@ -2,10 +2,14 @@
 # Builds the Linux guest the QEMU end-to-end test boots (tests/tests/qemu_guest.rs), from
 # Debian's packages only: the cloud kernel (the package linux-image-cloud-amd64 depends on,
 # unpacked, not installed) and an initramfs of busybox-static that loads the virtio network
-# modules, takes QEMU user networking's address and serves HTTP on port 80.
+# modules, takes QEMU user networking's address, serves HTTP on port 80 and greets on port 22
+# with an SSH banner (no SSH server: enough for a check that the guest's port 22 answers).
+# The same kernel and initramfs also make a bootable disk image (GRUB, the console on the
+# serial port), the base image of a disk-image boot.
 #
-# Needs: apt-get, dpkg-deb, cpio, gzip, busybox-static (apt-get install busybox-static cpio).
-# Writes: $OUT (default target/qemu-guest): vmlinuz, initrd.img, guest-version.
+# Needs: apt-get, dpkg-deb, cpio, gzip, busybox-static, grub-mkrescue
+# (apt-get install busybox-static cpio grub-pc-bin xorriso mtools).
+# Writes: $OUT (default target/qemu-guest): vmlinuz, initrd.img, disk.img, guest-version.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -60,11 +64,29 @@ ip route add default via 10.0.2.2
 hostname fleetwire-guest
 echo "fleetwire guest $kver" >/www/index.html
 httpd -p 80 -h /www
+# What an SSH server says first, on SSH's port, to every connection.
+(while :; do echo "SSH-2.0-fleetwire-guest" | nc -l -p 22; done) &
 echo "fleetwire-guest: serving http on 10.0.2.15:80"
 exec sh -c 'while :; do sleep 3600; done'
 INIT
 chmod +x "$ird/init"
 (cd "$ird" && find . | cpio -o -H newc --quiet | gzip -9) >"$OUT/initrd.img"
 echo "$kver" >"$OUT/guest-version"
+
+# The bootable disk: a hybrid ISO (GRUB in its MBR) that SeaBIOS boots from a virtio disk.
+command -v grub-mkrescue >/dev/null || { echo "grub-mkrescue is not installed (apt-get install grub-pc-bin xorriso mtools)" >&2; exit 1; }
+mkdir -p "$work/disk/boot/grub"
+cp "$OUT/vmlinuz" "$OUT/initrd.img" "$work/disk/"
+cat >"$work/disk/boot/grub/grub.cfg" <<GRUB
+serial --unit=0 --speed=115200
+terminal_input serial console
+terminal_output serial console
+set timeout=0
+menuentry "fleetwire guest" {
+  linux /vmlinuz console=ttyS0 quiet
+  initrd /initrd.img
+}
+GRUB
+grub-mkrescue -o "$OUT/disk.img" "$work/disk" 2>/dev/null
 rm -rf "$work"
-echo "guest written to $OUT: vmlinuz ($kver), initrd.img"
+echo "guest written to $OUT: vmlinuz ($kver), initrd.img, disk.img"

@@ -21,7 +21,8 @@ use fleetwire_types::{HostReportedState, InstanceState, ReportedInstance};
 use serde_json::{json, Value};
 
 const HOW_TO_RUN: &str = "needs qemu-system-x86 and the guest: apt-get install qemu-system-x86 \
-    qemu-utils genisoimage busybox-static cpio; bash tests/qemu/build-guest.sh; cargo test -p \
+    qemu-utils genisoimage busybox-static cpio grub-pc-bin xorriso mtools; bash \
+    tests/qemu/build-guest.sh; cargo test -p \
     fleetwire-e2e --test qemu_guest -- --ignored";
 
 /// The guest's files (`OUT` of build-guest.sh), or why the test cannot run.
@@ -34,7 +35,7 @@ fn guest() -> Result<PathBuf, String> {
             return Err(format!("{tool} is not installed"));
         }
     }
-    for file in ["vmlinuz", "initrd.img"] {
+    for file in ["vmlinuz", "initrd.img", "disk.img"] {
         if !dir.join(file).is_file() {
             return Err(format!("{} is missing", dir.join(file).display()));
         }
@@ -90,17 +91,14 @@ fn which_qemu() -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
-/// Two consecutive ports nothing listens on, for VM_HOST_PORT_RANGE.
-fn two_free_ports() -> (u16, u16) {
+/// `n` consecutive ports nothing listens on, for VM_HOST_PORT_RANGE: the first and the last.
+fn free_ports(n: u16) -> (u16, u16) {
     let mut p = 42000 + (std::process::id() % 1000) as u16 * 4;
     loop {
-        if [p, p + 1]
-            .iter()
-            .all(|q| std::net::TcpListener::bind(("0.0.0.0", *q)).is_ok())
-        {
-            return (p, p + 1);
+        if (p..p + n).all(|q| std::net::TcpListener::bind(("0.0.0.0", q)).is_ok()) {
+            return (p, p + n - 1);
         }
-        p += 2;
+        p += n;
     }
 }
 
@@ -184,10 +182,10 @@ fn a_placed_vm_boots_a_real_guest_that_serves_through_its_host_port() {
             return;
         }
     };
-    // The node's image directory: the guest's kernel and initrd, and a blank base image
-    // (nothing boots from it: the guest that never answers).
+    // The node's image directory: the guest's kernel, initrd and bootable disk (the base
+    // image), and a blank disk image (nothing boots from it: the guest that never answers).
     let images = tempfile::tempdir().unwrap();
-    for file in ["vmlinuz", "initrd.img"] {
+    for file in ["vmlinuz", "initrd.img", "disk.img"] {
         std::fs::copy(guest.join(file), images.path().join(file)).unwrap();
     }
     let status = Command::new("qemu-img")
@@ -199,7 +197,7 @@ fn a_placed_vm_boots_a_real_guest_that_serves_through_its_host_port() {
     assert!(status.success());
 
     let controller = ControllerProcess::start(&[]);
-    let (first_port, last_port) = two_free_ports();
+    let (first_port, last_port) = free_ports(3);
     let range = format!("{first_port}-{last_port}");
     let image_dir = images.path().display().to_string();
     let mut agent = AgentProcess::start(
@@ -208,7 +206,7 @@ fn a_placed_vm_boots_a_real_guest_that_serves_through_its_host_port() {
             ("VM_NODE_ID", "qemu-node"),
             ("VM_RUNTIME", "qemu"),
             ("VM_IMAGE_DIR", &image_dir),
-            ("VM_BASE_IMAGE", "blank.qcow2"),
+            ("VM_BASE_IMAGE", "disk.img"),
             (
                 "VM_SSH_PUBKEY",
                 "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAtest fleetwire@test",
@@ -216,7 +214,7 @@ fn a_placed_vm_boots_a_real_guest_that_serves_through_its_host_port() {
             ("VM_HOST_PORT_RANGE", &range),
             ("VM_QEMU_ACCEL", "auto"),
             ("VM_QEMU_PROBE_KERNEL", "vmlinuz"),
-            ("VM_GUEST_BOOT_TIMEOUT_S", "25"),
+            ("VM_GUEST_BOOT_TIMEOUT_S", "60"),
             ("VM_STOP_TIMEOUT_MS", "2000"),
         ],
     );
@@ -313,7 +311,8 @@ fn a_placed_vm_boots_a_real_guest_that_serves_through_its_host_port() {
         vec![web_pid]
     );
 
-    // A PPN spawn names no boot source: the base image, as an overlay, with a seed and SSH.
+    // A PPN spawn names no boot source: the base image boots from its overlay, with a seed,
+    // and its port 22 (the guest's SSH banner) answers through the forward.
     let (status, ppn) = post_vm(
         &controller,
         &json!({"vm_type": "ssh", "ram_mb": 128, "vcpu_count": 1, "disk_gb": 1, "vm_id": "ppn-1"}),
@@ -335,7 +334,7 @@ fn a_placed_vm_boots_a_real_guest_that_serves_through_its_host_port() {
         info["backing-filename"],
         images
             .path()
-            .join("blank.qcow2")
+            .join("disk.img")
             .canonicalize()
             .unwrap()
             .display()
@@ -343,6 +342,33 @@ fn a_placed_vm_boots_a_real_guest_that_serves_through_its_host_port() {
     );
     let seed = std::fs::read(ppn_dir.join("seed.iso")).unwrap();
     assert_eq!(&seed[32808..32814], b"cidata");
+    // A disk named by the request: a blank one, which boots nothing.
+    let (status, blank) = post_vm(
+        &controller,
+        &json!({"vm_type": "ssh", "ram_mb": 128, "vcpu_count": 1, "disk_gb": 1, "vm_id": "blank-1",
+                "disk_image": "blank.qcow2"}),
+    );
+    assert_eq!(status, 200, "{blank}");
+    assert_eq!(blank["host_ports"][0]["guest_port"], 22, "{blank}");
+    let blank_dir = agent.state_dir.join("qemu/blank-1");
+    let banner = wait_for(
+        "the disk-booted guest's SSH banner through the forward",
+        Duration::from_secs(90),
+        || {
+            use std::io::Read;
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", ppn_port)).ok()?;
+            s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+            let mut text = String::new();
+            let _ = s.read_to_string(&mut text);
+            text.starts_with("SSH-2.0-").then_some(text)
+        },
+    );
+    assert_eq!(banner.trim(), "SSH-2.0-fleetwire-guest");
+    agent.wait_reported("ppn-1 running and healthy", Duration::from_secs(20), |r| {
+        instance(r, "ppn-1")
+            .filter(|i| i.state == InstanceState::Running)?
+            .last_healthy_at
+    });
 
     // The range is used up: the only node refuses, and placement says there is no room.
     let (status, full) = post_vm(
@@ -378,10 +404,10 @@ fn a_placed_vm_boots_a_real_guest_that_serves_through_its_host_port() {
         "{escaping}"
     );
 
-    // The base image boots nothing: after VM_GUEST_BOOT_TIMEOUT_S the VM is in error, its
+    // The blank disk boots nothing: after VM_GUEST_BOOT_TIMEOUT_S the VM is in error, its
     // QEMU stopped; deleting it frees its port and removes its overlay.
-    let failed = agent.wait_reported("ppn-1 failed", Duration::from_secs(60), |r| {
-        instance(r, "ppn-1")
+    let failed = agent.wait_reported("blank-1 failed", Duration::from_secs(120), |r| {
+        instance(r, "blank-1")
             .filter(|i| i.state == InstanceState::Failed)
             .cloned()
     });
@@ -391,14 +417,16 @@ fn a_placed_vm_boots_a_real_guest_that_serves_through_its_host_port() {
         .map(|m| m.to_string())
         .unwrap_or_default();
     assert!(
-        message.contains("did not answer on guest port 22 within 25 s"),
+        message.contains("did not answer on guest port 22 within 60 s"),
         "{message}"
     );
-    assert!(qemu_pids(&ppn_dir).is_empty());
-    delete_vm(&controller, "ppn-1");
-    wait_for("ppn-1's folder to go", Duration::from_secs(10), || {
-        (!ppn_dir.exists()).then_some(())
-    });
+    assert!(qemu_pids(&blank_dir).is_empty());
+    for (vm, dir) in [("blank-1", &blank_dir), ("ppn-1", &ppn_dir)] {
+        delete_vm(&controller, vm);
+        wait_for("the VM's folder to go", Duration::from_secs(15), || {
+            (!dir.exists()).then_some(())
+        });
+    }
 
     // kill -9 of QEMU: a cold boot by the host under the restart policy, which is not a
     // restart by a supervisor in the guest (restartCount stays 0, seed 001).
@@ -552,7 +580,7 @@ fn up_with_the_qemu_runtime_places_the_banners_guest() {
     }
     let state = dir.path().join("state");
     let _reaper = Reaper(state.clone());
-    let (first, last) = two_free_ports();
+    let (first, last) = free_ports(2);
     let mut up = fleetwire_e2e::Running::spawn(
         fleetwire_e2e::fleetwire()
             .arg("up")
