@@ -649,3 +649,122 @@ fn up_with_the_qemu_runtime_places_the_banners_guest() {
         || qemu_pids(&state).is_empty().then_some(()),
     );
 }
+
+/// PPN parity: fleetwire's agent with the qemu runtime, enrolled in PPN's real controller
+/// (`service-vm-fleet`, built from `../shared/peers`), receives PPN's spawn, which names no
+/// image, and boots the node's base image; `host_ports` carries the SSH forward, as PPN's own
+/// agent reports it, and the guest's port 22 answers through it.
+#[test]
+#[ignore = "needs the real PPN controller (../shared/peers/build.sh) and qemu-system-x86 with the guest (bash tests/qemu/build-guest.sh); run: cargo test -p fleetwire-e2e --test qemu_guest -- --ignored"]
+fn ppn_controller_spawns_a_guest_from_the_base_image_on_a_fleetwire_qemu_node() {
+    use std::os::fd::AsRawFd;
+    const PPN_PORT: u16 = 9203;
+    let guest = match guest() {
+        Ok(dir) => dir,
+        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("{why}: {HOW_TO_RUN}")
+        }
+        Err(why) => {
+            eprintln!("skipped: {why}; {HOW_TO_RUN}");
+            return;
+        }
+    };
+    let fleet_bin = fleetwire_e2e::real_peers::binary("service-vm-fleet");
+    // service-vm-fleet listens on the fixed 9203: the lock ppn_real.rs takes too.
+    let lock = std::fs::File::create(std::env::temp_dir().join("fleetwire-ppn-9203.lock")).unwrap();
+    // SAFETY: flock(2) on a file this test opened; released when it is closed.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    assert!(
+        std::net::TcpListener::bind(("0.0.0.0", PPN_PORT)).is_ok(),
+        "port {PPN_PORT} is taken: service-vm-fleet listens on it"
+    );
+    let images = tempfile::tempdir().unwrap();
+    std::fs::copy(guest.join("disk.img"), images.path().join("disk.img")).unwrap();
+    let image_dir = images.path().display().to_string();
+    let (first, last) = free_ports(2);
+    let range = format!("{first}-{last}");
+    let node_id = "fw-qemu.dc1.example";
+    let agent = AgentProcess::start(
+        &format!("http://127.0.0.1:{PPN_PORT}"),
+        &[
+            ("VM_NODE_ID", node_id),
+            ("VM_RUNTIME", "qemu"),
+            ("VM_IMAGE_DIR", &image_dir),
+            ("VM_BASE_IMAGE", "disk.img"),
+            ("VM_HOST_PORT_RANGE", &range),
+            ("VM_QEMU_ACCEL", "tcg"),
+        ],
+    );
+    let _reaper = Reaper(agent.state_dir.clone());
+    let scratch = tempfile::tempdir().unwrap();
+    let _fleet = fleetwire_e2e::Running::spawn(
+        Command::new(fleet_bin)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("VM_HOST_SPAWN_PORT", agent.port.to_string())
+            .current_dir(scratch.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null()),
+    );
+    let ppn = |path: &str| format!("http://127.0.0.1:{PPN_PORT}{path}");
+    wait_for("the node in PPN's listing", Duration::from_secs(30), || {
+        let resp = http()
+            .get(ppn(&format!("/v1/nodes/{node_id}")))
+            .send()
+            .ok()?;
+        resp.status().is_success().then_some(())
+    });
+
+    // PPN's spawn, as its clients send it: no image, no ports.
+    let resp = http()
+        .post(ppn("/v1/vms"))
+        .json(&json!({"vm_type": "devbox", "ram_mb": 128, "vcpu_count": 1,
+                      "tenant_id": "acme", "preferred_node": node_id}))
+        .send()
+        .unwrap();
+    let status = resp.status().as_u16();
+    let created: Value = resp.json().unwrap_or(Value::Null);
+    assert_eq!(status, 200, "{created}");
+    let vm_id = created["vm_id"].as_str().unwrap().to_string();
+    assert_eq!(created["host_ports"][0]["guest_port"], 22, "{created}");
+    let ssh_port = created["host_ports"][0]["host_port"].as_u64().unwrap() as u16;
+    let banner = wait_for(
+        "the guest's port 22 through the forward",
+        Duration::from_secs(90),
+        || {
+            use std::io::Read;
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", ssh_port)).ok()?;
+            s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+            let mut text = String::new();
+            let _ = s.read_to_string(&mut text);
+            text.starts_with("SSH-2.0-").then_some(text)
+        },
+    );
+    assert_eq!(banner.trim(), "SSH-2.0-fleetwire-guest");
+    // PPN lists it, with the SSH forward, from the agent's heartbeats.
+    let listed = wait_for(
+        "PPN's record with host_ports",
+        Duration::from_secs(20),
+        || {
+            let vms: Value = http().get(ppn("/v1/vms")).send().ok()?.json().ok()?;
+            vms.as_array()?
+                .iter()
+                .find(|v| v["vm_id"] == vm_id.as_str() && v["state"] == "Running")
+                .cloned()
+        },
+    );
+    assert_eq!(
+        listed["host_ports"],
+        json!([{"host_port": ssh_port, "guest_port": 22, "protocol": "tcp"}]),
+        "{listed}"
+    );
+    // PPN's delete stops the guest.
+    let resp = http()
+        .delete(ppn(&format!("/v1/vms/{vm_id}")))
+        .send()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 204);
+    wait_for("the guest's QEMU to stop", Duration::from_secs(15), || {
+        qemu_pids(&agent.state_dir).is_empty().then_some(())
+    });
+}
