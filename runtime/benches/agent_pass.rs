@@ -47,6 +47,9 @@ fn instances(n: usize) -> (Vec<InstanceStatus>, BTreeMap<AppId, UsageMeters>) {
             }),
             disk_used_bytes: None,
             pid: Some(1000 + k as u32),
+            host_ports: Vec::new(),
+            guest_ipv4: None,
+            last_healthy_at: None,
         });
         meters.insert(
             app,
@@ -71,6 +74,7 @@ fn pass(c: &mut Criterion) {
         guest_image: "none".into(),
         zerofs: "none".into(),
         firecracker: "none".into(),
+        vmm: None,
     };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("reported.json");

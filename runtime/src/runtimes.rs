@@ -7,7 +7,7 @@
 
 use fleetwire_types::RuntimeName;
 
-/// A runtime this build drives (`smolvm`, `process`): generated from the schema.
+/// A runtime this build drives (`smolvm`, `process`, `qemu`): generated from the schema.
 pub use fleetwire_types::KnownRuntime as Runtime;
 
 /// The runtime named `name` on the wire, if this build drives it.
@@ -27,6 +27,8 @@ pub fn wire_name(runtime: Runtime) -> RuntimeName {
 pub const SMOLVM: &str = Runtime::Smolvm.as_str();
 /// `process`, as a constant for `match` patterns on a wire name.
 pub const PROCESS: &str = Runtime::Process.as_str();
+/// `qemu`, as a constant for `match` patterns on a wire name.
+pub const QEMU: &str = Runtime::Qemu.as_str();
 
 /// Every runtime name this build has a driver for, in [`Runtime::ALL`]'s order.
 pub const KNOWN: [&str; Runtime::ALL.len()] = {
@@ -61,7 +63,7 @@ mod tests {
 
     #[test]
     fn every_runtime_round_trips_through_its_wire_name() {
-        assert_eq!(KNOWN, ["smolvm", "process"]);
+        assert_eq!(KNOWN, ["smolvm", "process", "qemu"]);
         for (runtime, name) in Runtime::ALL.into_iter().zip(KNOWN) {
             assert_eq!(runtime.to_string(), name);
             assert_eq!(of(&wire_name(runtime)), Some(runtime));

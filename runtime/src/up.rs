@@ -38,6 +38,11 @@ pub struct UpArgs {
     /// PPN's plain mode: plain HTTP and no authentication, for both programs.
     #[arg(long)]
     pub plain_http: bool,
+    /// The local agent's runtime driver (`VM_RUNTIME`): process, smolvm or qemu. The agent
+    /// inherits this environment, so the runtime's own settings (`VM_IMAGE_DIR`, ...) pass
+    /// through.
+    #[arg(long, default_value = "process")]
+    pub runtime: crate::runtimes::Runtime,
 }
 
 /// How this fleet of one is reached: the URL, and in mTLS mode the CA to trust and the file
@@ -245,7 +250,7 @@ async fn up(args: &UpArgs) -> Result<()> {
                 args.heartbeat_interval.to_string(),
             )
             .env("VM_STATE_DIR", dir.join("agent"))
-            .env("VM_RUNTIME", crate::runtimes::Runtime::Process.as_str()),
+            .env("VM_RUNTIME", args.runtime.as_str()),
         &dir.join("agent.log"),
     )?;
     let node = step(
@@ -286,6 +291,21 @@ async fn up(args: &UpArgs) -> Result<()> {
             ),
         ),
     };
+    // An example each runtime runs: a command, an image, or the guest of VM_IMAGE_DIR.
+    let (what, example) = match args.runtime {
+        crate::runtimes::Runtime::Process => (
+            "a supervised process on this host",
+            r#"{"vm_type": "process", "ram_mb": 64, "vcpu_count": 1, "command": ["/bin/sh", "-c", "while true; do date; sleep 5; done"]}"#,
+        ),
+        crate::runtimes::Runtime::Smolvm => (
+            "a smolvm microVM booting an OCI image",
+            r#"{"vm_type": "smolvm", "ram_mb": 512, "vcpu_count": 1, "image": "alpine:3.20", "network": true}"#,
+        ),
+        crate::runtimes::Runtime::Qemu => (
+            "a QEMU guest booting vmlinuz and initrd.img of VM_IMAGE_DIR, port 80 forwarded",
+            r#"{"vm_type": "web", "ram_mb": 256, "vcpu_count": 1, "boot": {"kernel": "vmlinuz", "initrd": "initrd.img"}, "guest_ports": [80]}"#,
+        ),
+    };
     println!(
         "\nfleetwire is up: a fleet of one ({mode}).\n\
          \n  fleet       {curl} {api}/v1/fleet\
@@ -295,9 +315,9 @@ async fn up(args: &UpArgs) -> Result<()> {
          \n  node        {id} ({cpus} CPUs, {mem} MB free), agent on 127.0.0.1:{port}\
          \n  reported    {reported}\
          \n  logs        {logs}\
-         \n\nPlace a machine (a supervised process on this host):\
+         \n\nPlace a machine ({what}):\
          \n\n  {curl} -X POST {api}/v1/vms -H 'content-type: application/json' \\\
-         \n    -d '{{\"vm_type\": \"process\", \"ram_mb\": 64, \"vcpu_count\": 1, \"command\": [\"/bin/sh\", \"-c\", \"while true; do date; sleep 5; done\"]}}'\
+         \n    -d '{example}'\
          \n\nthen watch it in {reported}. Ctrl-C stops both.",
         id = node.node_id.as_str(),
         exe = std::env::current_exe()

@@ -29,7 +29,7 @@ pub struct AgentArgs {
     /// [default: $STATE_DIRECTORY, else ./.fleetwire/agent-<node id>].
     #[arg(long, env = "VM_STATE_DIR", value_name = "DIR")]
     pub state_dir: Option<String>,
-    /// Runtime driver: process or smolvm [default: process].
+    /// Runtime driver: process, smolvm or qemu [default: process].
     #[arg(long, env = "VM_RUNTIME", value_name = "NAME")]
     pub runtime: Option<String>,
     /// The runtime API's URL (smolvm) [default: http://127.0.0.1:8080].
@@ -64,6 +64,33 @@ pub struct AgentArgs {
     /// Command the process driver runs for a spawn that names none [default: sleep infinity].
     #[arg(long, env = "VM_DEFAULT_COMMAND", value_name = "ARGV")]
     pub default_command: Option<String>,
+    /// qemu: the QEMU program [default: qemu-system-x86_64 on PATH].
+    #[arg(long, env = "VM_QEMU_BINARY", value_name = "PATH")]
+    pub qemu_binary: Option<String>,
+    /// qemu: accelerator, auto (KVM once a probe guest booted with it, else TCG), kvm or tcg
+    /// [default: auto].
+    #[arg(long, env = "VM_QEMU_ACCEL", value_name = "ACCEL")]
+    pub qemu_accel: Option<String>,
+    /// qemu: the kernel (a file name in VM_IMAGE_DIR) the KVM probe boots [default: the base
+    /// image].
+    #[arg(long, env = "VM_QEMU_PROBE_KERNEL", value_name = "FILE")]
+    pub qemu_probe_kernel: Option<String>,
+    /// qemu: the folder of kernels, initrds and base images VMs name [default:
+    /// /var/lib/vm-fleet].
+    #[arg(long, env = "VM_IMAGE_DIR", value_name = "DIR")]
+    pub image_dir: Option<String>,
+    /// qemu: the base image (a file name in VM_IMAGE_DIR) a spawn naming no boot source boots.
+    #[arg(long, env = "VM_BASE_IMAGE", value_name = "FILE")]
+    pub base_image: Option<String>,
+    /// qemu: the SSH public key the guests' cloud-init seed authorizes.
+    #[arg(long, env = "VM_SSH_PUBKEY", value_name = "KEY")]
+    pub ssh_pubkey: Option<String>,
+    /// qemu: the host ports guest ports are forwarded from, FIRST-LAST [default: 20000-20999].
+    #[arg(long, env = "VM_HOST_PORT_RANGE", value_name = "RANGE")]
+    pub host_port_range: Option<String>,
+    /// qemu: seconds a guest has to answer on its first guest port [default: 120].
+    #[arg(long, env = "VM_GUEST_BOOT_TIMEOUT_S", value_name = "SECONDS")]
+    pub guest_boot_timeout_s: Option<String>,
     /// Plain HTTP to the controller and on the local API, without certificates or tokens:
     /// true or 1 [default: false, i.e. HTTPS and mTLS (docs/security.md)].
     #[arg(long, env = "VM_PLAIN_HTTP", value_name = "BOOL")]

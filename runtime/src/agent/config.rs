@@ -10,6 +10,7 @@ use fleetwire_types::{BootstrapToken, HostId, Ipv4Address, NodeId};
 
 use super::args::{AgentArgs, SecretText};
 use super::identity::CA_FILE;
+use crate::drivers::qemu::settings::{Accel, QemuSettings};
 use crate::runtimes::Runtime;
 
 /// The agent's settings, every one checked.
@@ -44,6 +45,9 @@ pub struct AgentConfig {
     pub stop_timeout: Duration,
     /// The argv the process driver runs for a spawn request that names no command.
     pub default_command: Vec<String>,
+    /// The qemu driver's settings (`VM_QEMU_*`, `VM_IMAGE_DIR`, ...): checked whatever the
+    /// runtime, so a typo is found before the runtime is switched.
+    pub qemu: QemuSettings,
     /// `VM_PLAIN_HTTP`: plain HTTP everywhere, no certificates, no tokens (today's wire);
     /// false is the secure mode: HTTPS to the controller, mTLS on the local API
     /// (docs/security.md).
@@ -239,9 +243,8 @@ impl AgentConfig {
                 err(
                     "VM_RUNTIME",
                     format!(
-                        "{name:?} is not a runtime this agent drives: use {} or {}",
-                        Runtime::Process,
-                        Runtime::Smolvm
+                        "{name:?} is not a runtime this agent drives: use {}",
+                        crate::runtimes::KNOWN.join(", ")
                     ),
                 )
             })?,
@@ -300,6 +303,7 @@ impl AgentConfig {
             "a whole number of milliseconds from 0 to 600000",
             |n| *n <= 600_000,
         )?;
+        let qemu = qemu_settings(args)?;
         let default_command: Vec<String> = optional(&args.default_command)
             .unwrap_or("sleep infinity")
             .split_whitespace()
@@ -324,12 +328,74 @@ impl AgentConfig {
             reconcile_interval: Duration::from_millis(reconcile_ms),
             stop_timeout: Duration::from_millis(stop_timeout_ms),
             default_command,
+            qemu,
             plain_http,
             plain_http_any_address,
             bootstrap_token,
             fleet_ca_file,
         })
     }
+}
+
+/// A file name in `VM_IMAGE_DIR`, as the schemas' `ImageFileName` spells one.
+fn image_file_name(variable: &'static str, raw: &str) -> Result<String, ConfigError> {
+    raw.parse::<fleetwire_types::ImageFileName>()
+        .map(|n| n.to_string())
+        .map_err(|_| {
+            err(
+                variable,
+                format!(
+                    "{raw:?} is not a file name in VM_IMAGE_DIR (no '/', not starting with '.')"
+                ),
+            )
+        })
+}
+
+fn qemu_settings(args: &AgentArgs) -> Result<QemuSettings, ConfigError> {
+    let defaults = QemuSettings::default();
+    let accel = match optional(&args.qemu_accel) {
+        None => defaults.accel,
+        Some(raw) => raw
+            .to_ascii_lowercase()
+            .parse::<Accel>()
+            .map_err(|_| err("VM_QEMU_ACCEL", format!("{raw:?} is not auto, kvm or tcg")))?,
+    };
+    let range_expected = "a range of TCP ports FIRST-LAST, e.g. 20000-20999";
+    let host_ports = match optional(&args.host_port_range) {
+        None => defaults.host_ports,
+        Some(raw) => raw
+            .split_once('-')
+            .and_then(|(a, b)| Some((a.trim().parse::<u16>().ok()?, b.trim().parse::<u16>().ok()?)))
+            .filter(|(a, b)| *a >= 1 && a <= b)
+            .map(|(a, b)| a..=b)
+            .ok_or_else(|| {
+                err(
+                    "VM_HOST_PORT_RANGE",
+                    format!("{raw:?} is not {range_expected}"),
+                )
+            })?,
+    };
+    let boot_timeout_s = number(
+        "VM_GUEST_BOOT_TIMEOUT_S",
+        &args.guest_boot_timeout_s,
+        defaults.boot_timeout.as_secs(),
+        "a whole number of seconds from 1 to 3600",
+        |n| (1..=3600).contains(n),
+    )?;
+    Ok(QemuSettings {
+        binary: optional(&args.qemu_binary).map(PathBuf::from),
+        image_dir: optional(&args.image_dir).map_or(defaults.image_dir, PathBuf::from),
+        base_image: optional(&args.base_image)
+            .map(|raw| image_file_name("VM_BASE_IMAGE", raw))
+            .transpose()?,
+        ssh_pubkey: optional(&args.ssh_pubkey).map(str::to_string),
+        host_ports,
+        accel,
+        probe_kernel: optional(&args.qemu_probe_kernel)
+            .map(|raw| image_file_name("VM_QEMU_PROBE_KERNEL", raw))
+            .transpose()?,
+        boot_timeout: Duration::from_secs(boot_timeout_s),
+    })
 }
 
 /// Secure mode speaks HTTPS to the controller, plain mode HTTP: the URL must say the same.
@@ -553,6 +619,52 @@ impl AgentConfig {
                 self.stop_timeout.as_millis().to_string(),
             ),
             ("VM_DEFAULT_COMMAND", self.default_command.join(" ")),
+            (
+                "VM_QEMU_BINARY",
+                self.qemu
+                    .binary
+                    .as_ref()
+                    .map_or(String::new(), |p| p.display().to_string()),
+            ),
+            (
+                "VM_QEMU_ACCEL",
+                match self.qemu.accel {
+                    Accel::Auto => "auto",
+                    Accel::Kvm => "kvm",
+                    Accel::Tcg => "tcg",
+                }
+                .to_string(),
+            ),
+            (
+                "VM_QEMU_PROBE_KERNEL",
+                self.qemu.probe_kernel.clone().unwrap_or_default(),
+            ),
+            ("VM_IMAGE_DIR", self.qemu.image_dir.display().to_string()),
+            (
+                "VM_BASE_IMAGE",
+                self.qemu.base_image.clone().unwrap_or_default(),
+            ),
+            (
+                "VM_SSH_PUBKEY",
+                if self.qemu.ssh_pubkey.is_some() {
+                    "<set>"
+                } else {
+                    ""
+                }
+                .to_string(),
+            ),
+            (
+                "VM_HOST_PORT_RANGE",
+                format!(
+                    "{}-{}",
+                    self.qemu.host_ports.start(),
+                    self.qemu.host_ports.end()
+                ),
+            ),
+            (
+                "VM_GUEST_BOOT_TIMEOUT_S",
+                self.qemu.boot_timeout.as_secs().to_string(),
+            ),
             ("VM_PLAIN_HTTP", self.plain_http.to_string()),
             (
                 "VM_PLAIN_HTTP_ANY_ADDRESS",
@@ -761,8 +873,32 @@ mod tests {
         a.runtime = Some("Docker".into());
         assert_eq!(
             AgentConfig::from_args(&a).unwrap_err().to_string(),
-            "VM_RUNTIME=\"docker\" is not a runtime this agent drives: use process or smolvm"
+            "VM_RUNTIME=\"docker\" is not a runtime this agent drives: use smolvm, process, qemu"
         );
+        a.runtime = Some("qemu".into());
+        a.host_port_range = Some("30000-2000".into());
+        assert_eq!(
+            AgentConfig::from_args(&a).unwrap_err().to_string(),
+            "VM_HOST_PORT_RANGE=\"30000-2000\" is not a range of TCP ports FIRST-LAST, e.g. 20000-20999"
+        );
+        a.host_port_range = Some("20000-20009".into());
+        a.base_image = Some("../etc/passwd".into());
+        assert!(AgentConfig::from_args(&a)
+            .unwrap_err()
+            .to_string()
+            .starts_with("VM_BASE_IMAGE=\"../etc/passwd\" is not a file name in VM_IMAGE_DIR"));
+        a.base_image = Some("debian-12.qcow2".into());
+        a.qemu_accel = Some("hvf".into());
+        assert_eq!(
+            AgentConfig::from_args(&a).unwrap_err().to_string(),
+            "VM_QEMU_ACCEL=\"hvf\" is not auto, kvm or tcg"
+        );
+        a.qemu_accel = Some("TCG".into());
+        let c = AgentConfig::from_args(&a).unwrap();
+        assert_eq!(c.runtime, Runtime::Qemu);
+        assert_eq!(c.qemu.host_ports, 20000..=20009);
+        assert_eq!(c.qemu.accel, Accel::Tcg);
+        assert_eq!(c.qemu.base_image.as_deref(), Some("debian-12.qcow2"));
     }
 
     #[test]

@@ -175,8 +175,17 @@ impl DesiredStore {
             let at = format!("/instances/{i}");
             violations.extend(crate::workload::command_or_image(
                 &at,
+                crate::workload::Workload {
+                    image: inst.image.is_some(),
+                    command: inst.command.is_some(),
+                    machine: inst.boot.is_some() || inst.disk_image.is_some(),
+                },
+            ));
+            violations.extend(crate::workload::one_boot_source(
+                &at,
                 inst.image.is_some(),
-                inst.command.is_some(),
+                inst.boot.is_some(),
+                inst.disk_image.is_some().then_some("diskImage"),
             ));
             violations.extend(crate::workload::image_network(
                 &at,

@@ -90,7 +90,7 @@ pub fn register_request(agent: &Agent, key: &KeyPair) -> Result<RegisterNodeRequ
                 .parse::<RuntimeUrl>()
                 .map_err(|e| EnrollError::AdvertiseAddress(e.to_string()))?,
         ),
-        Runtime::Process => None,
+        Runtime::Process | Runtime::Qemu => None,
     };
     Ok(RegisterNodeRequest {
         node_id: agent.config.node_id.clone(),

@@ -46,7 +46,10 @@ pub fn build_heartbeat(agent: &Agent) -> NodeHeartbeat {
         cpu_cores: facts.cpu_cores,
         cpu_load_pct: F32Min0::new(facts.cpu_load_pct().max(0.0))
             .expect("a clamped load is at least 0"),
-        kvm_available: facts.kvm_available,
+        // What a guest booted with KVM showed (the qemu driver's probe), where the driver knows.
+        kvm_available: runtime
+            .and_then(|r| r.kvm_available)
+            .unwrap_or(facts.kvm_available),
         reserved: agent.config.reserved,
         vms,
         boot_id: boot_id_of(&facts.boot_id),

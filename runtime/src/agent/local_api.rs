@@ -254,10 +254,22 @@ async fn spawn(
             fleetwire_types::Rejection::Invalid(vec![v]),
         ));
     }
+    if let Some(v) = crate::workload::one_boot_source(
+        "",
+        req.image.is_some(),
+        req.boot.is_some(),
+        req.disk_image.is_some().then_some("disk_image"),
+    ) {
+        return Err(ApiFailure::rejected(
+            "CreateVmRequest",
+            fleetwire_types::Rejection::Invalid(vec![v]),
+        ));
+    }
     let runtime = agent.config.runtime;
     let workload = crate::workload::Workload {
         image: req.image.is_some(),
         command: req.command.is_some(),
+        machine: req.boot.is_some() || req.disk_image.is_some(),
     };
     if let Err(why) = crate::workload::runtime_runs(Some(runtime), workload) {
         return Err(ApiFailure::new(
@@ -289,6 +301,23 @@ async fn spawn(
             })
         })
         .transpose()?;
+    // A PPN spawn names no boot source: a qemu node boots its base image, as PPN's does.
+    let disk_image = match (&req.disk_image, &req.boot, runtime) {
+        (None, None, Runtime::Qemu) if req.image.is_none() => {
+            let base = agent.config.qemu.base_image.as_ref().ok_or_else(|| {
+                ApiFailure::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    ApiErrorCode::InvalidDocument,
+                    "the request names no kernel (boot) or disk_image, and this node has no default base image (VM_BASE_IMAGE)",
+                )
+            })?;
+            Some(
+                base.parse()
+                    .expect("VM_BASE_IMAGE was checked as a file name"),
+            )
+        }
+        _ => req.disk_image.clone(),
+    };
     let instance = DesiredInstance {
         app_id: app_id.clone(),
         deployment_id: crate::ids::deployment_id(&vm_id),
@@ -301,12 +330,24 @@ async fn spawn(
         },
         image: req.image.clone(),
         network: req.network,
+        boot: req.boot.clone(),
+        disk_image,
+        guest_ports: req.guest_ports.clone().unwrap_or_else(|| Vec::new().into()),
         restart_policy: None,
         env: Default::default(),
         vm_id: Some(vm_id.clone()),
         tenant_id: req.tenant_id.clone(),
         vm_type: Some(req.vm_type.clone()),
     };
+    // Room beyond memory and CPUs (the qemu driver's host ports): a node without it refuses,
+    // and the controller's placement tries another.
+    if let Err(why) = agent.driver.admit(&instance) {
+        return Err(ApiFailure::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ApiErrorCode::NoCapacity,
+            format!("this node has no room for the VM: {why}"),
+        ));
+    }
     agent
         .desired
         .update(|doc| {

@@ -193,6 +193,9 @@ mod tests {
             }),
             disk_used_bytes: None,
             pid: None,
+            host_ports: Vec::new(),
+            guest_ipv4: None,
+            last_healthy_at: None,
         }
     }
 

@@ -97,6 +97,7 @@ pub async fn serve_until(
                 .runtime_tls
                 .as_ref()
                 .map(|_| identity::identity_files(&config.state_dir)),
+            qemu: config.qemu.clone(),
         },
     )?;
     let listener = tokio::net::TcpListener::bind((config.listen_address, config.spawn_port))

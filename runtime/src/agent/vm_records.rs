@@ -47,7 +47,7 @@ pub fn vm_records(
                     .filter(|i| i.pid.is_some() || state == VmState::Running)
                     .and_then(|i| i.started_at),
                 tenant_id: d.tenant_id.clone(),
-                host_ports: Vec::new(),
+                host_ports: live.map_or_else(Vec::new, |i| i.host_ports.clone()),
                 node_id: Some(config.node_id.clone()),
                 disk_gb: Some(d.resources.disk_mib / 1024),
                 command: serde_json::to_value(&d.command)

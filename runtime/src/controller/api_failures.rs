@@ -222,6 +222,7 @@ mod tests {
                     workload: Workload {
                         image: false,
                         command: true,
+                        machine: false,
                     },
                 }),
                 plain(
@@ -233,7 +234,8 @@ mod tests {
                          runs {}",
                         Workload {
                             image: false,
-                            command: true
+                            command: true,
+                            machine: false,
                         }
                     ),
                 ),

@@ -94,8 +94,9 @@ fn blank_record(
         disk_cordoned_at: None,
         disk_usage_gb: None,
         engine_version: None,
-        // The default runtime (smolvm) with no address: nothing to probe until one is declared.
-        engine_version_problem: Some(no_runtime_address()),
+        // A node first seen by its heartbeat is a PPN host agent, which runs QEMU
+        // (service-vm-host): no smolvm to probe. A registration sets the runtime it declares.
+        engine_version_problem: None,
         host_boot_id: None,
         hostname,
         kvm_available: false,
@@ -107,7 +108,7 @@ fn blank_record(
         rejected_vms: None,
         reserved: false,
         reserved_disk_gb: 0,
-        runtime: crate::runtimes::wire_name(crate::runtimes::Runtime::Smolvm),
+        runtime: crate::runtimes::wire_name(crate::runtimes::Runtime::Qemu),
         smolvm_address: None,
         spawn_port: fleetwire_types::HostPort(std::num::NonZeroU16::new(9204).expect("nonzero")),
         status: HostState::Registering,

@@ -26,6 +26,7 @@ fn workload_of(request: &CreateVmRequest) -> Workload {
     Workload {
         image: request.image.is_some(),
         command: request.command.is_some(),
+        machine: request.boot.is_some() || request.disk_image.is_some(),
     }
 }
 
@@ -94,7 +95,7 @@ impl std::fmt::Display for NoCapacity {
         if self.checkpoint {
             f.write_str(" at the checkpoint's engine version or newer")?;
         }
-        if self.workload.image || self.workload.command {
+        if self.workload.image || self.workload.command || self.workload.machine {
             write!(f, " with a runtime that runs {}", self.workload)?;
         }
         Ok(())
@@ -272,7 +273,13 @@ fn try_hold(
 }
 
 /// Chooses a node and holds the VM's capacity on it.
-fn admit(controller: &Controller, request: &CreateVmRequest) -> Result<Hold, PlacementError> {
+/// `full` names nodes whose agent refused the VM for want of room (host ports, a stalled
+/// runtime): passed over as if they had none.
+fn admit(
+    controller: &Controller,
+    request: &CreateVmRequest,
+    full: &[String],
+) -> Result<Hold, PlacementError> {
     let ratio = controller.settings.disk_overcommit_ratio;
     if let Some(preferred) = &request.preferred_node {
         let slot = controller
@@ -286,7 +293,7 @@ fn admit(controller: &Controller, request: &CreateVmRequest) -> Result<Hold, Pla
     // (another placement may have taken the room in between).
     let mut ranked = Vec::new();
     controller.table.for_each(|node_id, state| {
-        if check(state, request, ratio).is_ok() {
+        if check(state, request, ratio).is_ok() && !full.iter().any(|f| f == node_id) {
             let record = &state.record;
             let kvm_last = request.prefer_kvm && !record.kvm_available;
             let free = record.ram_available_mb.saturating_sub(state.pending.ram_mb);
@@ -325,6 +332,14 @@ pub async fn create_vm(
     ) {
         return Err(PlacementError::InvalidRequest(v));
     }
+    if let Some(v) = crate::workload::one_boot_source(
+        "",
+        request.image.is_some(),
+        request.boot.is_some(),
+        request.disk_image.is_some().then_some("disk_image"),
+    ) {
+        return Err(PlacementError::InvalidRequest(v));
+    }
     if let Some(checkpoint) = &request.restore_checkpoint {
         if let Some(v) = crate::workload::checkpoint_engine_version(
             "/restore_checkpoint",
@@ -352,19 +367,31 @@ async fn place(
     if let Some(error) = controller.writer.failing() {
         return Err(PlacementError::Store(error));
     }
-    let mut hold = admit(controller, &request)?;
-    let spawned = controller
-        .agents
-        .spawn(&hold.node_id, hold.agent, &request)
-        .await;
-    let mut vm = match spawned {
-        Ok(vm) => vm,
-        Err(error) => {
-            tracing::warn!(node_id = hold.node_id, %error, "spawn failed");
-            return Err(PlacementError::SpawnFailed {
-                node_id: hold.node_id.clone(),
-                error,
-            });
+    let mut full: Vec<String> = Vec::new();
+    let (mut hold, mut vm) = loop {
+        let hold = admit(controller, &request, &full)?;
+        match controller
+            .agents
+            .spawn(&hold.node_id, hold.agent, &request)
+            .await
+        {
+            Ok(vm) => break (hold, vm),
+            // The agent has no room the controller cannot see (a qemu node's host ports):
+            // that node counts as full, and the next one is tried.
+            Err(AgentCallError::Refused { status, .. })
+                if status == reqwest::StatusCode::SERVICE_UNAVAILABLE
+                    && request.preferred_node.is_none() =>
+            {
+                tracing::info!(node_id = hold.node_id, "the node has no room for the VM");
+                full.push(hold.node_id.clone());
+            }
+            Err(error) => {
+                tracing::warn!(node_id = hold.node_id, %error, "spawn failed");
+                return Err(PlacementError::SpawnFailed {
+                    node_id: hold.node_id.clone(),
+                    error,
+                });
+            }
         }
     };
     // The controller's copy: the agent's answer plus what the controller decided.
@@ -547,5 +574,26 @@ mod tests {
         ));
         assert_eq!(check(&smolvm, &neither, 1.0), Ok(()));
         assert_eq!(check(&process, &neither, 1.0), Ok(()));
+
+        let qemu = node("qemu");
+        let kernel = request(serde_json::json!({"boot": {"kernel": "vmlinuz"}}));
+        let disk = request(serde_json::json!({"disk_image": "debian-12.qcow2"}));
+        for machine in [&kernel, &disk] {
+            assert_eq!(check(&qemu, machine, 1.0), Ok(()));
+            for other in [&smolvm, &process] {
+                assert!(matches!(
+                    check(other, machine, 1.0),
+                    Err(Unsuitable::Runtime(_))
+                ));
+            }
+        }
+        for not_qemu in [&image, &command, &both] {
+            assert!(matches!(
+                check(&qemu, not_qemu, 1.0),
+                Err(Unsuitable::Runtime(_))
+            ));
+        }
+        // A PPN spawn names nothing: the qemu node boots its base image.
+        assert_eq!(check(&qemu, &neither, 1.0), Ok(()));
     }
 }

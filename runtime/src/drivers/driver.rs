@@ -24,6 +24,8 @@ pub struct DriverSettings {
     /// Fleet mode: the client certificate, its key and the CA that signed the runtime's
     /// server certificate.
     pub runtime_client_tls: Option<ClientTlsFiles>,
+    /// The qemu driver's settings (its defaults for the other drivers, which ignore them).
+    pub qemu: super::qemu::settings::QemuSettings,
 }
 
 /// Why a driver could not start.
@@ -38,6 +40,9 @@ pub enum DriverError {
     /// The HTTP client to its runtime could not be built.
     #[error(transparent)]
     HttpClient(#[from] reqwest::Error),
+    /// QEMU could not be found or asked its version.
+    #[error("{0}")]
+    Qemu(String),
 }
 
 /// PEM files of a TLS client identity and the CA it trusts.
@@ -59,6 +64,12 @@ pub trait Driver: Send + Sync {
     /// Moves the runtime towards `desired`: start what should run, stop what should not, and
     /// remove what is no longer wanted.
     async fn converge(&self, desired: &[DesiredInstance]);
+    /// Whether a new instance has room here beyond what `allocatable` counts (host ports for
+    /// the qemu driver, which it sets aside for the instance on yes); the reason when not.
+    /// The agent asks before it accepts a spawn.
+    fn admit(&self, _instance: &DesiredInstance) -> Result<(), String> {
+        Ok(())
+    }
     async fn observe(&self) -> Observation;
     /// Stops every machine (the agent is going away) and waits for them.
     async fn shutdown(&self);

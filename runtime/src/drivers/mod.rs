@@ -5,6 +5,7 @@ pub mod driver;
 pub mod observation;
 pub mod proc_stats;
 pub mod process;
+pub mod qemu;
 pub mod registry;
 pub mod restart_backoff;
 pub mod smolvm;

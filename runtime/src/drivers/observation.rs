@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use fleetwire_types::{
-    AppId, BootId, ComputeUsage, DeploymentId, HostVersions, InstanceResources, InstanceState,
-    ReportedRestart, RuntimeCapacity, Timestamp,
+    AppId, BootId, ComputeUsage, DeploymentId, HostPortMapping, HostVersions, InstanceResources,
+    InstanceState, Ipv4Address, ReportedRestart, RuntimeCapacity, Timestamp,
 };
 
 /// One instance as a driver sees it right now.
@@ -32,6 +32,12 @@ pub struct InstanceStatus {
     /// `diskUsedMb`), in bytes, for the `disk_used_mib_seconds` meter.
     pub disk_used_bytes: Option<u64>,
     pub pid: Option<u32>,
+    /// Host ports forwarded into the guest (qemu), for the VM record's `host_ports`.
+    pub host_ports: Vec<HostPortMapping>,
+    /// The guest's address, while it runs (qemu).
+    pub guest_ipv4: Option<Ipv4Address>,
+    /// When the guest last answered on its first guest port (qemu).
+    pub last_healthy_at: Option<Timestamp>,
 }
 
 /// A volume the driver keeps for an instance.
@@ -61,6 +67,9 @@ pub struct RuntimeStatus {
     /// Real disk taken by the machines' storage, in GB.
     pub disk_usage_gb: u64,
     pub versions: HostVersions,
+    /// Whether a guest really booted with KVM here (the qemu driver's probe), once known;
+    /// `None`: the heartbeat says whether /dev/kvm exists.
+    pub kvm_available: Option<bool>,
 }
 
 /// One look at everything the driver runs.
@@ -79,5 +88,6 @@ pub fn agent_only_versions() -> HostVersions {
         guest_image: NOT_USED.to_string(),
         zerofs: NOT_USED.to_string(),
         firecracker: NOT_USED.to_string(),
+        vmm: None,
     }
 }

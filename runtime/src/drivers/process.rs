@@ -63,14 +63,15 @@ impl BootSpec {
     }
 }
 
+/// What a machine's supervisor is asked for (the qemu driver's supervisors take it too).
 #[derive(Debug, Clone, PartialEq)]
-struct Control {
-    want: Want,
-    policy: RestartPolicy,
+pub(super) struct Control {
+    pub(super) want: Want,
+    pub(super) policy: RestartPolicy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Want {
+pub(super) enum Want {
     Running,
     Stopped,
     /// Removed from the desired document: stop, delete the volume, end the supervisor.
@@ -242,6 +243,9 @@ impl ProcessDriver {
             volume: None,
             disk_used_bytes: None,
             pid: live.pid,
+            host_ports: Vec::new(),
+            guest_ipv4: None,
+            last_healthy_at: None,
         };
         drop(live);
         InstanceStatus {
@@ -268,7 +272,7 @@ impl ProcessDriver {
     }
 }
 
-fn want_of(d: &DesiredInstance) -> Want {
+pub(super) fn want_of(d: &DesiredInstance) -> Want {
     match d.desired_state {
         DesiredInstanceState::Running => Want::Running,
         DesiredInstanceState::Stopped => Want::Stopped,
@@ -374,6 +378,7 @@ impl Driver for ProcessDriver {
                 memory_usage_mb: memory_bytes / MIB,
                 disk_usage_gb: disk_bytes / (1024 * MIB),
                 versions: super::observation::agent_only_versions(),
+                kvm_available: None,
             },
         }
     }
@@ -581,7 +586,7 @@ fn exit_code(exit: &TenantExit) -> i64 {
     }
 }
 
-fn describe_exit(exit: &TenantExit) -> String {
+pub(super) fn describe_exit(exit: &TenantExit) -> String {
     match exit {
         TenantExit::Code(c) => format!("exited with code {c}"),
         TenantExit::Signal(s) => format!("killed by signal {s}"),

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::driver::{Driver, DriverError, DriverSettings};
 use super::process::ProcessDriver;
+use super::qemu::QemuDriver;
 use super::smolvm::SmolvmDriver;
 use crate::runtimes::Runtime;
 
@@ -15,5 +16,6 @@ pub fn driver_for(
     Ok(match runtime {
         Runtime::Process => Arc::new(ProcessDriver::new(settings)?),
         Runtime::Smolvm => Arc::new(SmolvmDriver::new(settings)?),
+        Runtime::Qemu => Arc::new(QemuDriver::new(settings)?),
     })
 }

@@ -70,12 +70,13 @@ pub fn build(live: &LiveState<'_>) -> HostReportedState {
             restart_count: u32::try_from(i.restart_count).unwrap_or(u32::MAX),
             compute: i.compute.clone(),
             converged_at: live.converged_at.get(&i.app_id).copied(),
-            guest_ipv4: None,
-            host_port: None,
+            guest_ipv4: i.guest_ipv4.clone(),
+            // The forward of the first guest port, the one `lastHealthyAt` checks.
+            host_port: i.host_ports.first().map(|m| m.host_port.clone()),
             last_exit_code: i
                 .last_exit_code
                 .map(|c| i32::try_from(c).unwrap_or(if c < 0 { i32::MIN } else { i32::MAX })),
-            last_healthy_at: None,
+            last_healthy_at: i.last_healthy_at,
             last_restart: i.last_restart.clone(),
             layer_digests: Vec::new(),
             message: i.message.as_deref().map(state_message),

@@ -73,7 +73,9 @@ fn malformed_values_are_named_with_what_is_expected() {
         ("VM_HEARTBEAT_INTERVAL_S", "0", "seconds"),
         ("VM_SPAWN_PORT", "70000", "TCP port"),
         ("VM_RESERVED", "maybe", "true or 1"),
-        ("VM_RUNTIME", "docker", "process or smolvm"),
+        ("VM_RUNTIME", "docker", "smolvm, process, qemu"),
+        ("VM_QEMU_ACCEL", "hvf", "auto, kvm or tcg"),
+        ("VM_HOST_PORT_RANGE", "9000", "FIRST-LAST"),
     ];
     for (variable, value, expected) in cases {
         let mut env = REQUIRED.to_vec();

@@ -68,7 +68,8 @@ async fn a_ppn_agent_enrolls_by_heartbeat_goes_unreachable_and_comes_back() {
         node["spawn_port"], 9220,
         "a PPN agent says no port: the controller's --default-spawn-port"
     );
-    assert_eq!(node["runtime"], "smolvm");
+    // PPN host agents run QEMU: a node enrolled by its heartbeat is a qemu node.
+    assert_eq!(node["runtime"], "qemu");
     assert_eq!(node_ids(&client, &controller, None).await, ["ppn-node-1"]);
     let fleet = fleet_status(&client, &controller).await;
     assert_eq!(fleet_ids(&fleet), ["ppn-node-1"]);

@@ -467,6 +467,9 @@ impl Driver for SmolvmDriver {
                     .and_then(|m| m.disk_used_mb)
                     .map(|mb| mb.saturating_mul(MIB)),
                 pid: live.and_then(|m| m.pid),
+                host_ports: Vec::new(),
+                guest_ipv4: None,
+                last_healthy_at: None,
             });
         }
         drop(state);
@@ -494,6 +497,7 @@ impl Driver for SmolvmDriver {
                 stalled,
                 problem,
                 versions: agent_only_versions(),
+                kvm_available: None,
             },
         }
     }

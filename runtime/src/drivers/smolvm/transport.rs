@@ -175,6 +175,7 @@ mod tests {
             runtime_address: address.into(),
             runtime_local_address: local.into(),
             runtime_client_tls: tls,
+            qemu: Default::default(),
         }
     }
 

@@ -3,7 +3,7 @@
 /// Every root document, in schema order.
 pub const DOCUMENTS: &[DocumentInfo] = &[
     DocumentInfo { name: "HostMeterLedger", file: "agent-meters.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
-    DocumentInfo { name: "HostDesiredState", file: "desired-state.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
+    DocumentInfo { name: "HostDesiredState", file: "desired-state.schema.json", exact: false, exactness: "HostDesiredState: DesiredInstance: GuestPorts: `maxItems` is checked by the schema only" },
     DocumentInfo { name: "RegisterNodeRequest", file: "node.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
     DocumentInfo { name: "RegisterNodeResponse", file: "node.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
     DocumentInfo { name: "NodeHeartbeat", file: "node.schema.json", exact: false, exactness: "NodeHeartbeat: `x-fleetwire-invalid-items` is checked by the schema only" },
@@ -11,7 +11,7 @@ pub const DOCUMENTS: &[DocumentInfo] = &[
     DocumentInfo { name: "FleetStatus", file: "node.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
     DocumentInfo { name: "VmRecord", file: "node.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
     DocumentInfo { name: "HostPortMapping", file: "node.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
-    DocumentInfo { name: "CreateVmRequest", file: "node.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
+    DocumentInfo { name: "CreateVmRequest", file: "node.schema.json", exact: false, exactness: "CreateVmRequest: GuestPorts: `maxItems` is checked by the schema only" },
     DocumentInfo { name: "CreateBootstrapTokenRequest", file: "node.schema.json", exact: false, exactness: "CreateBootstrapTokenRequest: integer bounds other than the range of `int64` are checked by the schema only" },
     DocumentInfo { name: "BootstrapTokenIssued", file: "node.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
     DocumentInfo { name: "ApiError", file: "node.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
@@ -34,7 +34,7 @@ pub const SCHEMA_SET_NAME: &str = "fleetwire";
 /// The schema set's semver version: the wire's version these types speak.
 pub const SCHEMA_SET_VERSION: &str = "0.2.0";
 /// SHA-256 of the schema set's files, as the reference site shows it (docs/versioning.md).
-pub const SCHEMA_SET_HASH: &str = "0716047f4d2a1b1431b4f7b4d0dcc3244d1aa92b6d30090e1a4edc8905cf4f6f";
+pub const SCHEMA_SET_HASH: &str = "f9d05cbb85e267fd9c7b7887e8b98be54525290e0ac5660a2b10ee0bcaebed17";
 
 /// Every file of `schemas/` as written: (file name, JSON text).
 pub const SCHEMA_FILES: &[(&str, &str)] = &[
@@ -56,9 +56,9 @@ pub(crate) fn struct_rules(struct_name: &str) -> StructRules {
         "ComputeUsage" => StructRules { non_null: &[], closed: true },
         "CreateBootstrapTokenRequest" => StructRules { non_null: &["ttl_s"], closed: true },
         "CreateMachineRequest" => StructRules { non_null: &["image", "cmd", "env"], closed: true },
-        "CreateVmRequest" => StructRules { non_null: &["prefer_kvm", "vm_id", "disk_gb", "command", "image", "network"], closed: true },
+        "CreateVmRequest" => StructRules { non_null: &["prefer_kvm", "vm_id", "disk_gb", "command", "image", "network", "boot", "disk_image", "guest_ports"], closed: true },
         "CudaDevice" => StructRules { non_null: &[], closed: true },
-        "DesiredInstance" => StructRules { non_null: &["command", "image", "network", "restartPolicy", "env", "vmId", "tenantId", "vmType"], closed: true },
+        "DesiredInstance" => StructRules { non_null: &["command", "image", "network", "boot", "diskImage", "guestPorts", "restartPolicy", "env", "vmId", "tenantId", "vmType"], closed: true },
         "FilesystemUsage" => StructRules { non_null: &[], closed: true },
         "FleetStatus" => StructRules { non_null: &["counts"], closed: true },
         "Health" => StructRules { non_null: &["version", "store", "transport", "role", "leader_url"], closed: true },
@@ -67,8 +67,9 @@ pub(crate) fn struct_rules(struct_name: &str) -> StructRules {
         "HostMeterLedger" => StructRules { non_null: &[], closed: true },
         "HostPortMapping" => StructRules { non_null: &[], closed: true },
         "HostReportedState" => StructRules { non_null: &[], closed: true },
-        "HostVersions" => StructRules { non_null: &[], closed: true },
+        "HostVersions" => StructRules { non_null: &["vmm"], closed: true },
         "InstanceResources" => StructRules { non_null: &[], closed: true },
+        "KernelBoot" => StructRules { non_null: &["initrd", "cmdline"], closed: true },
         "NodeCounts" => StructRules { non_null: &[], closed: true },
         "NodeHeartbeat" => StructRules { non_null: &["reserved", "spawn_port", "runtime_boot_id", "cpu_usage", "memory_usage_mb", "disk_usage_gb", "disk_free_gb", "disk_total_gb", "runtime_stalled", "agent_version"], closed: true },
         "NodeRecord" => StructRules { non_null: &["reserved", "spawn_port", "addresses", "registered_at", "runtime", "smolvm_address", "boot_id", "host_boot_id", "engine_version", "engine_version_problem", "agent_version", "cert_serial", "cert_not_after", "reserved_disk_gb", "total_cpus", "total_memory_mb", "total_disk_gb", "available_cpus", "available_memory_mb", "available_disk_gb", "cpu_usage", "memory_usage_mb", "disk_usage_gb", "rejected_vms"], closed: true },

@@ -949,13 +949,22 @@ pub struct CreateMachineRequest {
 ///Body of POST /v1/vms. Its first fields are PPN's create request, so PPN clients work unchanged; the rest are optional fleetwire fields. The controller fills in vm_id when absent, picks a node and forwards this same body, vm_id included, to that node agent's POST /v1/spawn. Fields it does not define are set aside and reported in the answer's Warning headers, not refused (the unknown-field policy), much as PPN readers ignore them.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct CreateVmRequest {
+    ///Boot this kernel directly (qemu nodes only). At most one of image, boot and disk_image.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub boot: ::std::option::Option<KernelBoot>,
     ///The argv to run in the VM instead of the image's default command.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub command: ::std::option::Option<Argv>,
     ///Nominal local-disk footprint in GB to reserve on the chosen node's disk ledger. 30 when omitted: smolvm's default 20 GB storage disk plus its 10 GB overlay.
     #[serde(default = "defaults::default_nzu64::<::std::num::NonZeroU64, 30>")]
     pub disk_gb: ::std::num::NonZeroU64,
-    ///The OCI image the VM boots. Only nodes whose runtime runs images (smolvm) take such a VM; a request with a command and no image goes to nodes that run commands (process). An image is pulled from its registry, so it needs network: true (refused with 400 otherwise). Absent: the node decides (PPN's vm_type) or runs command.
+    ///Boot a copy-on-write overlay of this base disk image from the node's image directory, with a cloud-init seed carrying the VM's hostname and the node's SSH key; guest port 22 is forwarded (qemu nodes only). A qemu node given none of image, boot and disk_image boots its default base image (VM_BASE_IMAGE), as PPN's host agent does.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub disk_image: ::std::option::Option<ImageFileName>,
+    ///Ports inside the VM to forward from host ports (qemu nodes). Empty when omitted; a disk-image boot always forwards 22 as well.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub guest_ports: ::std::option::Option<GuestPorts>,
+    ///The OCI image the VM boots. Only nodes whose runtime runs images (smolvm) take such a VM; a request with a command and no image goes to nodes that run commands (process). An image is pulled from its registry, so it needs network: true (refused with 400 otherwise). A request names at most one of image, boot and disk_image. Absent: the node decides (PPN's vm_type) or runs command.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub image: ::std::option::Option<ImageReference>,
     ///Whether the VM gets outbound network access. An image needs it to be pulled. false when omitted.
@@ -1069,7 +1078,10 @@ pub struct DesiredInstance {
     ///The app to run.
     #[serde(rename = "appId")]
     pub app_id: AppId,
-    ///The tenant process to start inside the guest. With image, it replaces the image's default command; without image it is the whole workload (process hosts). At least one of command and image is required.
+    ///A kernel the instance's VM boots directly (qemu hosts). Absent when it boots otherwise.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub boot: ::std::option::Option<KernelBoot>,
+    ///The tenant process to start inside the guest. With image, it replaces the image's default command; without image it is the whole workload (process hosts). At least one of command, image, boot and diskImage is required.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub command: ::std::option::Option<Command>,
     ///The deployment of the app to run. Changing it asks the host to move the instance onto that deployment.
@@ -1078,9 +1090,18 @@ pub struct DesiredInstance {
     ///Whether the instance should be running or stopped.
     #[serde(rename = "desiredState")]
     pub desired_state: DesiredInstanceState,
+    ///The base disk image in the host's image directory that the instance's VM boots from a copy-on-write overlay of (qemu hosts). Absent when it boots otherwise.
+    #[serde(
+        rename = "diskImage",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub disk_image: ::std::option::Option<ImageFileName>,
     ///Environment variables to set for the tenant process, by name. Empty when absent.
     #[serde(default, skip_serializing_if = ":: std :: collections :: HashMap::is_empty")]
     pub env: ::std::collections::HashMap<::std::string::String, ::std::string::String>,
+    ///Ports inside the instance's VM that the host forwards host ports to (qemu hosts). Empty when absent.
+    #[serde(rename = "guestPorts", default = "defaults::desired_instance_guest_ports")]
+    pub guest_ports: GuestPorts,
     ///The OCI image the instance's microVM boots (hosts whose runtime runs images, smolvm). Pulled from its registry, so it needs network: true. Absent when the instance runs command alone.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub image: ::std::option::Option<ImageReference>,
@@ -1308,6 +1329,26 @@ pub struct FleetStatus {
     pub last_updated: crate::timestamp::Timestamp,
     ///Every live node (any status but unreachable), ordered by node_id. Unreachable nodes are kept by the controller and listed by GET /v1/nodes?status=unreachable.
     pub nodes: ::std::vec::Vec<NodeRecord>,
+}
+///TCP ports inside a VM to forward from host ports, e.g. [80]; at most 16, each from 1 to 65535, none twice. The node assigns the host ports (its VM_HOST_PORT_RANGE) and reports them in the VM record's host_ports.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(transparent)]
+pub struct GuestPorts(pub ::std::vec::Vec<::std::num::NonZeroU16>);
+impl ::std::ops::Deref for GuestPorts {
+    type Target = ::std::vec::Vec<::std::num::NonZeroU16>;
+    fn deref(&self) -> &::std::vec::Vec<::std::num::NonZeroU16> {
+        &self.0
+    }
+}
+impl ::std::convert::From<GuestPorts> for ::std::vec::Vec<::std::num::NonZeroU16> {
+    fn from(value: GuestPorts) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::vec::Vec<::std::num::NonZeroU16>> for GuestPorts {
+    fn from(value: ::std::vec::Vec<::std::num::NonZeroU16>) -> Self {
+        Self(value)
+    }
 }
 ///Body of GET /healthz and GET /readyz.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
@@ -1635,8 +1676,65 @@ pub struct HostVersions {
     ///Version of the guest image that microVMs boot from.
     #[serde(rename = "guestImage")]
     pub guest_image: ::std::string::String,
+    ///Name and version of the virtual machine monitor this host's runtime starts guests with, e.g. "QEMU 7.2.19". Absent where the runtime starts none of its own.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub vmm: ::std::option::Option<HostVersionsVmm>,
     ///Version of the ZeroFS component on this host.
     pub zerofs: ::std::string::String,
+}
+///Name and version of the virtual machine monitor this host's runtime starts guests with, e.g. "QEMU 7.2.19". Absent where the runtime starts none of its own.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct HostVersionsVmm(::std::string::String);
+impl ::std::ops::Deref for HostVersionsVmm {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<HostVersionsVmm> for ::std::string::String {
+    fn from(value: HostVersionsVmm) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for HostVersionsVmm {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 128usize {
+            return Err("longer than 128 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for HostVersionsVmm {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for HostVersionsVmm {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for HostVersionsVmm {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
 }
 ///A host's own name as read from /etc/hostname, at most 255 characters, none of them a control character (C0, DEL, C1) or a line or paragraph separator, so a name is safe in a log line. Not used for addressing, so not checked further.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -1692,6 +1790,64 @@ impl ::std::convert::TryFrom<::std::string::String> for Hostname {
     }
 }
 impl<'de> ::serde::Deserialize<'de> for Hostname {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///The name of a file in the node's image directory (the agent's VM_IMAGE_DIR), e.g. "vmlinuz-6.1.0-28-cloud-amd64" or "debian-12.qcow2": a letter or digit, then up to 254 letters, digits, '.', '_', '+' or '-'. A name holds no '/' and cannot be '.' or '..', so it never leaves the directory.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct ImageFileName(::std::string::String);
+impl ::std::ops::Deref for ImageFileName {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<ImageFileName> for ::std::string::String {
+    fn from(value: ImageFileName) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for ImageFileName {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^[A-Za-z0-9][A-Za-z0-9._+-]{0,254}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err(
+                "doesn't match pattern \"^[A-Za-z0-9][A-Za-z0-9._+-]{0,254}$\"".into(),
+            );
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ImageFileName {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ImageFileName {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for ImageFileName {
     fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
     where
         D: ::serde::Deserializer<'de>,
@@ -1961,7 +2117,73 @@ impl<'de> ::serde::Deserialize<'de> for JsonPointer {
             })
     }
 }
-///The runtimes fleetwire's agent has a driver for and its controller accepts: "smolvm" (the smolvm serve API, booting OCI images) and "process" (supervised host processes running a command).
+///A direct kernel boot: QEMU loads this kernel (and initrd) from the node's image directory instead of booting a disk.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+pub struct KernelBoot {
+    ///The kernel command line. Absent: "console=ttyS0", so the console reaches the VM's log.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub cmdline: ::std::option::Option<KernelBootCmdline>,
+    ///The initial ramdisk's file name in the node's image directory. Absent: the kernel boots without one.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub initrd: ::std::option::Option<ImageFileName>,
+    ///The kernel image's file name in the node's image directory.
+    pub kernel: ImageFileName,
+}
+///The kernel command line. Absent: "console=ttyS0", so the console reaches the VM's log.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct KernelBootCmdline(::std::string::String);
+impl ::std::ops::Deref for KernelBootCmdline {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<KernelBootCmdline> for ::std::string::String {
+    fn from(value: KernelBootCmdline) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for KernelBootCmdline {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 4096usize {
+            return Err("longer than 4096 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for KernelBootCmdline {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for KernelBootCmdline {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for KernelBootCmdline {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///The runtimes fleetwire's agent has a driver for and its controller accepts: "smolvm" (the smolvm serve API, booting OCI images), "process" (supervised host processes running a command) and "qemu" (QEMU virtual machines booting a kernel or a disk image from the node's image directory, as PPN hosts run them).
 #[derive(
     ::serde::Deserialize,
     ::serde::Serialize,
@@ -1979,12 +2201,15 @@ pub enum KnownRuntime {
     Smolvm,
     #[serde(rename = "process")]
     Process,
+    #[serde(rename = "qemu")]
+    Qemu,
 }
 impl ::std::fmt::Display for KnownRuntime {
     fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
         match *self {
             Self::Smolvm => f.write_str("smolvm"),
             Self::Process => f.write_str("process"),
+            Self::Qemu => f.write_str("qemu"),
         }
     }
 }
@@ -1996,6 +2221,7 @@ impl ::std::str::FromStr for KnownRuntime {
         match value {
             "smolvm" => Ok(Self::Smolvm),
             "process" => Ok(Self::Process),
+            "qemu" => Ok(Self::Qemu),
             _ => Err("invalid value".into()),
         }
     }
@@ -4088,6 +4314,9 @@ pub mod defaults {
     {
         T::try_from(::std::num::NonZeroU64::try_from(V).unwrap()).unwrap()
     }
+    pub(super) fn desired_instance_guest_ports() -> super::GuestPorts {
+        super::GuestPorts(vec![])
+    }
     pub(super) fn node_record_runtime() -> super::RuntimeName {
         super::RuntimeName("smolvm".to_string())
     }
@@ -4319,8 +4548,10 @@ crate::string_lengths::length_bounds!(ApiErrorMessage, max = 4096, fn truncated)
 crate::string_lengths::length_bounds!(ArgvItem, min = 1, max = 4096);
 crate::string_lengths::length_bounds!(BootId, max = 128, fn truncated);
 crate::string_lengths::length_bounds!(CommandItem, min = 1);
+crate::string_lengths::length_bounds!(HostVersionsVmm, max = 128, fn truncated);
 crate::string_lengths::length_bounds!(Hostname, max = 255);
 crate::string_lengths::length_bounds!(ImageReference, max = 512);
+crate::string_lengths::length_bounds!(KernelBootCmdline, max = 4096, fn truncated);
 crate::string_lengths::length_bounds!(MachineName, max = 128);
 crate::string_lengths::length_bounds!(ObjectKey, min = 1, max = 1024);
 crate::string_lengths::length_bounds!(PemCertificate, max = 16384);
@@ -4503,12 +4734,17 @@ impl InstanceState {
 }
 impl KnownRuntime {
     /// Every value, in the schema's order.
-    pub const ALL: [KnownRuntime; 2] = [KnownRuntime::Smolvm, KnownRuntime::Process];
+    pub const ALL: [KnownRuntime; 3] = [
+        KnownRuntime::Smolvm,
+        KnownRuntime::Process,
+        KnownRuntime::Qemu,
+    ];
     /// The value as the schema spells it.
     pub const fn as_str(&self) -> &'static str {
         match self {
             KnownRuntime::Smolvm => "smolvm",
             KnownRuntime::Process => "process",
+            KnownRuntime::Qemu => "qemu",
         }
     }
 }
