@@ -112,6 +112,15 @@ enum Command {
     /// Record the schema set as released: copy it to `schemas/releases/<version>/` (the site's
     /// changelog compares releases), after checking it against the previous release.
     Release,
+    /// Write an OpenAPI document as an API fuzzer must read it: each request body marked
+    /// `x-fleetwire-unknown-fields: warn` refers to open copies (`<Type>AsRead`) of the closed
+    /// types it reaches, since the servers set unknown fields aside instead of refusing them.
+    AsRead {
+        /// A document `generate` wrote (`generated/openapi/*.json`).
+        document: PathBuf,
+        /// Where to write the fuzzer's view.
+        out: PathBuf,
+    },
     /// Compare the schemas of smolvm's API (`schemas/smolvm.schema.json`) with smolvm's own
     /// OpenAPI document; exit 1 on any disagreement not listed as a deliberate exception.
     PeerCheck {
@@ -146,6 +155,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<ExitCode> {
     match &cli.command {
         Command::PeerCheck { openapi } => return peer_check(&cli.workspace, openapi.clone()),
+        Command::AsRead { document, out } => return as_read(document, out),
         Command::Diff {
             base,
             head,
@@ -216,7 +226,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             fleetwire_codegen::write_crate_sources(crate_, &outputs, &out)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::PeerCheck { .. } | Command::Diff { .. } | Command::Release => {
+        Command::PeerCheck { .. }
+        | Command::Diff { .. }
+        | Command::Release
+        | Command::AsRead { .. } => {
             unreachable!("handled above")
         }
         Command::Check => {
@@ -347,4 +360,16 @@ fn peer_check(workspace: &std::path::Path, openapi: Option<PathBuf>) -> Result<E
     } else {
         Ok(ExitCode::FAILURE)
     }
+}
+
+fn as_read(document: &std::path::Path, out: &std::path::Path) -> Result<ExitCode> {
+    let text = std::fs::read_to_string(document)
+        .with_context(|| format!("reading {}", document.display()))?;
+    let doc: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not JSON", document.display()))?;
+    let read = fleetwire_codegen::openapi_as_read::as_read(doc)
+        .with_context(|| document.display().to_string())?;
+    std::fs::write(out, serde_json::to_string_pretty(&read)?)
+        .with_context(|| format!("writing {}", out.display()))?;
+    Ok(ExitCode::SUCCESS)
 }

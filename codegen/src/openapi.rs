@@ -29,7 +29,7 @@ pub fn document(bundle: &Bundle) -> Result<Option<Value>> {
         }
     }
     assemble(&mut doc, OPENAPI_30, schemas)?;
-    crate::openapi_as_read::open_request_bodies(&mut doc)?;
+    crate::openapi_as_read::mark_request_bodies(&mut doc)?;
     // The result must still be a valid 3.0 document, now with its schemas.
     let _: openapiv3::OpenAPI = serde_json::from_value(doc.clone())
         .context("the bundled document is not valid OpenAPI 3.0")?;
@@ -54,7 +54,7 @@ pub fn document_31(bundle: &Bundle) -> Result<Option<Value>> {
         }
     }
     assemble(&mut doc, OPENAPI_31, schemas)?;
-    crate::openapi_as_read::open_request_bodies(&mut doc)?;
+    crate::openapi_as_read::mark_request_bodies(&mut doc)?;
     name_node_certificates(&mut doc)?;
     Ok(Some(doc))
 }
@@ -93,10 +93,6 @@ pub fn with_examples(mut doc: Value, examples_dir: &Path) -> Result<Value> {
                     .pointer("/schema/$ref")
                     .and_then(Value::as_str)
                     .map(ref_name)
-                    .map(|n| {
-                        n.strip_suffix(crate::openapi_as_read::AS_READ_SUFFIX)
-                            .unwrap_or(n)
-                    })
                     .map(str::to_string)
                 else {
                     continue;

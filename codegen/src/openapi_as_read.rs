@@ -1,34 +1,79 @@
 //! Request bodies as the servers read them. The schemas' objects are closed (what fleetwire
 //! writes), but a server sets a field it does not know aside and names it in a `Warning: 299`
 //! header instead of refusing the body (docs/interop.md, "unknown fields in every peer
-//! document"). So each request body refers to an open copy, `<Name>AsRead`, of every closed
-//! definition it reaches; answers keep the closed ones. An API fuzzer then sends unknown fields
-//! as data the document accepts, as the servers do (docs/reliability/api-fuzz.md).
+//! document"). The published documents say so with one extension on each request body,
+//! `x-fleetwire-unknown-fields: warn`, and keep one component per wire type: a twin type per
+//! request body stopped client generators (duplicate models, dropped operations: issue 31).
+//! An API fuzzer, which would take the closed schema as a promise to refuse unknown fields,
+//! reads a view derived from that extension (`as_read`, the `as-read` command): there each
+//! marked body refers to an open copy, `<Name>AsRead`, of every closed definition it reaches;
+//! answers keep the closed ones (docs/reliability/api-fuzz.md).
 
 use std::collections::BTreeSet;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde_json::{Map, Value};
 
 use crate::bundle::{collect_refs, ref_name};
 
-/// The suffix of an open copy's component name.
+/// The suffix of an open copy's component name (in the fuzzer's view only).
 pub const AS_READ_SUFFIX: &str = "AsRead";
 
 /// Marks an array whose invalid entries a server sets aside (value `set-aside`).
 pub const SET_ASIDE_KEYWORD: &str = "x-fleetwire-invalid-items";
 
-/// Adds the open copies to `doc`'s `components.schemas` and points every request body at them.
-pub fn open_request_bodies(doc: &mut Value) -> Result<()> {
+/// On a request body: what the server does with a field the body's schema does not define.
+pub const UNKNOWN_FIELDS_KEYWORD: &str = "x-fleetwire-unknown-fields";
+/// `warn`: set aside and named in a `Warning: 299` header, not refused.
+pub const UNKNOWN_FIELDS_WARN: &str = "warn";
+
+/// What `warn` means, said on each marked request body.
+pub const UNKNOWN_FIELDS_SENTENCE: &str = "A field the body's schema does not define is set aside and named in a `Warning: 299` header, not refused (`x-fleetwire-unknown-fields: warn`, docs/interop.md).";
+
+/// Marks every request body of `doc` with `x-fleetwire-unknown-fields: warn`: every server
+/// of the fleet reads every body that way.
+pub fn mark_request_bodies(doc: &mut Value) -> Result<()> {
+    for body in request_bodies(doc) {
+        let body = body
+            .as_object_mut()
+            .context("a request body must be an object")?;
+        body.insert(UNKNOWN_FIELDS_KEYWORD.into(), UNKNOWN_FIELDS_WARN.into());
+        let said = body
+            .get("description")
+            .and_then(Value::as_str)
+            .map(|d| format!("{d} "))
+            .unwrap_or_default();
+        body.insert(
+            "description".into(),
+            Value::String(format!("{said}{UNKNOWN_FIELDS_SENTENCE}")),
+        );
+    }
+    Ok(())
+}
+
+/// The document as an API fuzzer must read it: each request body marked
+/// `x-fleetwire-unknown-fields: warn` refers to open copies of the closed definitions it
+/// reaches. An error when no request body is marked (not a published document).
+pub fn as_read(mut doc: Value) -> Result<Value> {
     let schemas = doc
         .pointer("/components/schemas")
         .and_then(Value::as_object)
         .context("the document has no components.schemas")?
         .clone();
     let mut bodies: Vec<String> = Vec::new();
-    for_each_request_body(doc, |schema| {
-        bodies.extend(collect_refs(schema).iter().map(|r| ref_name(r).to_string()));
-    });
+    let mut marked = 0;
+    for body in request_bodies(&mut doc) {
+        if body.get(UNKNOWN_FIELDS_KEYWORD) != Some(&Value::from(UNKNOWN_FIELDS_WARN)) {
+            continue;
+        }
+        marked += 1;
+        for schema in body_schemas(body) {
+            bodies.extend(collect_refs(schema).iter().map(|r| ref_name(r).to_string()));
+        }
+    }
+    if marked == 0 {
+        bail!("no request body carries `{UNKNOWN_FIELDS_KEYWORD}: {UNKNOWN_FIELDS_WARN}`: not a document fleetwire-codegen published");
+    }
     let reachable = reachable_from(&schemas, bodies)?;
     // The definitions that are closed, or reach a closed one: those need an open copy.
     let mut open: BTreeSet<String> = BTreeSet::new();
@@ -51,17 +96,11 @@ pub fn open_request_bodies(doc: &mut Value) -> Result<()> {
     for name in &open {
         let mut copy = opened(&schemas[name], &open);
         if let Some(obj) = copy.as_object_mut() {
-            let said = obj
-                .get("description")
-                .and_then(Value::as_str)
-                .map(|d| format!("{d} "))
-                .unwrap_or_default();
-            obj.insert(
-                "description".into(),
-                Value::String(format!(
-                    "{said}As a request body is read: a field {name} does not define is set aside and named in a `Warning: 299` header, not refused (docs/interop.md)."
-                )),
-            );
+            // Each title names one component (generators name models by title).
+            if let Some(title) = obj.get("title").and_then(Value::as_str) {
+                let title = format!("{title}{AS_READ_SUFFIX}");
+                obj.insert("title".into(), Value::String(title));
+            }
         }
         copies.insert(format!("{name}{AS_READ_SUFFIX}"), copy);
     }
@@ -70,8 +109,14 @@ pub fn open_request_bodies(doc: &mut Value) -> Result<()> {
         .and_then(Value::as_object_mut)
         .context("the document has no components.schemas")?;
     target.extend(copies);
-    for_each_request_body_mut(doc, |schema| redirect(schema, &open));
-    Ok(())
+    for body in request_bodies(&mut doc) {
+        if body.get(UNKNOWN_FIELDS_KEYWORD) == Some(&Value::from(UNKNOWN_FIELDS_WARN)) {
+            for schema in body_schemas(body) {
+                redirect(schema, &open);
+            }
+        }
+    }
+    Ok(doc)
 }
 
 fn reachable_from(schemas: &Map<String, Value>, roots: Vec<String>) -> Result<BTreeSet<String>> {
@@ -165,41 +210,33 @@ fn redirect(value: &mut Value, open: &BTreeSet<String>) {
     }
 }
 
-fn request_body_schemas(doc: &mut Value) -> Vec<&mut Value> {
+/// Every operation's `requestBody` object.
+fn request_bodies(doc: &mut Value) -> Vec<&mut Value> {
     let mut out = Vec::new();
     let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
         return out;
     };
     for item in paths.values_mut().filter_map(Value::as_object_mut) {
         for op in item.values_mut().filter_map(Value::as_object_mut) {
-            let Some(content) = op
-                .get_mut("requestBody")
-                .and_then(|b| b.get_mut("content"))
-                .and_then(Value::as_object_mut)
-            else {
-                continue;
-            };
-            for media in content.values_mut() {
-                if let Some(schema) = media.get_mut("schema") {
-                    out.push(schema);
-                }
+            if let Some(body) = op.get_mut("requestBody") {
+                out.push(body);
             }
         }
     }
     out
 }
 
-fn for_each_request_body(doc: &Value, mut f: impl FnMut(&Value)) {
-    let mut doc = doc.clone();
-    for schema in request_body_schemas(&mut doc) {
-        f(schema);
-    }
-}
-
-fn for_each_request_body_mut(doc: &mut Value, mut f: impl FnMut(&mut Value)) {
-    for schema in request_body_schemas(doc) {
-        f(schema);
-    }
+/// The schema of each media type of a request body.
+fn body_schemas(body: &mut Value) -> Vec<&mut Value> {
+    body.get_mut("content")
+        .and_then(Value::as_object_mut)
+        .map(|content| {
+            content
+                .values_mut()
+                .filter_map(|media| media.get_mut("schema"))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -222,6 +259,38 @@ mod tests {
         })
     }
 
+    fn published() -> Value {
+        let mut doc = doc();
+        mark_request_bodies(&mut doc).unwrap();
+        doc
+    }
+
+    #[test]
+    fn a_published_document_marks_each_request_body_and_keeps_one_component_per_type() {
+        let doc = published();
+        let body = &doc["paths"]["/x"]["post"]["requestBody"];
+        assert_eq!(body[UNKNOWN_FIELDS_KEYWORD], json!("warn"));
+        assert!(body["description"]
+            .as_str()
+            .unwrap()
+            .contains("Warning: 299"));
+        assert_eq!(
+            body.pointer("/content/application~1json/schema/$ref"),
+            Some(&json!("#/components/schemas/Outer"))
+        );
+        assert_eq!(doc["components"]["schemas"], doc_schemas());
+    }
+
+    fn doc_schemas() -> Value {
+        doc()["components"]["schemas"].clone()
+    }
+
+    #[test]
+    fn the_fuzzers_view_needs_a_marked_document() {
+        let err = as_read(doc()).unwrap_err().to_string();
+        assert!(err.contains(UNKNOWN_FIELDS_KEYWORD), "{err}");
+    }
+
     #[test]
     fn an_array_whose_invalid_entries_are_set_aside_takes_any_entry_as_read() {
         let mut doc = doc();
@@ -229,7 +298,8 @@ mod tests {
             "type": "array", "items": {"$ref": "#/components/schemas/Inner"},
             "x-fleetwire-invalid-items": "set-aside"
         });
-        open_request_bodies(&mut doc).unwrap();
+        mark_request_bodies(&mut doc).unwrap();
+        let doc = as_read(doc).unwrap();
         let schemas = &doc["components"]["schemas"];
         let read = &schemas["OuterAsRead"]["properties"]["list"];
         assert!(read["items"].get("$ref").is_none(), "{read}");
@@ -242,8 +312,7 @@ mod tests {
 
     #[test]
     fn request_bodies_refer_to_open_copies_and_answers_keep_the_closed_definitions() {
-        let mut doc = doc();
-        open_request_bodies(&mut doc).unwrap();
+        let doc = as_read(published()).unwrap();
         let op = &doc["paths"]["/x"]["post"];
         assert_eq!(
             op.pointer("/requestBody/content/application~1json/schema/$ref"),
@@ -267,9 +336,5 @@ mod tests {
             json!("#/components/schemas/Id")
         );
         assert!(schemas.get("IdAsRead").is_none());
-        assert!(schemas["OuterAsRead"]["description"]
-            .as_str()
-            .unwrap()
-            .contains("Warning: 299"));
     }
 }

@@ -24,6 +24,15 @@ if [ "$what" != agent-inside ]; then
   # .ci/run): `cargo build -p fleetwire` would resolve other features and build it again.
   cargo test -q --workspace --no-run
 fi
+# The documents as the servers read request bodies (`x-fleetwire-unknown-fields: warn`: an
+# unknown field is set aside, not refused), which the fuzzer must know: codegen's `as-read`.
+documents=$root/target/api-fuzz-documents
+if [ "$what" != agent-inside ]; then
+  mkdir -p "$documents"
+  for api in fleet-api agent-api; do
+    cargo run -q -p fleetwire-codegen -- as-read "generated/openapi/$api.json" "$documents/$api.json"
+  done
+fi
 bin=${CARGO_TARGET_DIR:-target}/debug/fleetwire
 [ -x "$bin" ] || bin=$root/target/debug/fleetwire
 
@@ -102,7 +111,7 @@ fuzz_controller_secure() {
     --operator-token-file "$dir/operator-tokens" >"$dir/log" 2>&1 &
   pids+=($!)
   wait_for "https://127.0.0.1:$port/healthz" "$dir/log" --cacert "$dir/ca/ca.pem"
-  (cd "$dir" && fuzz controller-secure "$root/generated/openapi/fleet-api.json" \
+  (cd "$dir" && fuzz controller-secure "$documents/fleet-api.json" \
     "https://127.0.0.1:$port" "$root/tests/api_fuzz/controller.toml" \
     --tls-verify "$dir/ca/ca.pem")
 
@@ -114,7 +123,7 @@ fuzz_controller_plain() {
   local dir=$work/controller-plain port
   mkdir -p "$dir"
   port=$(free_port)
-  "$venv/bin/python" - "$root/generated/openapi/fleet-api.json" "$dir/fleet-api.plain.json" <<'EOF'
+  "$venv/bin/python" - "$documents/fleet-api.json" "$dir/fleet-api.plain.json" <<'EOF'
 import json, sys
 doc = json.load(open(sys.argv[1]))
 for item in doc["paths"].values():
@@ -156,7 +165,7 @@ fuzz_agent_inside() {
     VM_STOP_TIMEOUT_MS=1000 RUST_LOG=warn "$bin" agent >"$dir/agent.log" 2>&1 &
   pids+=($!)
   wait_for "http://127.0.0.1:$aport/v1/reported" "$dir/agent.log"
-  (cd "$dir" && fuzz agent "$root/generated/openapi/agent-api.json" "http://127.0.0.1:$aport" \
+  (cd "$dir" && fuzz agent "$documents/agent-api.json" "http://127.0.0.1:$aport" \
     "$root/tests/api_fuzz/agent.toml")
 }
 

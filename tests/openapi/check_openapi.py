@@ -70,9 +70,6 @@ APIS = {
         "3.1": WORKSPACE / "generated/openapi/agent-api.3.1.json",
     },
 }
-# A request body refers to an open copy of its type (`<Type>AsRead`, unknown fields set aside:
-# docs/interop.md), which carries that type's fixtures.
-AS_READ_SUFFIX = "AsRead"
 EXAMPLES = WORKSPACE / "schemas/examples"
 
 # Fixtures refused by the 2020-12 schemas through something an OpenAPI dialect cannot express,
@@ -211,8 +208,6 @@ def check_body_examples(c: Checker, documents: dict[str, dict]) -> None:
                         schema = media.get("schema", {})
                         ref = schema.get("$ref", "")
                         name = ref.rsplit("/", 1)[-1] if ref else None
-                        if name and what == "request" and name.endswith(AS_READ_SUFFIX):
-                            name = name[: -len(AS_READ_SUFFIX)]
                         fixtures = sorted((EXAMPLES / name / "valid").glob("*.json")) if name else []
                         examples = media.get("examples", {})
                         where = f"OpenAPI {version} {method.upper()} {path} {what} {media_type}"

@@ -3,6 +3,8 @@
 //! independent OpenAPI validator — are checked by `tests/openapi/check_openapi.py`.)
 
 use fleetwire_codegen::openapi::{to_openapi_30, to_openapi_31};
+use std::collections::BTreeMap;
+
 use serde_json::{json, Value};
 
 fn to_30(schema: Value) -> Value {
@@ -207,11 +209,6 @@ fn the_3_1_document_has_the_same_paths_and_the_2020_12_schemas_as_they_are() {
         schemas_30.keys().collect::<Vec<_>>()
     );
     for (name, schema) in schemas_31 {
-        // A request body's open copy (openapi_as_read's unit tests) of a definition here.
-        if let Some(base) = name.strip_suffix(fleetwire_codegen::openapi_as_read::AS_READ_SUFFIX) {
-            assert!(schemas_31.contains_key(base), "{name} copies no definition");
-            continue;
-        }
         let mut definition = outputs.bundle.defs[name].clone();
         with_format_range(&mut definition);
         // Through text, as the document was read (the same rounding of long numbers).
@@ -323,24 +320,104 @@ fn request_bodies_are_read_with_unknown_fields_set_aside_and_answers_stay_closed
     let outputs = generated();
     let doc: Value = serde_json::from_str(outputs.openapi_json.as_deref().unwrap()).unwrap();
     let heartbeat = &doc["paths"]["/v1/nodes/heartbeat"]["post"];
+    let body = &heartbeat["requestBody"];
     assert_eq!(
-        heartbeat["requestBody"]["content"]["application/json"]["schema"]["$ref"],
-        "#/components/schemas/NodeHeartbeatAsRead"
+        body["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/NodeHeartbeat"
     );
+    assert_eq!(body["x-fleetwire-unknown-fields"], "warn");
     let schemas = &doc["components"]["schemas"];
     assert_eq!(schemas["NodeHeartbeat"]["additionalProperties"], false);
-    assert!(schemas["NodeHeartbeatAsRead"]
-        .get("additionalProperties")
-        .is_none());
     // The request body still carries the type's fixtures as examples.
-    assert!(
-        heartbeat["requestBody"]["content"]["application/json"]["examples"]["full"].is_object()
-    );
+    assert!(body["content"]["application/json"]["examples"]["full"].is_object());
     let created = &doc["paths"]["/v1/vms"]["post"]["responses"]["200"];
     assert_eq!(
         created["content"]["application/json"]["schema"]["$ref"],
         "#/components/schemas/VmRecord"
     );
+    // The API fuzzer's view (the `as-read` command) opens the marked bodies.
+    let read = fleetwire_codegen::openapi_as_read::as_read(doc).unwrap();
+    assert_eq!(
+        read["paths"]["/v1/nodes/heartbeat"]["post"]["requestBody"]["content"]["application/json"]
+            ["schema"]["$ref"],
+        "#/components/schemas/NodeHeartbeatAsRead"
+    );
+    assert!(read["components"]["schemas"]["NodeHeartbeatAsRead"]
+        .get("additionalProperties")
+        .is_none());
+}
+
+/// What client generators need to take a document whole (issue 31): one component per wire
+/// type (a twin made openapi-python-client drop operations), titles that name one component
+/// each (generators name models by title), and per operation an `operationId`, a tag, and a
+/// model (a component) for every answer with a body.
+#[test]
+fn every_document_has_one_component_per_type_unique_titles_and_complete_operations() {
+    let outputs = generated();
+    for (file, text) in [
+        ("fleet-api.json", &outputs.openapi_json),
+        ("fleet-api.3.1.json", &outputs.openapi_31_json),
+        ("agent-api.json", &outputs.agent_openapi_json),
+        ("agent-api.3.1.json", &outputs.agent_openapi_31_json),
+    ] {
+        let doc: Value = serde_json::from_str(text.as_deref().unwrap()).unwrap();
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        let mut titles: BTreeMap<&str, &str> = BTreeMap::new();
+        for (name, schema) in schemas {
+            assert!(
+                !name.ends_with(fleetwire_codegen::openapi_as_read::AS_READ_SUFFIX),
+                "{file}: {name} is a twin of a wire type"
+            );
+            let Some(title) = schema.get("title").and_then(Value::as_str) else {
+                continue;
+            };
+            if let Some(other) = titles.insert(title, name) {
+                panic!("{file}: {other} and {name} both have the title {title}");
+            }
+            assert!(
+                title == name || !schemas.contains_key(title),
+                "{file}: {name}'s title names another component, {title}"
+            );
+        }
+        let mut operations = 0;
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                if !["get", "put", "post", "delete", "patch"].contains(&method.as_str()) {
+                    continue;
+                }
+                operations += 1;
+                let at = format!("{file}: {method} {path}");
+                assert!(op["operationId"].is_string(), "{at} has no operationId");
+                assert!(
+                    op["tags"].as_array().is_some_and(|t| !t.is_empty()),
+                    "{at} has no tag"
+                );
+                let mut models = 0;
+                for (status, answer) in op["responses"].as_object().unwrap() {
+                    let Some(content) = answer.get("content").and_then(Value::as_object) else {
+                        continue;
+                    };
+                    for (media, m) in content {
+                        // JSON is read into a component, or a list of one; text is a string.
+                        let schema = &m["schema"];
+                        let model = if media == "application/json" {
+                            schema
+                                .get("$ref")
+                                .or_else(|| schema.pointer("/items/$ref"))
+                                .and_then(Value::as_str)
+                                .is_some_and(|r| r.starts_with("#/components/schemas/"))
+                        } else {
+                            schema["type"] == "string"
+                        };
+                        assert!(model, "{at} answers {status} {media} with no model");
+                        models += 1;
+                    }
+                }
+                assert!(models > 0, "{at} has no answer with a model");
+            }
+        }
+        assert!(operations > 0, "{file} has no operations");
+    }
 }
 
 #[test]
@@ -387,7 +464,7 @@ fn the_agent_api_has_documents_of_its_own_beside_the_controller_s() {
         assert_eq!(spawn["operationId"], "spawn_vm");
         assert_eq!(
             spawn["requestBody"]["content"]["application/json"]["schema"]["$ref"],
-            "#/components/schemas/CreateVmRequestAsRead"
+            "#/components/schemas/CreateVmRequest"
         );
         let schemas = doc["components"]["schemas"].as_object().unwrap();
         for name in [
