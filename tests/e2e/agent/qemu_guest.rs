@@ -8,13 +8,12 @@
 //! boot under the restart policy; a restarted agent finds its running QEMU again; DELETE stops
 //! QEMU within 10 s, frees the port and removes the overlay.
 
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::controller_harness::ControllerProcess;
 use crate::support::agent_harness::AgentProcess;
+use crate::support::controller_harness::ControllerProcess;
 use crate::support::{wait_for, workspace};
 use fleetwire_types::{HostReportedState, InstanceState, ReportedInstance};
 use serde_json::{json, Value};

@@ -3,7 +3,6 @@
 //! that finished a TLS handshake without a certificate, say nothing and are opened again as
 //! soon as they close, still takes an enrolled node's heartbeats, each on a fresh connection.
 
-
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;

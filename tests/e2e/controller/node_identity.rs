@@ -3,12 +3,11 @@
 //! honest node, and an impostor that enrolled with its own bootstrap token and certificate and
 //! sends whatever heartbeats it likes.
 
-
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::controller_harness::*;
 use crate::support::agent_harness::agent_command;
+use crate::support::controller_harness::*;
 use crate::support::{free_port, Running};
 use fleetwire_types::{CreateBootstrapTokenRequest, CreateVmRequest, RegisterNodeRequest};
 use rcgen::KeyPair;

@@ -3,7 +3,6 @@
 //! controller's own host, unless the controller has an operator token file: then an admin token
 //! from anywhere (issue 28, docs/security.md).
 
-
 use std::os::unix::fs::PermissionsExt;
 
 use crate::support::controller_harness::*;

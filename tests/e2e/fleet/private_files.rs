@@ -3,14 +3,13 @@
 //! mode 0600 in directories of mode 0700; and a plain-mode agent that serves its local API
 //! beyond loopback says so at WARN.
 
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::support::controller_harness::ControllerProcess;
 use crate::support::agent_harness::{agent_command, spawn_body, AgentProcess};
+use crate::support::controller_harness::ControllerProcess;
 use crate::support::{free_port, wait_for, Running};
 use reqwest::Method;
 
