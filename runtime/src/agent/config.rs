@@ -10,7 +10,7 @@ use fleetwire_types::{BootstrapToken, HostId, Ipv4Address, NodeId};
 
 use super::args::{AgentArgs, SecretText};
 use super::identity::CA_FILE;
-use crate::drivers::qemu::settings::{Accel, QemuSettings};
+use crate::drivers::qemu_settings::{Accel, QemuSettings};
 use crate::runtimes::Runtime;
 
 /// The agent's settings, every one checked.

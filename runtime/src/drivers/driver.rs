@@ -25,7 +25,7 @@ pub struct DriverSettings {
     /// server certificate.
     pub runtime_client_tls: Option<ClientTlsFiles>,
     /// The qemu driver's settings (its defaults for the other drivers, which ignore them).
-    pub qemu: super::qemu::settings::QemuSettings,
+    pub qemu: super::qemu_settings::QemuSettings,
 }
 
 /// Why a driver could not start.

@@ -6,6 +6,7 @@ pub mod observation;
 pub mod proc_stats;
 pub mod process;
 pub mod qemu;
+pub mod qemu_settings;
 pub mod registry;
 pub mod restart_backoff;
 pub mod smolvm;

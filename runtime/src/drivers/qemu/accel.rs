@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
-use super::settings::Accel;
+use crate::drivers::qemu_settings::Accel;
 
 /// How long the probe kernel has to start: under working KVM it takes well under a second.
 const PROBE_DEADLINE: Duration = Duration::from_secs(20);

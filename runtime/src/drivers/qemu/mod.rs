@@ -13,11 +13,11 @@ pub mod health;
 pub mod ports;
 pub mod qemu_process;
 pub mod qmp;
-pub mod settings;
+mod shared;
+
 mod supervise;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -33,26 +33,16 @@ use super::driver::{Driver, DriverError, DriverSettings};
 use super::observation::{InstanceStatus, Observation, RuntimeStatus};
 use super::proc_stats;
 use super::process::{want_of, Control, Want};
+use super::qemu_settings::QemuSettings;
 use crate::runtimes::Runtime;
 use accel::KvmProbe;
 use ports::HostPorts;
-use settings::QemuSettings;
+use shared::Shared;
 use supervise::{supervise, BootSpec, Live, Supervisor, VmFiles};
 
 const MIB: u64 = 1024 * 1024;
 /// The address QEMU's user networking gives the guest (its built-in DHCP server's first).
 pub const USER_NET_GUEST_IPV4: &str = "10.0.2.15";
-
-/// What every supervisor of this driver shares.
-pub(crate) struct Shared {
-    pub binary: PathBuf,
-    pub qemu: QemuSettings,
-    pub kvm: KvmProbe,
-    pub ports: HostPorts,
-    pub vm_root: PathBuf,
-    pub logs: PathBuf,
-    pub stop_timeout: std::time::Duration,
-}
 
 pub struct QemuDriver {
     shared: Arc<Shared>,

@@ -19,10 +19,11 @@ use tokio::task::JoinHandle;
 use super::argv::{BootMedia, Launch, DEFAULT_CMDLINE};
 use super::console::with_console;
 use super::qemu_process::QemuProcess;
-use super::settings::QemuSettings;
-use super::{disk, health, qmp, Shared};
+use super::shared::Shared;
+use super::{disk, health, qmp};
 use crate::drivers::proc_stats::ProcSample;
 use crate::drivers::process::{describe_exit, Control, Want};
+use crate::drivers::qemu_settings::QemuSettings;
 use crate::drivers::restart_backoff::backoff_ms;
 
 /// The guest port a disk-image boot always forwards: SSH, as PPN's host agent does.
