@@ -144,7 +144,7 @@ impl From<PlacementError> for ApiFailure {
                 (StatusCode::CONFLICT, ApiErrorCode::Conflict)
             }
             // Valid by the schema, so not 400: the document lists this 422.
-            PlacementError::EngineVersion(_) => (
+            PlacementError::Unusable(_) => (
                 StatusCode::UNPROCESSABLE_ENTITY,
                 ApiErrorCode::InvalidDocument,
             ),

@@ -39,10 +39,12 @@ pub enum PlacementError {
     /// What the schema cannot say about the request (an image needs the network).
     #[error("not a valid CreateVmRequest: {}", .0.message)]
     InvalidRequest(Violation),
-    /// The checkpoint's engine version passes the schema's pattern but is no SemVer version
-    /// the placement can compare (`workload::checkpoint_engine_version`).
-    #[error("not a usable CreateVmRequest at /restore_checkpoint/engine_version: {}", .0.message)]
-    EngineVersion(Violation),
+    /// Valid by the schema, but against a rule it cannot state: a checkpoint's engine version
+    /// that passes the schema's pattern but is no SemVer version the placement can compare
+    /// (`workload::checkpoint_engine_version`), or more than one boot source
+    /// (`workload::one_boot_source`). Answered 422, as the API document says.
+    #[error("not a usable CreateVmRequest at {}: {}", .0.instance_path.as_str(), .0.message)]
+    Unusable(Violation),
     /// The requested VM id is taken, or held by a placement in flight.
     #[error("a VM with id {:?} already exists", .0.as_str())]
     VmIdTaken(VmId),
@@ -338,14 +340,14 @@ pub async fn create_vm(
         request.boot.is_some(),
         request.disk_image.is_some().then_some("disk_image"),
     ) {
-        return Err(PlacementError::InvalidRequest(v));
+        return Err(PlacementError::Unusable(v));
     }
     if let Some(checkpoint) = &request.restore_checkpoint {
         if let Some(v) = crate::workload::checkpoint_engine_version(
             "/restore_checkpoint",
             &checkpoint.engine_version,
         ) {
-            return Err(PlacementError::EngineVersion(v));
+            return Err(PlacementError::Unusable(v));
         }
     }
     let vm_id = request.vm_id.clone().unwrap_or_else(crate::ids::new_vm_id);
