@@ -260,9 +260,15 @@ async fn spawn(
         req.boot.is_some(),
         req.disk_image.is_some().then_some("disk_image"),
     ) {
-        return Err(ApiFailure::rejected(
-            "CreateVmRequest",
-            fleetwire_types::Rejection::Invalid(vec![v]),
+        // Valid by the schema, which cannot state this rule: 422, as the document says.
+        return Err(ApiFailure::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ApiErrorCode::InvalidDocument,
+            format!(
+                "not a usable CreateVmRequest at {}: {}",
+                v.instance_path.as_str(),
+                v.message
+            ),
         ));
     }
     let runtime = agent.config.runtime;
