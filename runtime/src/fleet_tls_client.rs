@@ -7,11 +7,9 @@
 use std::sync::Arc;
 
 use fleetwire_client::MarkVerifier;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::PrivateKeyDer;
 
 use crate::fleet_identity::{identify, PeerIdentity};
 use crate::tls_server::{certificates_of, TlsSetupError};
@@ -48,22 +46,25 @@ pub fn client_config(
     let chain = WebPkiServerVerifier::builder(Arc::new(roots))
         .build()
         .map_err(|error| TlsSetupError::ServerVerifier(error.to_string()))?;
-    let mark: fn(&[u8]) -> bool = match role {
-        ServerRole::Controller => |der| matches!(identify(der), Some(PeerIdentity::Controller)),
-        ServerRole::Node | ServerRole::TheNode(_) => {
-            |der| matches!(identify(der), Some(PeerIdentity::Node { .. }))
-        }
-    };
-    let verifier: Arc<dyn ServerCertVerifier> = match role {
-        ServerRole::TheNode(node_id) => Arc::new(TheNode {
-            marked: MarkVerifier::new(chain, mark),
-            node_id: node_id.to_string(),
+    let verifier = match role {
+        ServerRole::Controller => MarkVerifier::new(chain, |der| {
+            matches!(identify(der), Some(PeerIdentity::Controller))
         }),
-        _ => Arc::new(MarkVerifier::new(chain, mark)),
+        ServerRole::Node => MarkVerifier::new(chain, |der| {
+            matches!(identify(der), Some(PeerIdentity::Node { .. }))
+        }),
+        // The node called, by the id its certificate names.
+        ServerRole::TheNode(wanted) => {
+            let wanted = wanted.to_string();
+            MarkVerifier::new(
+                chain,
+                move |der| matches!(identify(der), Some(PeerIdentity::Node { node_id, .. }) if node_id == wanted),
+            )
+        }
     };
     let builder = rustls::ClientConfig::builder()
         .dangerous()
-        .with_custom_certificate_verifier(verifier);
+        .with_custom_certificate_verifier(Arc::new(verifier));
     let mut config = match identity {
         None => builder.with_no_client_auth(),
         Some((chain_pem, key_pem)) => {
@@ -78,60 +79,6 @@ pub fn client_config(
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
-}
-
-/// The fleet's chain and node mark, then the node id the certificate names.
-#[derive(Debug)]
-struct TheNode {
-    marked: MarkVerifier,
-    node_id: String,
-}
-
-impl ServerCertVerifier for TheNode {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        let verified = self.marked.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        )?;
-        match identify(end_entity.as_ref()) {
-            Some(PeerIdentity::Node { node_id, .. }) if node_id == self.node_id => Ok(verified),
-            _ => Err(rustls::Error::InvalidCertificate(
-                CertificateError::ApplicationVerificationFailure,
-            )),
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.marked.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.marked.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.marked.supported_verify_schemes()
-    }
 }
 
 #[cfg(test)]

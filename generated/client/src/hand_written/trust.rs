@@ -101,17 +101,34 @@ fn certificates(pem: &str) -> Result<Vec<CertificateDer<'static>>, String> {
 /// chain check, then the mark the server's role needs (for the client, the controller's; the
 /// controller, calling agents, asks for a node's). A chain that merely verifies is not enough:
 /// a node certificate may name the controller's address.
-#[derive(Debug)]
 pub struct MarkVerifier {
     chain: Arc<WebPkiServerVerifier>,
-    mark: fn(&[u8]) -> bool,
+    mark: Mark,
 }
+
+/// Whether a verified end-entity certificate (DER) is the server asked for.
+type Mark = Box<dyn Fn(&[u8]) -> bool + Send + Sync>;
 
 impl MarkVerifier {
     /// `chain` verifies against the fleet CA; `mark` says whether the verified end-entity
-    /// certificate (DER) is of the role asked for.
-    pub fn new(chain: Arc<WebPkiServerVerifier>, mark: fn(&[u8]) -> bool) -> MarkVerifier {
-        MarkVerifier { chain, mark }
+    /// certificate (DER) is of the role asked for (it may also name the one server wanted,
+    /// such as the node the controller is calling).
+    pub fn new(
+        chain: Arc<WebPkiServerVerifier>,
+        mark: impl Fn(&[u8]) -> bool + Send + Sync + 'static,
+    ) -> MarkVerifier {
+        MarkVerifier {
+            chain,
+            mark: Box::new(mark),
+        }
+    }
+}
+
+impl std::fmt::Debug for MarkVerifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MarkVerifier")
+            .field("chain", &self.chain)
+            .finish_non_exhaustive()
     }
 }
 
