@@ -1,7 +1,9 @@
-//! What the controller's unit tests share: a heartbeat to send, and the store's rows to check.
+//! What the controller's unit tests share: a heartbeat to send, a node's state to start from,
+//! and the store's rows to check.
 
-use fleetwire_types::NodeHeartbeat;
+use fleetwire_types::{NodeHeartbeat, NodeRecord};
 
+use crate::controller::table::node_state::{NodeFlags, NodeState};
 use crate::store::backend::Store;
 use crate::store::sqlite::SqliteStore;
 
@@ -25,4 +27,15 @@ pub fn stored(path: &std::path::Path, field: &str) -> Vec<serde_json::Value> {
             record[field].clone()
         })
         .collect()
+}
+
+/// A ready node `n` with no VMs, as the table holds one.
+pub fn node_state() -> NodeState {
+    let record: NodeRecord = serde_json::from_value(serde_json::json!({
+        "node_id": "n", "hostname": "h", "wg_ip": "10.0.0.1", "ram_available_mb": 1,
+        "vm_count": 0, "kvm_available": false, "last_heartbeat": "2026-01-01T00:00:00Z",
+        "status": "ready"
+    }))
+    .unwrap();
+    NodeState::new(record, Vec::new(), NodeFlags::default())
 }

@@ -361,19 +361,9 @@ pub fn prefetch(slot: &NodeSlot) {
 mod tests {
     use super::*;
 
-    fn node() -> NodeState {
-        let record: NodeRecord = serde_json::from_value(serde_json::json!({
-            "node_id": "n", "hostname": "h", "wg_ip": "10.0.0.1", "ram_available_mb": 1,
-            "vm_count": 0, "kvm_available": false, "last_heartbeat": "2026-01-01T00:00:00Z",
-            "status": "ready"
-        }))
-        .unwrap();
-        NodeState::new(record, Vec::new(), NodeFlags::default())
-    }
-
     #[test]
     fn a_new_contact_time_spliced_into_the_cached_record_equals_a_fresh_serialization() {
-        let mut state = node();
+        let mut state = crate::controller::test_support::node_state();
         state.record.vm_count = 3;
         let _ = state.changed();
         let first = state.fragment().clone();
@@ -404,7 +394,7 @@ mod tests {
 
     #[test]
     fn only_a_new_contact_time_is_written_as_such_once_the_row_is_stored() {
-        let mut state = node();
+        let mut state = crate::controller::test_support::node_state();
         assert!(state.changed(), "a new node is queued");
         let NodeWrite::Upsert(row) = state.to_write("n".into()) else {
             panic!("a new node is written in full")
@@ -443,7 +433,7 @@ mod tests {
 
     #[test]
     fn a_heartbeat_queues_its_node_once_per_batch_as_a_row_or_a_contact_time() {
-        let mut state = node();
+        let mut state = crate::controller::test_support::node_state();
         let (row, contact) = (
             WhenStored::WriteBehind(Change::Row),
             WhenStored::WriteBehind(Change::Contact),

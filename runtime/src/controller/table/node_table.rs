@@ -316,18 +316,7 @@ impl NodeTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::table::node_state::NodeFlags;
-    use fleetwire_types::NodeRecord;
-
-    fn node() -> NodeState {
-        let record: NodeRecord = serde_json::from_value(serde_json::json!({
-            "node_id": "n", "hostname": "h", "wg_ip": "10.0.0.1", "ram_available_mb": 1,
-            "vm_count": 0, "kvm_available": false, "last_heartbeat": "2026-01-01T00:00:00Z",
-            "status": "ready"
-        }))
-        .unwrap();
-        NodeState::new(record, Vec::new(), NodeFlags::default())
-    }
+    use crate::controller::test_support::node_state;
 
     #[test]
     fn a_vm_id_is_claimed_once_and_never_from_another_node_or_a_placement_in_flight() {
@@ -347,7 +336,7 @@ mod tests {
     #[test]
     fn a_queued_slot_of_a_forgotten_node_writes_nothing_and_its_id_deletes() {
         let table = NodeTable::default();
-        let (old, _) = table.get_or_insert("n", node);
+        let (old, _) = table.get_or_insert("n", node_state);
         let slot = |slot: &NodeSlot| DirtyNode::Slot(slot.clone(), "n".into());
         assert!(matches!(
             table.snapshot(&mut slot(&old)),
@@ -360,7 +349,7 @@ mod tests {
             Some(NodeWrite::Delete("n".into()))
         );
         // Re-created under the same id: the new slot writes, the id finds it.
-        let (new, _) = table.get_or_insert("n", node);
+        let (new, _) = table.get_or_insert("n", node_state);
         assert!(matches!(
             table.snapshot(&mut slot(&new)),
             Some(NodeWrite::Upsert(row)) if row.node_id == "n"
@@ -381,7 +370,7 @@ mod tests {
             "node-7".to_string(),
         ];
         let named = |id: &str| {
-            let mut state = node();
+            let mut state = crate::controller::test_support::node_state();
             state.record.node_id = id.try_into().unwrap();
             state
         };
@@ -391,7 +380,7 @@ mod tests {
         }
         for id in &ids {
             assert!(table.get(id).is_some(), "{id}");
-            assert!(!table.get_or_insert(id, node).1, "{id} is not new");
+            assert!(!table.get_or_insert(id, node_state).1, "{id} is not new");
         }
         assert!(table.get(&"a".repeat(23)).is_none());
         // Queued by slot and by id, each writes its row under its whole id.
