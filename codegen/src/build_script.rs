@@ -4,7 +4,7 @@
 //! not generate fail the build with the file, the JSON pointer and the keyword.
 //!
 //! Three kinds of build script call it, in-process (no nested cargo):
-//! - a toolkit consumer's (`Toolkit::generate_to_out_dir`): its module into `OUT_DIR`;
+//! - a toolkit consumer's (`Toolkit::generate_to_out_dir`): its module into [`out_dir`];
 //! - a generated crate's, inside the fleetwire workspace ([`generated_crate`]): the crate's
 //!   generator-owned `src/generated/`, in place, after an edit of `schemas/` or of the
 //!   generator, so `cargo build` builds the edited schemas and `git status` shows the change;
@@ -19,31 +19,20 @@ use crate::bundle::SCHEMA_SUFFIX;
 use crate::config::Config;
 use crate::{GeneratedCrate, Generation, CRATE_GENERATED_DIR};
 
-/// What a build script makes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Product {
-    /// A toolkit consumer's generated module (`toolkit::module_files`), into `OUT_DIR`.
-    Module,
-    /// A generated crate's sources, into its `src/generated/` (the build script's package).
-    Crate(GeneratedCrate),
-    /// The reference site and the table that compiles it in (`site_files.rs`), into `OUT_DIR`.
-    #[cfg(feature = "site")]
-    Site,
-}
-
 /// The variable under which a generated crate's build leaves stale sources as they are, for
 /// the drift test to report instead of rewriting them: CI's (`.ci/run` sets `CI=true`), which
 /// checks what was committed.
 pub const CHECK_ONLY_ENV: &str = "CI";
 
 /// The whole of a build script that runs the generator: `cargo:rerun-if-changed` for what the
-/// generation reads ([`watched`]), then `product` made and written. Panics with the reason when
-/// the schemas do not generate, which fails the build with it.
-pub fn run(config: &Config, product: Product) {
+/// generation reads ([`watched`]), then what `make` makes of the one reading of the schemas
+/// (and writes, with `write_files`). Panics with the reason when the schemas do not generate,
+/// which fails the build with it.
+pub fn run(config: &Config, make: impl FnOnce(&Generation) -> Result<()>) {
     for path in watched(config) {
         println!("cargo:rerun-if-changed={}", path.display());
     }
-    let made = Generation::load(config).and_then(|generation| make(&generation, product));
+    let made = Generation::load(config).and_then(|generation| make(&generation));
     if let Err(err) = made {
         panic!(
             "fleetwire-codegen: generating from {}: {err:#}",
@@ -84,7 +73,9 @@ pub fn generated_crate(crate_: GeneratedCrate) {
         && same_dir(&workspace.join(crate_.dir()), &manifest);
     if in_workspace {
         println!("cargo:rerun-if-env-changed={CHECK_ONLY_ENV}");
-        run(&Config::fleetwire(&schemas), Product::Crate(crate_));
+        run(&Config::fleetwire(&schemas), |generation| {
+            write_crate(generation, crate_)
+        });
     } else {
         // What it carries is what it builds: nothing to watch but this script.
         println!("cargo:rerun-if-changed=build.rs");
@@ -96,34 +87,48 @@ pub fn generated_crate(crate_: GeneratedCrate) {
 #[cfg(feature = "site")]
 pub fn reference_site() {
     let schemas = manifest_dir().join("../schemas");
-    run(&Config::fleetwire(&schemas), Product::Site);
-}
-
-fn make(generation: &Generation, product: Product) -> Result<()> {
-    match product {
-        Product::Module => {
-            let files = crate::toolkit::module_files(generation)?;
-            crate::write_files(&out_dir(), &files, &[])?;
-        }
-        Product::Crate(crate_) => write_crate(generation, crate_)?,
-        #[cfg(feature = "site")]
-        Product::Site => {
-            let out = out_dir();
-            let openapi = generation.openapi()?;
-            let model = generation.model(&openapi)?;
-            let site_dir = out.join("site");
-            let pages = crate::site::write(&model, &site_dir)?;
-            let table = crate::site::files_table(&site_dir, &out.join("site-compressed"), &pages)?;
-            crate::output_file::write_if_changed(&out.join("site_files.rs"), table)?;
-        }
-    }
-    Ok(())
+    run(&Config::fleetwire(&schemas), |generation| {
+        let out = out_dir();
+        let openapi = generation.openapi()?;
+        let model = generation.model(&openapi)?;
+        let site_dir = out.join("site");
+        let pages = crate::site::write(&model, &site_dir)?;
+        let table = crate::site::files_table(&site_dir, &out.join("site-compressed"), &pages)?;
+        crate::output_file::write_if_changed(&out.join("site_files.rs"), table)?;
+        Ok(())
+    });
 }
 
 /// Brings the crate's `src/generated/` up to date with `generation`, saying so on cargo's
 /// output; under [`CHECK_ONLY_ENV`], only says what is stale (the drift test fails on it).
 fn write_crate(generation: &Generation, crate_: GeneratedCrate) -> Result<()> {
-    let root = manifest_dir();
+    let check_only = std::env::var_os(CHECK_ONLY_ENV).is_some_and(|v| !v.is_empty());
+    for path in refresh_crate(generation, crate_, &manifest_dir(), check_only)? {
+        match check_only {
+            true => println!(
+                "cargo:warning={}/{} is stale: run `cargo run -p fleetwire-codegen -- generate` and commit it",
+                crate_.dir(),
+                path.display()
+            ),
+            false => println!(
+                "cargo:warning=regenerated {}/{} from schemas/ (commit it with the schema change)",
+                crate_.dir(),
+                path.display()
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// The files of `crate_`'s generator-owned folder under `crate_dir` that differ from
+/// `generation` (paths relative to `crate_dir`): rewritten (a file no longer generated removed),
+/// or with `check_only` left as they are.
+pub fn refresh_crate(
+    generation: &Generation,
+    crate_: GeneratedCrate,
+    crate_dir: &Path,
+    check_only: bool,
+) -> Result<Vec<PathBuf>> {
     let owned = PathBuf::from(CRATE_GENERATED_DIR);
     let files: Vec<(PathBuf, String)> = crate_
         .sources(generation)?
@@ -131,31 +136,21 @@ fn write_crate(generation: &Generation, crate_: GeneratedCrate) -> Result<()> {
         .map(|(path, text)| (owned.join(path), text))
         .collect();
     let owned = [owned];
-    if std::env::var_os(CHECK_ONLY_ENV).is_some_and(|v| !v.is_empty()) {
-        for stale in crate::stale(&root, &files, &owned) {
-            println!(
-                "cargo:warning={}/{} is stale: run `cargo run -p fleetwire-codegen -- generate` and commit it",
-                crate_.dir(),
-                stale.path.display()
-            );
-        }
-        return Ok(());
+    match check_only {
+        true => Ok(crate::stale(crate_dir, &files, &owned)
+            .into_iter()
+            .map(|stale| stale.path)
+            .collect()),
+        false => crate::write_files(crate_dir, &files, &owned),
     }
-    for path in crate::write_files(&root, &files, &owned)? {
-        println!(
-            "cargo:warning=regenerated {}/{} from schemas/ (commit it with the schema change)",
-            crate_.dir(),
-            path.display()
-        );
-    }
-    Ok(())
 }
 
 fn manifest_dir() -> PathBuf {
     PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
 }
 
-fn out_dir() -> PathBuf {
+/// The build script's `OUT_DIR`.
+pub fn out_dir() -> PathBuf {
     PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"))
 }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use crate::build_script::{self, Product};
+use crate::build_script;
 use crate::config::{Config, EXAMPLES_DIR, OPENAPI_30_FILE, OPENAPI_31_FILE};
 use crate::target::Target;
 use crate::{Generation, Outputs};
@@ -100,7 +100,10 @@ impl Toolkit {
     /// do not generate, which fails the build with it (`build_script::run`, the one way a build
     /// script runs the generator).
     pub fn generate_to_out_dir(&self) {
-        build_script::run(&self.config, Product::Module);
+        build_script::run(&self.config, |generation| {
+            crate::write_files(&build_script::out_dir(), &module_files(generation)?, &[])?;
+            Ok(())
+        });
     }
 }
 

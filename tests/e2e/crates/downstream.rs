@@ -60,10 +60,11 @@ fn succeeded(what: &str, out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The tarball cargo made for `name`: `<target>/package/<name>-<version>.crate`.
+/// The tarball cargo made for `name`: `<target>/package/<name>-<version>.crate`, the newest
+/// (an earlier version's may still lie there).
 fn tarball(name: &str) -> PathBuf {
     let dir = target_dir().join("package");
-    let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
+    std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .filter(|path| {
@@ -73,9 +74,8 @@ fn tarball(name: &str) -> PathBuf {
                 .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
                 && file.ends_with(".crate")
         })
-        .collect();
-    assert_eq!(found.len(), 1, "one tarball of {name}: {found:?}");
-    found.remove(0)
+        .max_by_key(|path| path.metadata().and_then(|m| m.modified()).ok())
+        .unwrap_or_else(|| panic!("no tarball of {name} in {}", dir.display()))
 }
 
 /// Packages the crates downstream teams use and unpacks each tarball into `into`; returns their
