@@ -36,7 +36,7 @@ fn a_file_the_generator_did_not_write_in_its_folder_is_stale() {
     assert_eq!(stale.len(), 1, "{stale:?}");
     assert_eq!(stale[0].path, owned.join("notes.rs"));
     // The one writer removes it.
-    fleetwire_codegen::write_files(root.path(), &files, &[owned.clone()]).unwrap();
+    fleetwire_codegen::write_files(root.path(), &files, std::slice::from_ref(&owned)).unwrap();
     assert!(!root.path().join(owned.join("notes.rs")).exists());
     assert!(fleetwire_codegen::stale(root.path(), &files, &[owned]).is_empty());
 }
