@@ -1,9 +1,8 @@
-//! Renders the reference site from `../schemas` (with `../docs-site`'s templates and assets)
-//! into `OUT_DIR`, where `reference_site` compiles it in for the controller to serve under
-//! `/docs` (docs/reference-site.md).
+//! Renders the reference site from `../schemas` (with the templates and assets compiled into
+//! fleetwire-codegen) into `OUT_DIR`, where `reference_site` compiles it in for the controller to
+//! serve under `/docs` (docs/reference-site.md). The generator runs the one way a build script
+//! runs it (codegen `build_script`, docs/codegen.md "One generator path").
 
 fn main() {
-    let (outputs, out_dir) =
-        fleetwire_codegen::build_script_outputs(&["docs-site/templates", "docs-site/static"]);
-    fleetwire_codegen::write_site_out_dir(&outputs, &out_dir).expect("writing the reference site");
+    fleetwire_codegen::build_script::reference_site();
 }

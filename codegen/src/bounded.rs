@@ -10,6 +10,8 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
+use proc_macro2::{Literal, TokenStream};
+use quote::{format_ident, quote};
 use serde_json::{Map, Value};
 
 use crate::target::Target;
@@ -289,77 +291,85 @@ fn pascal(name: &str) -> String {
     out
 }
 
-/// The Rust source of every number-range type.
-pub fn range_types(ranges: &BTreeMap<String, NumberRange>) -> String {
-    let mut out = String::new();
-    for (name, range) in ranges {
-        let float = if range.single { "f32" } else { "f64" };
-        let mut checks = String::new();
-        let mut check = |bound: Option<f64>, op: &str| {
-            if let Some(b) = bound {
-                checks.push_str(&format!("value {op} {b:?} as {float} && "));
+/// The Rust code of every number-range type.
+pub fn range_types(ranges: &BTreeMap<String, NumberRange>) -> TokenStream {
+    ranges
+        .iter()
+        .map(|(name, range)| {
+            let name = format_ident!("{name}");
+            let float = format_ident!("{}", if range.single { "f32" } else { "f64" });
+            // Each bound as the schema gives it, spelled as `{:?}` spells an f64 (`0.0`, `1e-7`).
+            let checks = [
+                (range.minimum, quote!(>=)),
+                (range.exclusive_minimum, quote!(>)),
+                (range.maximum, quote!(<=)),
+                (range.exclusive_maximum, quote!(<)),
+            ]
+            .into_iter()
+            .filter_map(|(bound, op)| {
+                // A JSON number is finite, and a finite f64's `{:?}` is a float literal.
+                let bound: Literal = format!("{:?}", bound?)
+                    .parse()
+                    .expect("a finite number spells a literal");
+                Some(quote!(value #op #bound as #float &&))
+            });
+            let words = range.words();
+            let about = format!("A number ({float}) {words}: the range a schema gives it, checked whenever one is built.");
+            let new_doc = format!("`Some` when `value` is {words}.");
+            let refusal = format!("{{value}} is not {words}");
+            quote! {
+                #[doc = #about]
+                #[derive(::serde::Serialize, Clone, Copy, Debug, PartialEq, PartialOrd)]
+                #[serde(transparent)]
+                pub struct #name(#float);
+                impl #name {
+                    #[doc = #new_doc]
+                    pub fn new(value: #float) -> ::std::option::Option<Self> {
+                        (#(#checks)* true).then_some(Self(value))
+                    }
+                    pub fn get(self) -> #float {
+                        self.0
+                    }
+                }
+                impl ::std::convert::TryFrom<#float> for #name {
+                    type Error = self::error::ConversionError;
+                    fn try_from(value: #float) -> ::std::result::Result<Self, Self::Error> {
+                        Self::new(value).ok_or_else(|| ::std::format!(#refusal).into())
+                    }
+                }
+                impl ::std::convert::From<#name> for #float {
+                    fn from(value: #name) -> #float {
+                        value.0
+                    }
+                }
+                impl ::std::ops::Deref for #name {
+                    type Target = #float;
+                    fn deref(&self) -> &#float {
+                        &self.0
+                    }
+                }
+                impl ::std::fmt::Display for #name {
+                    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                        self.0.fmt(f)
+                    }
+                }
+                impl ::std::str::FromStr for #name {
+                    type Err = self::error::ConversionError;
+                    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+                        let parsed: #float = value.parse().map_err(|_| ::std::format!("{value:?} is not a number"))?;
+                        Self::try_from(parsed)
+                    }
+                }
+                impl<'de> ::serde::Deserialize<'de> for #name {
+                    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+                    where
+                        D: ::serde::Deserializer<'de>,
+                    {
+                        let value = <#float as ::serde::Deserialize>::deserialize(deserializer)?;
+                        Self::try_from(value).map_err(|e| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+                    }
+                }
             }
-        };
-        check(range.minimum, ">=");
-        check(range.exclusive_minimum, ">");
-        check(range.maximum, "<=");
-        check(range.exclusive_maximum, "<");
-        let words = range.words();
-        out.push_str(&format!(
-            r#"
-///A number ({float}) {words}: the range a schema gives it, checked whenever one is built.
-#[derive(::serde::Serialize, Clone, Copy, Debug, PartialEq, PartialOrd)]
-#[serde(transparent)]
-pub struct {name}({float});
-impl {name} {{
-    ///`Some` when `value` is {words}.
-    pub fn new(value: {float}) -> ::std::option::Option<Self> {{
-        ({checks}true).then_some(Self(value))
-    }}
-    pub fn get(self) -> {float} {{
-        self.0
-    }}
-}}
-impl ::std::convert::TryFrom<{float}> for {name} {{
-    type Error = self::error::ConversionError;
-    fn try_from(value: {float}) -> ::std::result::Result<Self, Self::Error> {{
-        Self::new(value).ok_or_else(|| ::std::format!("{{value}} is not {words}").into())
-    }}
-}}
-impl ::std::convert::From<{name}> for {float} {{
-    fn from(value: {name}) -> {float} {{
-        value.0
-    }}
-}}
-impl ::std::ops::Deref for {name} {{
-    type Target = {float};
-    fn deref(&self) -> &{float} {{
-        &self.0
-    }}
-}}
-impl ::std::fmt::Display for {name} {{
-    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {{
-        self.0.fmt(f)
-    }}
-}}
-impl ::std::str::FromStr for {name} {{
-    type Err = self::error::ConversionError;
-    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {{
-        let parsed: {float} = value.parse().map_err(|_| ::std::format!("{{value:?}} is not a number"))?;
-        Self::try_from(parsed)
-    }}
-}}
-impl<'de> ::serde::Deserialize<'de> for {name} {{
-    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-    where
-        D: ::serde::Deserializer<'de>,
-    {{
-        let value = <{float} as ::serde::Deserialize>::deserialize(deserializer)?;
-        Self::try_from(value).map_err(|e| <D::Error as ::serde::de::Error>::custom(e.to_string()))
-    }}
-}}
-"#
-        ));
-    }
-    out
+        })
+        .collect()
 }

@@ -7,15 +7,17 @@
 //!   rendered from it with askama;
 //! - the bundle itself, embedded in `fleetwire-types` for the validators.
 //!
-//! The generated crates (`generated/*`, [`GeneratedCrate`]) build from checked-in copies of
-//! their sources, so they package without this crate; their build scripts run this crate's
-//! command line ([`write_crate_sources`]) only inside the workspace, when `schemas/` has
-//! changed since the copies were written. The runtime's build script calls
-//! `write_site_out_dir` to compile the reference site into the controller. [`checked_in`]
-//! lists the copies kept in the repository, which `fleetwire-codegen check` (and a test)
-//! compare against a fresh generation.
+//! [`Generation`] reads the schemas once and makes each output on demand; [`generate`] makes
+//! them all. The generated crates (`generated/*`, [`GeneratedCrate`]) keep the generator's
+//! output in `src/generated/`, written by `fleetwire-codegen generate` ([`write_checked_in`])
+//! and, inside the workspace, by their build scripts after a schema edit; every build script
+//! that runs the generator (those, the runtime's for the site, a toolkit consumer's) goes
+//! through [`build_script`] (docs/codegen.md, "One generator path"). [`checked_in`] lists the
+//! files kept in the repository, which `fleetwire-codegen check` (and the one drift test)
+//! compare with a fresh generation.
 
 pub mod bounded;
+pub mod build_script;
 pub mod build_stamp;
 pub mod bundle;
 pub mod client;
@@ -69,7 +71,7 @@ pub struct Outputs {
     /// `types.rs`: every definition as a Rust type.
     pub types_rs: String,
     /// `facts.rs`: the root-document table and the other schema facts the hand-written code
-    /// reads (the `Timestamp` pattern, the schema files, the strict deserializer's tables).
+    /// reads (the `Timestamp` pattern, the strict deserializer's tables).
     pub facts_rs: String,
     /// `documents.rs`: the root documents' `WireDocument` impls and by-name readers.
     pub documents_rs: String,
@@ -82,9 +84,6 @@ pub struct Outputs {
     /// `agent-api.json` and `agent-api.3.1.json`: the node agent's local API, the same two ways.
     pub agent_openapi_json: Option<String>,
     pub agent_openapi_31_json: Option<String>,
-    /// Every top-level file of the schema folder as read (file name, text): the inputs a
-    /// generated crate embeds and its build script compares with the workspace's schemas.
-    pub inputs: Vec<(String, String)>,
     /// The typed client's operations (`fleetwire-client`), from the API description.
     pub client_rs: Option<String>,
 }
@@ -96,87 +95,164 @@ pub fn generate(schemas_dir: &Path) -> Result<Outputs> {
 
 /// Reads the schemas `config` names once and generates every output from them.
 pub fn generate_with(config: &config::Config) -> Result<Outputs> {
-    let bundle = Bundle::load_with_api(&config.schemas_dir, config.api_file.as_deref())?;
-    let schemas_dir = config.schemas_dir.as_path();
-    let inputs = read_inputs(schemas_dir)?;
-    // Every root document of a versioned set says who writes and reads it (the site's policy,
-    // `diff`'s directions); a folder without `schema-set.json` has no releases to judge, and its
-    // annotations, if any, are still checked (docs/versioning.md, "Directions").
-    if bundle.set.is_some() {
-        wire::of_roots(&bundle)?;
-    } else {
-        for root in &bundle.roots {
-            wire::of(&root.name, &bundle.defs[&root.name])?;
+    Generation::load(config)?.all()
+}
+
+/// One reading of the schemas `config` names, from which each output is made when it is asked
+/// for: a build script that needs the site makes no client, and one that needs the client
+/// builds no Rust type space.
+pub struct Generation {
+    config: config::Config,
+    bundle: Bundle,
+    /// Built on first use, once: the source of both the Rust output and the Rust names the
+    /// site anchors.
+    space: std::cell::OnceCell<rust::RustTypes>,
+}
+
+impl Generation {
+    /// Reads and bundles the schemas, and checks what every output relies on.
+    pub fn load(config: &config::Config) -> Result<Generation> {
+        let bundle = Bundle::load_with_api(&config.schemas_dir, config.api_file.as_deref())?;
+        // Every root document of a versioned set says who writes and reads it (the site's
+        // policy, `diff`'s directions); a folder without `schema-set.json` has no releases to
+        // judge, and its annotations, if any, are still checked (docs/versioning.md,
+        // "Directions").
+        if bundle.set.is_some() {
+            wire::of_roots(&bundle)?;
+        } else {
+            for root in &bundle.roots {
+                wire::of(&root.name, &bundle.defs[&root.name])?;
+            }
+        }
+        Ok(Generation {
+            config: config.clone(),
+            bundle,
+            space: std::cell::OnceCell::new(),
+        })
+    }
+
+    pub fn config(&self) -> &config::Config {
+        &self.config
+    }
+
+    pub fn bundle(&self) -> &Bundle {
+        &self.bundle
+    }
+
+    fn space(&self) -> Result<&rust::RustTypes> {
+        if let Some(space) = self.space.get() {
+            return Ok(space);
+        }
+        let space = rust::type_space_for(&self.bundle, self.config.target.clone())?;
+        Ok(self.space.get_or_init(|| space))
+    }
+
+    /// `types.rs`.
+    pub fn types_rs(&self) -> Result<String> {
+        rust::types(self.space()?)
+    }
+
+    /// `facts.rs`.
+    pub fn facts_rs(&self) -> Result<String> {
+        let space = self.space()?;
+        rust::facts(
+            &self.bundle,
+            &rust::closed_structs(space)?,
+            &space.target,
+            &self.config.schemas_dir,
+        )
+    }
+
+    /// `documents.rs`.
+    pub fn documents_rs(&self) -> String {
+        rust::documents(&self.bundle)
+    }
+
+    /// `bundle.schema.json`.
+    pub fn bundle_json(&self) -> Result<String> {
+        pretty(&self.bundle.to_value())
+    }
+
+    /// The API description as OpenAPI 3.0.3 and 3.1.0, each carrying the fixtures as its
+    /// bodies' examples (docs/reference-site.md); `None` without an API description.
+    pub fn openapi(&self) -> Result<(Option<String>, Option<String>)> {
+        self.openapi_of(&self.bundle)
+    }
+
+    /// fleetwire's node agent API, the same two ways: its OpenAPI documents reach into the one
+    /// schema set (docs/agent.md).
+    pub fn agent_openapi(&self) -> Result<(Option<String>, Option<String>)> {
+        let Some(path) = &self.config.agent_api_file else {
+            return Ok((None, None));
+        };
+        let agent = agent_bundle(&self.bundle, path)?;
+        self.openapi_of(&agent)
+            .with_context(|| format!("the node agent's API ({})", path.display()))
+    }
+
+    fn openapi_of(&self, bundle: &Bundle) -> Result<(Option<String>, Option<String>)> {
+        let examples_dir = &self.config.examples_dir;
+        let with_examples = |doc: Option<serde_json::Value>| -> Result<Option<String>> {
+            doc.map(|doc| pretty(&openapi::with_examples(doc, examples_dir)?))
+                .transpose()
+        };
+        Ok((
+            with_examples(openapi::document(bundle)?)?,
+            with_examples(openapi::document_31(bundle)?)?,
+        ))
+    }
+
+    /// The typed client's operations: fleetwire's only (`fleetwire-client`, built on its types).
+    pub fn client_rs(&self) -> Result<Option<String>> {
+        match self.config.target.is_fleetwire() {
+            true => client::client(&self.bundle),
+            false => Ok(None),
         }
     }
-    // One type space for both the Rust output and the Rust names the site anchors.
-    let space = rust::type_space_for(&bundle, config.target.clone())?;
-    let types_rs = rust::types(&space)?;
-    let facts_rs = rust::facts(&bundle, &rust::closed_structs(&space)?, &space.target)?;
-    let documents_rs = rust::documents(&bundle);
-    let bundle_json = pretty(&bundle.to_value())?;
-    // The API documents carry the fixtures as their bodies' examples (docs/reference-site.md).
-    let examples_dir = &config.examples_dir;
-    let openapi_json = openapi::document(&bundle)?
-        .map(|doc| pretty(&openapi::with_examples(doc, examples_dir)?))
-        .transpose()?;
-    let openapi_31_json = openapi::document_31(&bundle)?
-        .map(|doc| pretty(&openapi::with_examples(doc, examples_dir)?))
-        .transpose()?;
-    let (agent_openapi_json, agent_openapi_31_json) = match &config.agent_api_file {
-        Some(path) => {
-            let agent = agent_bundle(&bundle, path)?;
-            let named = || format!("the node agent's API ({})", path.display());
-            (
-                openapi::document(&agent)
-                    .with_context(named)?
-                    .map(|doc| pretty(&openapi::with_examples(doc, examples_dir)?))
-                    .transpose()?,
-                openapi::document_31(&agent)
-                    .with_context(named)?
-                    .map(|doc| pretty(&openapi::with_examples(doc, examples_dir)?))
-                    .transpose()?,
-            )
-        }
-        None => (None, None),
-    };
-    // The typed client is fleetwire's (`fleetwire-client`), built on its types.
-    let client_rs = match config.target.is_fleetwire() {
-        true => client::client(&bundle)?,
-        false => None,
-    };
+
+    /// The documentation model the site is rendered from, offering `openapi` (the two
+    /// documents [`Generation::openapi`] made) beside the API page.
     #[cfg(feature = "site")]
-    let model = {
-        let mut model = model::Model::build(&bundle, &space, &config.examples_dir)?;
-        // The site offers both documents beside the API page (docs/reference-site.md).
-        for (name, text) in config
+    pub fn model(&self, openapi: &(Option<String>, Option<String>)) -> Result<model::Model> {
+        let schemas_dir = self.config.schemas_dir.as_path();
+        let mut model =
+            model::Model::build(&self.bundle, self.space()?, &self.config.examples_dir)?;
+        for (name, text) in self
+            .config
             .openapi_files
             .iter()
-            .zip([&openapi_json, &openapi_31_json])
+            .zip([&openapi.0, &openapi.1])
         {
             if let Some(text) = text {
                 model.openapi_files.push((name.clone(), text.clone()));
             }
         }
-        model.stamp = build_stamp::of(schemas_dir, &bundle);
-        model.changelog = releases::history(schemas_dir, &bundle)?;
-        model
-    };
-    Ok(Outputs {
-        bundle,
+        model.stamp = build_stamp::of(schemas_dir, &self.bundle);
+        model.changelog = releases::history(schemas_dir, &self.bundle)?;
+        Ok(model)
+    }
+
+    /// Every output.
+    pub fn all(self) -> Result<Outputs> {
+        let (openapi_json, openapi_31_json) = self.openapi()?;
+        let (agent_openapi_json, agent_openapi_31_json) = self.agent_openapi()?;
         #[cfg(feature = "site")]
-        model,
-        types_rs,
-        facts_rs,
-        documents_rs,
-        bundle_json,
-        openapi_json,
-        openapi_31_json,
-        agent_openapi_json,
-        agent_openapi_31_json,
-        inputs,
-        client_rs,
-    })
+        let model = self.model(&(openapi_json.clone(), openapi_31_json.clone()))?;
+        Ok(Outputs {
+            #[cfg(feature = "site")]
+            model,
+            types_rs: self.types_rs()?,
+            facts_rs: self.facts_rs()?,
+            documents_rs: self.documents_rs(),
+            bundle_json: self.bundle_json()?,
+            openapi_json,
+            openapi_31_json,
+            agent_openapi_json,
+            agent_openapi_31_json,
+            client_rs: self.client_rs()?,
+            bundle: self.bundle,
+        })
+    }
 }
 
 /// The same definitions with the node agent's API description at `path` in place of the
@@ -195,32 +271,13 @@ fn agent_bundle(bundle: &Bundle, path: &Path) -> Result<Bundle> {
     })
 }
 
-pub use rust::INPUTS_DIR;
+/// Where a generated crate keeps the generator's output, relative to the crate: a folder
+/// only the generator writes (`generate`, or the crate's build script after a schema edit).
+pub const CRATE_GENERATED_DIR: &str = "src/generated";
 
-/// Where a generated crate keeps its checked-in generated sources, relative to the crate.
-pub const CRATE_CODE_DIR: &str = "src/generated/code";
-
-/// Every top-level `*.json` file of `schemas_dir`, sorted by name.
-fn read_inputs(schemas_dir: &Path) -> Result<Vec<(String, String)>> {
-    let entries = std::fs::read_dir(schemas_dir)
-        .with_context(|| format!("reading schema directory {}", schemas_dir.display()))?;
-    let mut inputs = Vec::new();
-    for entry in entries {
-        let path = entry?.path();
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-        if let Some(name) = name.filter(|n| n.ends_with(".json") && path.is_file()) {
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            inputs.push((name, text));
-        }
-    }
-    inputs.sort();
-    Ok(inputs)
-}
-
-/// The generated crates of the workspace, each with the sources its build script puts into
-/// `OUT_DIR` (README "Generated files in the repository").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// The generated crates of the workspace, each with the sources the generator writes into its
+/// [`CRATE_GENERATED_DIR`] (README "Generated files in the repository").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GeneratedCrate {
     /// `fleetwire-types`, in `generated/types`.
     Types,
@@ -239,132 +296,62 @@ impl GeneratedCrate {
         }
     }
 
-    /// The crate's generated sources (path relative to its code folder, text); the schema
-    /// files it was generated from are among them, under [`INPUTS_DIR`].
-    pub fn sources(self, outputs: &Outputs) -> Vec<(PathBuf, String)> {
-        let mut files = match self {
-            GeneratedCrate::Types => vec![
-                (PathBuf::from("types.rs"), outputs.types_rs.clone()),
-                (PathBuf::from("facts.rs"), outputs.facts_rs.clone()),
-                (PathBuf::from("documents.rs"), outputs.documents_rs.clone()),
-                (
-                    PathBuf::from("bundle.schema.json"),
-                    outputs.bundle_json.clone(),
-                ),
-            ],
-            GeneratedCrate::Client => outputs
-                .client_rs
-                .iter()
-                .map(|text| (PathBuf::from(client::CLIENT_FILE), text.clone()))
+    /// The crate's generator-owned folder, relative to the workspace.
+    pub fn generated_dir(self) -> PathBuf {
+        Path::new(self.dir()).join(CRATE_GENERATED_DIR)
+    }
+
+    /// The crate's generated sources (path relative to its generated folder, text), made from
+    /// `generation` as needed: the client's build script builds no type space.
+    pub fn sources(self, generation: &Generation) -> Result<Vec<(PathBuf, String)>> {
+        Ok(match self {
+            GeneratedCrate::Types => rust_sources(generation)?,
+            GeneratedCrate::Client => generation
+                .client_rs()?
+                .map(|text| (PathBuf::from(client::CLIENT_FILE), text))
+                .into_iter()
                 .collect(),
-        };
-        for (name, text) in &outputs.inputs {
-            files.push((Path::new(INPUTS_DIR).join(name), text.clone()));
-        }
-        files
-    }
-
-    /// The crate's checked-in code folder, relative to the workspace.
-    pub fn code_dir(self) -> PathBuf {
-        Path::new(self.dir()).join(CRATE_CODE_DIR)
-    }
-}
-
-/// The first half of a build script of a crate beside `schemas/` in the workspace (its
-/// `CARGO_MANIFEST_DIR`'s sibling): tells cargo to run the script again when `schemas/` or any
-/// of `also_watched` (paths relative to the workspace) changes, generates every output, and
-/// returns them with the script's `OUT_DIR`. Fails the build, with the reason, when the schemas
-/// do not generate.
-pub fn build_script_outputs(also_watched: &[&str]) -> (Outputs, PathBuf) {
-    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
-    let workspace = manifest.join("..");
-    let schemas = workspace.join("schemas");
-    // A folder is scanned as a whole (the schema files and their examples); each file is named
-    // too, so a changed schema is named in cargo's reason to rebuild.
-    let files = std::fs::read_dir(&schemas).expect("schemas/ is readable");
-    let files = files.map(|entry| entry.expect("a schemas/ entry").path());
-    let watched = also_watched.iter().map(|path| workspace.join(path));
-    for path in std::iter::once(schemas.clone()).chain(files).chain(watched) {
-        println!("cargo:rerun-if-changed={}", path.display());
-    }
-    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-    match generate(&schemas) {
-        Ok(outputs) => (outputs, out),
-        Err(err) => panic!("generating from {}: {err:#}", schemas.display()),
-    }
-}
-
-/// Writes the sources `crate_` includes into `out_dir` (its build script's `OUT_DIR`, or a
-/// folder of checked-in copies), removing files of an earlier generation that are no longer
-/// part of it; returns the paths written or removed.
-pub fn write_crate_sources(
-    crate_: GeneratedCrate,
-    outputs: &Outputs,
-    out_dir: &Path,
-) -> Result<Vec<PathBuf>> {
-    let sources = crate_.sources(outputs);
-    let mut changed = Vec::new();
-    for stale in extra_inputs(out_dir, &sources) {
-        std::fs::remove_file(&stale).with_context(|| format!("removing {}", stale.display()))?;
-        changed.push(stale);
-    }
-    for (path, content) in sources {
-        let path = out_dir.join(path);
-        if write_if_changed(&path, &content)? {
-            changed.push(path);
-        }
-    }
-    Ok(changed)
-}
-
-/// Files in `code_dir`'s inputs folder that `sources` no longer has (a schema file removed).
-fn extra_inputs(code_dir: &Path, sources: &[(PathBuf, String)]) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(code_dir.join(INPUTS_DIR)) else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|entry| entry.ok())
-        .map(|entry| entry.path())
-        .filter(|path| {
-            path.strip_prefix(code_dir)
-                .is_ok_and(|rel| !sources.iter().any(|(p, _)| p == rel))
         })
-        .collect()
+    }
 }
 
-/// Writes the reference site into `out_dir/site` and the table that compiles it into the
-/// runtime (`site_files.rs`, `include_bytes!` of each file) into `out_dir`.
-#[cfg(feature = "site")]
-pub fn write_site_out_dir(outputs: &Outputs, out_dir: &Path) -> Result<()> {
-    let site_dir = out_dir.join("site");
-    let pages = site::write(&outputs.model, &site_dir)?;
-    write_if_changed(
-        &out_dir.join("site_files.rs"),
-        &site::files_table(&site_dir, &out_dir.join("site-compressed"), &pages)?,
-    )?;
-    Ok(())
+/// The Rust sources of a schema set, and the bundle its validators are compiled from: what
+/// `fleetwire-types` carries in `src/generated/`, and what a toolkit consumer's build puts into
+/// `OUT_DIR` (docs/codegen.md, "Outputs").
+pub fn rust_sources(generation: &Generation) -> Result<Vec<(PathBuf, String)>> {
+    Ok(vec![
+        (PathBuf::from("types.rs"), generation.types_rs()?),
+        (PathBuf::from("facts.rs"), generation.facts_rs()?),
+        (PathBuf::from("documents.rs"), generation.documents_rs()),
+        (
+            PathBuf::from("bundle.schema.json"),
+            generation.bundle_json()?,
+        ),
+    ])
 }
 
 /// The generated files kept in the repository, relative to the workspace root.
-pub fn checked_in(outputs: &Outputs) -> Vec<(PathBuf, String)> {
+pub fn checked_in(generation: &Generation) -> Result<Vec<(PathBuf, String)>> {
     let mut files = Vec::new();
     for crate_ in GeneratedCrate::ALL {
-        let dir = crate_.code_dir();
-        for (path, text) in crate_.sources(outputs) {
+        let dir = crate_.generated_dir();
+        for (path, text) in crate_.sources(generation)? {
             files.push((dir.join(path), text));
         }
     }
+    let (fleet_30, fleet_31) = generation.openapi()?;
+    let (agent_30, agent_31) = generation.agent_openapi()?;
     for (name, api) in [
-        (OPENAPI_30_FILE, &outputs.openapi_json),
-        (OPENAPI_31_FILE, &outputs.openapi_31_json),
-        (AGENT_API_30_FILE, &outputs.agent_openapi_json),
-        (AGENT_API_31_FILE, &outputs.agent_openapi_31_json),
+        (OPENAPI_30_FILE, fleet_30),
+        (OPENAPI_31_FILE, fleet_31),
+        (AGENT_API_30_FILE, agent_30),
+        (AGENT_API_31_FILE, agent_31),
     ] {
         if let Some(api) = api {
-            files.push((PathBuf::from("generated/openapi").join(name), api.clone()));
+            files.push((PathBuf::from("generated/openapi").join(name), api));
         }
     }
-    files
+    Ok(files)
 }
 
 /// One checked-in file that differs from what the schemas generate now.
@@ -375,20 +362,31 @@ pub struct Stale {
     pub diff: String,
 }
 
-/// Compares the checked-in copies under `workspace` with a fresh generation.
-pub fn stale_files(outputs: &Outputs, workspace: &Path) -> Vec<Stale> {
-    let removed = extra_checked_in(outputs, workspace)
-        .into_iter()
-        .map(|path| Stale {
-            diff: format!("{} is no longer generated: remove it\n", path.display()),
-            path,
-        });
-    checked_in(outputs)
-        .into_iter()
+/// Compares `files` (paths relative to `root`, fresh text) with what `root` holds, and the
+/// files of each folder in `owned` (relative to `root`, written by the generator alone) with
+/// `files`: a file there that is no longer generated is stale too.
+pub fn stale(root: &Path, files: &[(PathBuf, String)], owned: &[PathBuf]) -> Vec<Stale> {
+    let removed = owned.iter().flat_map(|dir| {
+        let sources: Vec<(PathBuf, String)> = files
+            .iter()
+            .filter_map(|(p, t)| Some((p.strip_prefix(dir).ok()?.to_path_buf(), t.clone())))
+            .collect();
+        extra_files(&root.join(dir), &sources)
+            .into_iter()
+            .map(move |name| {
+                let path = dir.join(name);
+                Stale {
+                    diff: format!("{} is no longer generated: remove it\n", path.display()),
+                    path,
+                }
+            })
+    });
+    files
+        .iter()
         .filter_map(|(path, fresh)| {
-            let current = std::fs::read_to_string(workspace.join(&path)).unwrap_or_default();
-            (current != fresh).then(|| Stale {
-                diff: similar::TextDiff::from_lines(&current, &fresh)
+            let current = std::fs::read_to_string(root.join(path)).unwrap_or_default();
+            (current != *fresh).then(|| Stale {
+                diff: similar::TextDiff::from_lines(&current, fresh)
                     .unified_diff()
                     .context_radius(3)
                     .header(
@@ -396,42 +394,75 @@ pub fn stale_files(outputs: &Outputs, workspace: &Path) -> Vec<Stale> {
                         &format!("{} (generated)", path.display()),
                     )
                     .to_string(),
-                path,
+                path: path.clone(),
             })
         })
         .chain(removed)
         .collect()
 }
 
-/// Checked-in files, relative to `workspace`, that a fresh generation no longer has.
-fn extra_checked_in(outputs: &Outputs, workspace: &Path) -> Vec<PathBuf> {
+/// The generated crates' generator-owned folders, relative to the workspace.
+fn owned_dirs() -> Vec<PathBuf> {
     GeneratedCrate::ALL
-        .into_iter()
-        .flat_map(|crate_| {
-            let code_dir = workspace.join(crate_.code_dir());
-            extra_inputs(&code_dir, &crate_.sources(outputs))
-                .into_iter()
-                .filter_map(|path| path.strip_prefix(workspace).ok().map(Path::to_path_buf))
-                .collect::<Vec<_>>()
-        })
+        .iter()
+        .map(|crate_| crate_.generated_dir())
         .collect()
 }
 
-/// Writes every checked-in copy under `workspace`, removing those no longer generated;
-/// returns the paths that changed.
-pub fn write_checked_in(outputs: &Outputs, workspace: &Path) -> Result<Vec<PathBuf>> {
-    let mut changed = Vec::new();
-    for path in extra_checked_in(outputs, workspace) {
-        let full = workspace.join(&path);
-        std::fs::remove_file(&full).with_context(|| format!("removing {}", full.display()))?;
-        changed.push(path);
-    }
-    for (path, content) in checked_in(outputs) {
-        if write_if_changed(&workspace.join(&path), &content)? {
-            changed.push(path);
+/// Compares the checked-in generated files under `workspace` with a fresh generation
+/// (`fleetwire-codegen check`, and the drift test).
+pub fn stale_files(generation: &Generation, workspace: &Path) -> Result<Vec<Stale>> {
+    Ok(stale(workspace, &checked_in(generation)?, &owned_dirs()))
+}
+
+/// The files of `dir` (relative to it, recursively) that `sources` does not have.
+pub fn extra_files(dir: &Path, sources: &[(PathBuf, String)]) -> Vec<PathBuf> {
+    let mut extra = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(dir.join(&rel)) else {
+            continue;
+        };
+        for entry in entries.filter_map(|entry| entry.ok()) {
+            let path = rel.join(entry.file_name());
+            if entry.path().is_dir() {
+                stack.push(path);
+            } else if !sources.iter().any(|(p, _)| *p == path) {
+                extra.push(path);
+            }
         }
     }
+    extra.sort();
+    extra
+}
+
+/// Writes `files` (paths relative to `root`) and removes the files of the `owned` folders
+/// that are no longer generated; returns the paths (relative to `root`) that changed. The one
+/// writer of checked-in generated files: `generate` and the generated crates' build scripts.
+pub fn write_files(
+    root: &Path,
+    files: &[(PathBuf, String)],
+    owned: &[PathBuf],
+) -> Result<Vec<PathBuf>> {
+    let mut changed = Vec::new();
+    for file in stale(root, files, owned) {
+        let full = root.join(&file.path);
+        match files.iter().find(|(p, _)| *p == file.path) {
+            Some((_, text)) => {
+                write_if_changed(&full, text)?;
+            }
+            None => std::fs::remove_file(&full)
+                .with_context(|| format!("removing {}", full.display()))?,
+        }
+        changed.push(file.path);
+    }
     Ok(changed)
+}
+
+/// Writes every checked-in generated file under `workspace` (`fleetwire-codegen generate`),
+/// removing those no longer generated; returns the paths that changed.
+pub fn write_checked_in(generation: &Generation, workspace: &Path) -> Result<Vec<PathBuf>> {
+    write_files(workspace, &checked_in(generation)?, &owned_dirs())
 }
 
 fn pretty(value: &serde_json::Value) -> Result<String> {

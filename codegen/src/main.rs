@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use fleetwire_codegen::config::Config;
 
 #[derive(Parser)]
 #[command(
@@ -74,16 +75,6 @@ enum Command {
         /// Default: `docs-site/dist` in the workspace.
         #[arg(long)]
         out: Option<PathBuf>,
-    },
-    /// Write one generated crate's sources (what its build script includes) into a folder: what
-    /// that build script runs, inside the workspace, when `schemas/` no longer matches the
-    /// crate's checked-in copies.
-    #[command(hide = true)]
-    CrateSources {
-        #[arg(long = "crate", value_enum)]
-        crate_: fleetwire_codegen::GeneratedCrate,
-        #[arg(long)]
-        out: PathBuf,
     },
     /// Classify every change of the schema set since a git revision, per direction of the
     /// wire (docs/versioning.md); exit 1 when a change is breaking and the schema-set version
@@ -189,16 +180,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
     }
-    let outputs = match &cli.command {
-        Command::Docs { inputs, .. } => match inputs.toolkit() {
-            Some(toolkit) => toolkit.generate()?,
-            None => fleetwire_codegen::generate(&cli.workspace.join("schemas"))?,
-        },
-        _ => fleetwire_codegen::generate(&cli.workspace.join("schemas"))?,
-    };
+    let fleetwire =
+        || fleetwire_codegen::Generation::load(&Config::fleetwire(&cli.workspace.join("schemas")));
     match cli.command {
         Command::Generate { .. } => {
-            let changed = fleetwire_codegen::write_checked_in(&outputs, &cli.workspace)?;
+            let changed = fleetwire_codegen::write_checked_in(&fleetwire()?, &cli.workspace)?;
             if changed.is_empty() {
                 println!("generated files are up to date");
             }
@@ -207,7 +193,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Docs { out, .. } => {
+        Command::Docs { inputs, out } => {
+            let outputs = match inputs.toolkit() {
+                Some(toolkit) => toolkit.generate()?,
+                None => fleetwire()?.all()?,
+            };
             let out = out.unwrap_or_else(|| cli.workspace.join("docs-site").join("dist"));
             let published = fleetwire_codegen::site::publish(&outputs.model, &out)?;
             for stale in &published.removed {
@@ -222,10 +212,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::CrateSources { crate_, out } => {
-            fleetwire_codegen::write_crate_sources(crate_, &outputs, &out)?;
-            Ok(ExitCode::SUCCESS)
-        }
         Command::PeerCheck { .. }
         | Command::Diff { .. }
         | Command::Release
@@ -233,7 +219,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             unreachable!("handled above")
         }
         Command::Check => {
-            let stale = fleetwire_codegen::stale_files(&outputs, &cli.workspace);
+            let stale = fleetwire_codegen::stale_files(&fleetwire()?, &cli.workspace)?;
             for file in &stale {
                 eprintln!("{} is stale:\n{}", file.path.display(), file.diff);
             }

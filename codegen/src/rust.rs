@@ -85,13 +85,15 @@ pub fn types(types: &RustTypes) -> Result<String> {
         syn::parse2(types.space.to_stream()).context("typify emitted unparsable Rust")?;
     open_closed_structs(&mut file)?;
     let ranges: syn::File =
-        syn::parse_str(&bounded::range_types(&types.ranges)).context("range types parse")?;
-    let lengths: syn::File = syn::parse_str(&string_lengths::impls(
+        syn::parse2(bounded::range_types(&types.ranges)).context("range types parse")?;
+    let length_bounds: syn::Path =
+        syn::parse_str(&types.target.length_bounds()).context("the length-bounds macro's path")?;
+    let lengths: syn::File = syn::parse2(string_lengths::impls(
         &string_lengths::find(&file),
-        &types.target.length_bounds(),
+        &length_bounds,
     ))
     .context("string length impls parse")?;
-    let enums: syn::File = syn::parse_str(&string_enums::impls(&string_enums::find(&file)))
+    let enums: syn::File = syn::parse2(string_enums::impls(&string_enums::find(&file)))
         .context("string enum impls parse")?;
     Ok(format!(
         "{HEADER}{}{}{}{}",
@@ -185,8 +187,14 @@ pub fn generated_type_names(types: &RustTypes) -> Vec<String> {
 /// `Schemas`, the `SchemaSet` impl that hands them to the reader. It refers to no generated
 /// type, so the hand-written modules can read it while the generated types use them. It names
 /// `DocumentInfo`, `StructRules`, `SchemaSet` and `BUNDLE_SCHEMA` as the module including it
-/// imports or defines them (`SchemaSet` is `fleetwire_types::SchemaSet`).
-pub fn facts(bundle: &Bundle, closed: &[String], target: &Target) -> Result<String> {
+/// imports or defines them (`SchemaSet` is `fleetwire_types::SchemaSet`). Another crate's
+/// facts also list its schema files, included from `schemas_dir` where its build reads them.
+pub fn facts(
+    bundle: &Bundle,
+    closed: &[String],
+    target: &Target,
+    schemas_dir: &std::path::Path,
+) -> Result<String> {
     let mut out = String::from(HEADER);
     out.push_str(
         "\n/// Every root document, in schema order.\npub const DOCUMENTS: &[DocumentInfo] = &[\n",
@@ -224,7 +232,9 @@ pub fn facts(bundle: &Bundle, closed: &[String], target: &Target) -> Result<Stri
             set.hash
         ));
     }
-    out.push_str(&schema_files(bundle));
+    if !target.is_fleetwire() {
+        out.push_str(&schema_files(bundle, schemas_dir)?);
+    }
     out.push_str(&struct_rules_table(bundle, closed)?);
     out.push_str(&string_enums(bundle));
     out.push_str(SCHEMA_SET_IMPL);
@@ -340,23 +350,22 @@ fn string_enums(bundle: &Bundle) -> String {
     )
 }
 
-/// The folder, under each generated crate's sources and in its `OUT_DIR`, that holds the copies
-/// of the schema files the crate was generated from (`include_str!`ed by `SCHEMA_FILES`).
-pub const INPUTS_DIR: &str = "inputs";
-
-/// Every schema file as written, compiled in from the copy beside the generated sources
-/// (`OUT_DIR/inputs/`, written with them), so the crate needs no file outside itself.
-fn schema_files(bundle: &Bundle) -> String {
+/// Every schema file as written, for a crate that generates its types in its own build: its
+/// build reads them where they are, so they are compiled in from there (`fleetwire-types`,
+/// which carries its generated sources, has the bundle alone: `BUNDLE_SCHEMA`).
+fn schema_files(bundle: &Bundle, schemas_dir: &std::path::Path) -> Result<String> {
+    let dir = std::fs::canonicalize(schemas_dir)
+        .with_context(|| format!("finding {}", schemas_dir.display()))?;
     let mut out = String::from(
-        "/// Every file of `schemas/` as written: (file name, JSON text).\npub const SCHEMA_FILES: &[(&str, &str)] = &[\n",
+        "/// Every file of the schema folder as written: (file name, JSON text).\npub const SCHEMA_FILES: &[(&str, &str)] = &[\n",
     );
     for file in &bundle.files {
-        out.push_str(&format!(
-            "    ({:?}, include_str!(concat!(env!(\"OUT_DIR\"), {:?}))),\n",
-            file.name,
-            format!("/{}/{}", INPUTS_DIR, file.name)
-        ));
+        let path = dir.join(&file.name);
+        let path = path
+            .to_str()
+            .with_context(|| format!("{} is not UTF-8", path.display()))?;
+        out.push_str(&format!("    ({:?}, include_str!({path:?})),\n", file.name));
     }
     out.push_str("];\n\n");
-    out
+    Ok(out)
 }

@@ -1,5 +1,5 @@
 //! The reference site: static HTML pages rendered with askama (templates under
-//! `docs-site/templates/`, escaping on) from the documentation [`Model`], plus the stylesheet,
+//! `codegen/site/templates/`, escaping on) from the documentation [`Model`], plus the stylesheet,
 //! the search script and its index, the example documents and the schema files.
 //!
 //! Every link is relative, so the folder works as published, from `file://`, and under the
@@ -21,8 +21,8 @@ use crate::model::{
 };
 use crate::site_changelog::{ReleaseView, CHANGELOG_PAGE};
 
-const STYLESHEET: &str = include_str!("../../docs-site/static/site.css");
-const SCRIPT: &str = include_str!("../../docs-site/static/site.js");
+const STYLESHEET: &str = include_str!("../site/static/site.css");
+const SCRIPT: &str = include_str!("../site/static/site.js");
 /// The search index is a script assigning a global, so it loads from `file://` too.
 pub const SEARCH_INDEX: &str = "search-index.js";
 

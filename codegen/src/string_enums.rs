@@ -8,6 +8,9 @@
 
 use std::collections::BTreeMap;
 
+use proc_macro2::{Literal, TokenStream};
+use quote::{format_ident, quote};
+
 use crate::typify_impls::method_bodies;
 
 /// The string enums of a typify output: type name → (variant, value) in schema order.
@@ -48,27 +51,24 @@ fn unit_arms(block: &syn::Block) -> Option<Vec<(String, String)>> {
 }
 
 /// `ALL` and `as_str` for each string enum.
-pub fn impls(enums: &BTreeMap<String, Vec<(String, String)>>) -> String {
-    let mut out = String::new();
-    for (name, arms) in enums {
-        let all: Vec<String> = arms.iter().map(|(v, _)| format!("{name}::{v}")).collect();
-        let spell: Vec<String> = arms
-            .iter()
-            .map(|(v, value)| format!("{name}::{v} => {value:?},"))
-            .collect();
-        out.push_str(&format!(
-            "impl {name} {{\n\
-             /// Every value, in the schema's order.\n\
-             pub const ALL: [{name}; {count}] = [{all}];\n\
-             /// The value as the schema spells it.\n\
-             pub const fn as_str(&self) -> &'static str {{ match self {{ {spell} }} }}\n\
-             }}\n",
-            count = arms.len(),
-            all = all.join(", "),
-            spell = spell.join(" "),
-        ));
-    }
-    out
+pub fn impls(enums: &BTreeMap<String, Vec<(String, String)>>) -> TokenStream {
+    enums
+        .iter()
+        .map(|(name, arms)| {
+            let ty = format_ident!("{name}");
+            let variants: Vec<_> = arms.iter().map(|(v, _)| format_ident!("{v}")).collect();
+            let values = arms.iter().map(|(_, value)| value);
+            let count = Literal::usize_unsuffixed(arms.len());
+            quote! {
+                impl #ty {
+                    /// Every value, in the schema's order.
+                    pub const ALL: [#ty; #count] = [#(#ty::#variants),*];
+                    /// The value as the schema spells it.
+                    pub const fn as_str(&self) -> &'static str { match self { #(#ty::#variants => #values,)* } }
+                }
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -106,9 +106,11 @@ mod tests {
             ]
         );
         assert!(!found.contains_key("Either"));
-        let code = impls(&found);
-        assert!(code.contains("pub const ALL: [Color; 2] = [Color::Red, Color::DarkBlue];"));
-        assert!(code.contains("Color::DarkBlue => \"dark-blue\","));
-        syn::parse_str::<syn::File>(&code).unwrap();
+        let code = prettyplease::unparse(&syn::parse2(impls(&found)).unwrap());
+        assert!(
+            code.contains("pub const ALL: [Color; 2] = [Color::Red, Color::DarkBlue];"),
+            "{code}"
+        );
+        assert!(code.contains("Color::DarkBlue => \"dark-blue\","), "{code}");
     }
 }

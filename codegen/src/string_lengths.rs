@@ -11,6 +11,9 @@
 
 use std::collections::BTreeMap;
 
+use proc_macro2::{Literal, TokenStream};
+use quote::{format_ident, quote};
+
 use crate::typify_impls::method_bodies;
 
 /// The length bounds of one generated string newtype.
@@ -76,20 +79,21 @@ fn length_check(stmt: &syn::Stmt) -> Option<(syn::BinOp, usize)> {
 /// One invocation of `macro_path` (the `length_bounds` macro of `fleetwire-types`, which writes
 /// the constants and the constructor) per bounded string newtype: its constants (and, when its
 /// length is all it checks, `truncated`).
-pub fn impls(found: &BTreeMap<String, StringLengths>, macro_path: &str) -> String {
-    let mut out = String::new();
+pub fn impls(found: &BTreeMap<String, StringLengths>, macro_path: &syn::Path) -> TokenStream {
+    let mut out = TokenStream::new();
     for (name, lengths) in found {
-        let mut args = name.clone();
-        if let Some(min) = lengths.min {
-            args.push_str(&format!(", min = {min}"));
-        }
-        if let Some(max) = lengths.max {
-            args.push_str(&format!(", max = {max}"));
-            if lengths.min.is_none() && !lengths.other_checks {
-                args.push_str(", fn truncated");
-            }
-        }
-        out.push_str(&format!("{macro_path}!({args});\n"));
+        let ty = format_ident!("{name}");
+        let min = lengths.min.map(|min| {
+            let min = Literal::usize_unsuffixed(min);
+            quote!(, min = #min)
+        });
+        let max = lengths.max.map(|max| {
+            let max = Literal::usize_unsuffixed(max);
+            quote!(, max = #max)
+        });
+        let truncated = (lengths.max.is_some() && lengths.min.is_none() && !lengths.other_checks)
+            .then(|| quote!(, fn truncated));
+        out.extend(quote!(#macro_path!(#ty #min #max #truncated);));
     }
     out
 }

@@ -5,12 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-use crate::bundle::SCHEMA_SUFFIX;
+use crate::build_script;
 use crate::config::{Config, EXAMPLES_DIR, OPENAPI_30_FILE, OPENAPI_31_FILE};
 use crate::target::Target;
-use crate::Outputs;
+use crate::{Generation, Outputs};
 
 /// The build-script entry point for a crate with schemas of its own:
 ///
@@ -83,89 +83,60 @@ impl Toolkit {
         crate::generate_with(&self.config)
     }
 
-    /// Writes the Rust sources, the bundle and the OpenAPI documents into `out_dir`; returns
-    /// the files written.
+    /// Writes the Rust sources, the bundle, [`MODULE_FILE`] and the OpenAPI documents into
+    /// `out_dir` (`generate --schemas DIR --out DIR`); returns the files written.
     pub fn write_to(&self, out_dir: &Path) -> Result<Vec<PathBuf>> {
-        write_outputs(&self.generate()?, &self.config, out_dir)
+        let files = module_files(&Generation::load(&self.config)?)?;
+        crate::write_files(out_dir, &files, &[])?;
+        Ok(files
+            .into_iter()
+            .map(|(path, _)| out_dir.join(path))
+            .collect())
     }
 
     /// The whole of a build script: `cargo:rerun-if-changed` for the schemas folder, each
-    /// schema file, the API description and the examples; every output written into `OUT_DIR`.
-    /// Panics with the reason (file and JSON pointer) when the schemas do not generate, which
-    /// fails the build with it.
+    /// schema file, the API description and the examples; the files of [`Toolkit::write_to`]
+    /// written into `OUT_DIR`. Panics with the reason (file and JSON pointer) when the schemas
+    /// do not generate, which fails the build with it (`build_script::run`, the one way a build
+    /// script runs the generator).
     pub fn generate_to_out_dir(&self) {
-        for path in self.watched() {
-            println!("cargo:rerun-if-changed={}", path.display());
-        }
-        let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-        if let Err(err) = self.write_to(&out) {
-            panic!(
-                "fleetwire-codegen: generating from {}: {err:#}",
-                self.config.schemas_dir.display()
-            );
-        }
-    }
-
-    /// What the build depends on: the folders (so a new file counts) and each file in them.
-    fn watched(&self) -> Vec<PathBuf> {
-        let config = &self.config;
-        let mut paths = vec![config.schemas_dir.clone()];
-        if let Ok(entries) = std::fs::read_dir(&config.schemas_dir) {
-            let mut files: Vec<PathBuf> = entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.to_string_lossy().ends_with(SCHEMA_SUFFIX))
-                .collect();
-            files.sort();
-            paths.extend(files);
-        }
-        paths.extend(config.api_file.clone());
-        paths.push(config.examples_dir.clone());
-        paths
+        build_script::run(&self.config, |generation| {
+            crate::write_files(&build_script::out_dir(), &module_files(generation)?, &[])?;
+            Ok(())
+        });
     }
 }
 
 /// The generated files of one schema set, as a crate other than `fleetwire-types` includes
-/// them: `types.rs`, `facts.rs`, `documents.rs`, `bundle.schema.json`, [`MODULE_FILE`], the
-/// schema files under `inputs/`, and the OpenAPI documents when there is an API description.
-pub fn write_outputs(outputs: &Outputs, config: &Config, out_dir: &Path) -> Result<Vec<PathBuf>> {
+/// them: `types.rs`, `facts.rs`, `documents.rs`, `bundle.schema.json`, [`MODULE_FILE`], and the
+/// OpenAPI documents under `openapi/` when there is an API description (paths relative to the
+/// folder they are written to).
+pub fn module_files(generation: &Generation) -> Result<Vec<(PathBuf, String)>> {
+    let (openapi_30, openapi_31) = generation.openapi()?;
     let mut openapi = Vec::new();
-    for (name, text) in config
+    for (name, text) in generation
+        .config()
         .openapi_files
         .iter()
-        .zip([&outputs.openapi_json, &outputs.openapi_31_json])
+        .zip([openapi_30, openapi_31])
     {
         if let Some(text) = text {
-            openapi.push((format!("openapi/{name}"), text.clone()));
+            openapi.push((format!("openapi/{name}"), text));
         }
     }
     let names: Vec<&str> = openapi.iter().map(|(n, _)| n.as_str()).collect();
-    let mut files = vec![
-        ("types.rs".to_string(), outputs.types_rs.clone()),
-        ("facts.rs".to_string(), outputs.facts_rs.clone()),
-        ("documents.rs".to_string(), outputs.documents_rs.clone()),
-        (
-            "bundle.schema.json".to_string(),
-            outputs.bundle_json.clone(),
-        ),
-        (MODULE_FILE.to_string(), module_file(&names)),
-    ];
-    files.extend(openapi);
-    // The schema files as read, which the generated `SCHEMA_FILES` includes from here.
-    for (name, text) in &outputs.inputs {
-        files.push((format!("{}/{name}", crate::INPUTS_DIR), text.clone()));
-    }
-    let mut written = Vec::new();
-    for (name, text) in files {
-        let path = out_dir.join(name);
-        crate::output_file::write_if_changed(&path, &text)
-            .with_context(|| format!("{}", path.display()))?;
-        written.push(path);
-    }
-    Ok(written)
+    let mut files = crate::rust_sources(generation)?;
+    files.push((PathBuf::from(MODULE_FILE), module_file(&names)));
+    files.extend(
+        openapi
+            .into_iter()
+            .map(|(name, text)| (PathBuf::from(name), text)),
+    );
+    Ok(files)
 }
 
 /// [`MODULE_FILE`]: the modules around the generated files, with the `use`s they name their
-/// support by (what `fleetwire-types`' own `src/generated/` wrappers say for fleetwire).
+/// support by (what `fleetwire-types`' `lib.rs` says around its own `src/generated/`).
 fn module_file(openapi: &[&str]) -> String {
     let openapi: Vec<String> = openapi
         .iter()
@@ -233,7 +204,7 @@ mod tests {
         let api = dir.path().join("api.openapi.json");
         let toolkit = Toolkit::new(dir.path()).api(&api);
         assert_eq!(
-            toolkit.watched(),
+            build_script::watched(toolkit.config()),
             [
                 dir.path().to_path_buf(),
                 dir.path().join("a.schema.json"),

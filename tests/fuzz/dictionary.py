@@ -7,7 +7,7 @@ import pathlib
 import sys
 
 root = pathlib.Path(__file__).resolve().parents[2]
-bundle = json.loads((root / "generated/types/src/generated/code/bundle.schema.json").read_text())
+bundle = json.loads((root / "generated/types/src/generated/bundle.schema.json").read_text())
 tokens = set()
 
 

@@ -1,6 +1,7 @@
 //! fleetwire-codegen's integration tests: one test binary (modules of one target, so the
 //! crate and the test support are linked once), run with `cargo test -p fleetwire-codegen`.
 
+mod build_script;
 mod bundle;
 mod checked_in;
 mod client;

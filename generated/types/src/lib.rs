@@ -26,12 +26,12 @@
 //!
 //! The two halves sit in two folders, and every public item is re-exported here, at the root:
 //!
-//! - `src/generated/`: fleetwire-codegen's output from `schemas/`, never edited by hand: checked
-//!   in under `src/generated/code/` (with copies of the schema files it was generated from),
-//!   put into `OUT_DIR` by `build.rs` (or generated afresh there inside the workspace after a
-//!   schema edit) and included from there by the wrappers beside it: the types ([`types`]), the schema facts (root
-//!   documents, [`TIMESTAMP_PATTERN`], [`SCHEMA_FILES`], [`BUNDLE_SCHEMA`], the strict
-//!   deserializer's tables) and the root documents' [`WireDocument`] impls and by-name readers
+//! - `src/generated/`: fleetwire-codegen's output from `schemas/`, written by the generator
+//!   alone and checked in (`fleetwire-codegen generate`; inside the workspace the build script
+//!   refreshes it after a schema edit, and one drift test fails while it is stale), included
+//!   below into the modules that name what it builds on: the types ([`types`]), the schema facts
+//!   (root documents, [`TIMESTAMP_PATTERN`], [`BUNDLE_SCHEMA`], the strict deserializer's
+//!   tables) and the root documents' [`WireDocument`] impls and by-name readers
 //!   ([`read_named`]).
 //! - `src/hand_written/`: the validated [`read`]er and the [`strict`]
 //!   deserializer, the embedded schemas' validators ([`compile_validator`]), and the types the
@@ -46,13 +46,41 @@
 //! re-exports what code generated for another crate's schemas names (docs/codegen.md). Each module imports one way (the module-graph
 //! check, docs/architecture.md). docs/architecture.md describes the crate among the others.
 
-// The generated half.
-#[path = "generated/documents.rs"]
-mod documents;
-#[path = "generated/facts.rs"]
-mod facts;
-#[path = "generated/types.rs"]
-pub mod types;
+// The generated half: the generator's files in `src/generated/`, each included into the
+// module that names what it builds on (the same files a toolkit consumer includes from
+// `OUT_DIR`, docs/codegen.md "Outputs").
+
+/// The root documents: their `WireDocument` impls and the by-name readers (the top of the
+/// crate, built on both the generated types and the hand-written reader).
+mod documents {
+    use crate::document::WireDocument;
+    use crate::facts::{Schemas, DOCUMENTS};
+    use crate::reader::{read, read_strict, Accepted, Rejection};
+    use crate::schema::compile_validator_in;
+    use crate::schema_set::DocumentInfo;
+    use crate::strict;
+    use crate::types;
+
+    include!("generated/documents.rs");
+}
+
+/// What the schemas say that the hand-written code reads: the root documents, the `Timestamp`
+/// pattern, the strict deserializer's tables, and `Schemas`, fleetwire's schema set that ties
+/// them together (it names no generated type, so the hand-written modules can read it).
+mod facts {
+    use crate::schema_set::{DocumentInfo, SchemaSet, StructRules};
+
+    include!("generated/facts.rs");
+
+    /// All definitions of all schema files in one document (local `$ref`s only).
+    pub const BUNDLE_SCHEMA: &str = include_str!("generated/bundle.schema.json");
+}
+
+/// The generated types, one per schema definition: fleetwire-codegen's output from `schemas/`.
+#[allow(clippy::all, dead_code, missing_docs, rustdoc::all)]
+pub mod types {
+    include!("generated/types.rs");
+}
 
 // The hand-written half.
 #[path = "hand_written/bounded.rs"]
@@ -76,8 +104,8 @@ pub use bounded::{BoundedVec, LengthError};
 pub use document::WireDocument;
 pub use documents::{read_named, read_named_strict, reserialize_named, written_named};
 pub use facts::{
-    Schemas, BUNDLE_SCHEMA, DOCUMENTS, SCHEMA_FILES, SCHEMA_SET_HASH, SCHEMA_SET_NAME,
-    SCHEMA_SET_VERSION, TIMESTAMP_PATTERN,
+    Schemas, BUNDLE_SCHEMA, DOCUMENTS, SCHEMA_SET_HASH, SCHEMA_SET_NAME, SCHEMA_SET_VERSION,
+    TIMESTAMP_PATTERN,
 };
 pub use reader::{
     describe, read, read_strict, read_value, read_value_strict, summarize, unknown_fields,

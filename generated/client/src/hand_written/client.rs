@@ -1,7 +1,7 @@
 //! The client: where the controller is, how it is reached (the trust options of
 //! docs/security.md), the credentials it presents, and the one place a request is sent. The
 //! operations themselves (`Client::get_node` and the others) are generated from the API
-//! document (`src/generated/code/client.rs`).
+//! document (`src/generated/operations.rs`).
 
 use std::fmt;
 use std::time::Duration;

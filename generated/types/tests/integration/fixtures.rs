@@ -200,16 +200,7 @@ fn invalid_fixtures_are_refused_where_they_say() {
 }
 
 #[test]
-fn the_schema_files_are_embedded_as_written() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas");
-    assert!(fleetwire_types::SCHEMA_FILES.len() >= 3);
-    for (name, text) in fleetwire_types::SCHEMA_FILES {
-        assert_eq!(
-            *text,
-            std::fs::read_to_string(dir.join(name)).unwrap(),
-            "{name}"
-        );
-    }
+fn the_embedded_bundle_has_every_root_document() {
     let bundle: Value = serde_json::from_str(fleetwire_types::BUNDLE_SCHEMA).unwrap();
     for doc in fleetwire_types::DOCUMENTS {
         assert!(
