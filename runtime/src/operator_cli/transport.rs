@@ -147,15 +147,16 @@ fn cause(error: &reqwest::Error) -> Cause {
             return Cause::Tls(tls.clone());
         }
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return Cause::Refused;
+            match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => return Cause::Refused,
+                std::io::ErrorKind::TimedOut => return Cause::TimedOut,
+                _ => {}
             }
-            if io.kind() == std::io::ErrorKind::TimedOut {
-                return Cause::TimedOut;
-            }
-            // An io::Error's source() skips the error it wraps: rustls' is in there.
-            if let Some(tls) = io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
-                return Cause::Tls(tls.clone());
+            // An io::Error's source() skips the error it wraps (rustls' is in there, inside
+            // another io::Error or two): follow what it wraps instead.
+            if let Some(inner) = io.get_ref() {
+                next = Some(inner);
+                continue;
             }
         }
         next = e.source();

@@ -249,6 +249,6 @@ fn an_expired_certificate_says_to_check_the_clocks() {
     says_before(
         &err,
         &format!("the certificate of the server at 127.0.0.1:{port} has expired: check this machine's clock"),
-        "Expired",
+        "certificate expired",
     );
 }

@@ -10,7 +10,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use crate::support::up_process::{up_command, Stream, UpProcess};
-use crate::support::{fleetwire, free_port, wait_for};
+use crate::support::{free_port, wait_for};
 
 /// Runs `line` with `sh -c` in `cwd`, as a user pasting it would, with none of the user's
 /// own fleetwire settings (`home` stands for the user's home).

@@ -3,7 +3,7 @@
 //! line as they come, each kept apart, and the banner's lines at hand.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -22,8 +22,6 @@ pub struct UpProcess {
     lines: mpsc::Receiver<(Stream, String)>,
     /// Every line read so far, in order.
     pub printed: Vec<(Stream, String)>,
-    /// The folder it runs in.
-    pub cwd: PathBuf,
 }
 
 /// A `fleetwire up` command run in `cwd`, with ports of its own and the user's own fleetwire
@@ -54,10 +52,6 @@ pub fn up_command(cwd: &Path, home: &Path, api_port: u16, spawn_port: u16) -> Co
 impl UpProcess {
     /// Starts `command` (from [`up_command`]), reading both its streams.
     pub fn start(command: &mut Command) -> UpProcess {
-        let cwd = command
-            .get_current_dir()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| std::env::current_dir().unwrap());
         let mut running = Running::spawn(command.stdout(Stdio::piped()).stderr(Stdio::piped()));
         let (tx, lines) = mpsc::channel();
         let stdout = running.child.stdout.take().unwrap();
@@ -80,7 +74,6 @@ impl UpProcess {
             running,
             lines,
             printed: Vec::new(),
-            cwd,
         }
     }
 
