@@ -6,7 +6,7 @@
 use std::process::Command;
 
 use crate::support::up_process::{up_command, Stream, UpProcess};
-use crate::support::{fleetwire_bin, free_port, workspace};
+use crate::support::{fleetwire_bin, free_port, without_user_settings, workspace};
 
 /// The first `sh` block of the README's "Quick start" section.
 fn quick_start_commands() -> String {
@@ -40,16 +40,15 @@ fn the_readme_quick_start_works_as_printed() {
     fleet.wait_for_line("fleetwire is up");
 
     let commands = quick_start_commands();
-    let out = Command::new("sh")
-        .arg("-ec")
-        .arg(&commands)
-        .current_dir(checkout.path())
-        .env("HOME", home.path())
-        .env("XDG_CONFIG_HOME", home.path().join(".config"))
-        .env_remove("FLEETWIRE_CONFIG")
-        .env_remove("FLEETWIRE_URL")
-        .output()
-        .unwrap();
+    let out = without_user_settings(
+        Command::new("sh")
+            .arg("-ec")
+            .arg(&commands)
+            .current_dir(checkout.path()),
+        home.path(),
+    )
+    .output()
+    .unwrap();
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),

@@ -10,26 +10,13 @@ use std::sync::Arc;
 
 use crate::support::controller_harness::{ControllerProcess, ADMIN_TOKEN};
 use crate::support::up_process::{up_command, UpProcess};
-use crate::support::{fleetwire, free_port};
+use crate::support::{fleetwire, free_port, without_user_settings};
 
 /// `fleetwire ARGS` with none of the user's own settings (`home` stands for the user's home),
 /// from a folder of its own; returns (exit code, standard error).
 fn run(home: &Path, args: &[&str]) -> (Option<i32>, String) {
     let mut command = fleetwire();
-    command
-        .current_dir(home)
-        .args(args)
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join(".config"));
-    for name in [
-        "FLEETWIRE_URL",
-        "FLEETWIRE_CA_FILE",
-        "FLEETWIRE_TOKEN_FILE",
-        "FLEETWIRE_CONFIG",
-        "FLEETWIRE_PLAIN_HTTP",
-    ] {
-        command.env_remove(name);
-    }
+    without_user_settings(command.current_dir(home).args(args), home);
     let Output { status, stderr, .. } = command.output().unwrap();
     (status.code(), String::from_utf8_lossy(&stderr).into_owned())
 }

@@ -10,29 +10,15 @@ use std::process::Output;
 use std::time::Duration;
 
 use crate::support::up_process::{up_command, Stream, UpProcess};
-use crate::support::{free_port, wait_for};
+use crate::support::{free_port, wait_for, without_user_settings};
 
 /// Runs `line` with `sh -c` in `cwd`, as a user pasting it would, with none of the user's
 /// own fleetwire settings (`home` stands for the user's home).
 fn shell(cwd: &Path, home: &Path, line: &str) -> Output {
     let mut command = std::process::Command::new("sh");
-    command
-        .arg("-c")
-        .arg(line)
-        .current_dir(cwd)
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join(".config"));
-    for name in [
-        "FLEETWIRE_URL",
-        "FLEETWIRE_CA_FILE",
-        "FLEETWIRE_TOKEN_FILE",
-        "FLEETWIRE_CONFIG",
-        "FLEETWIRE_PLAIN_HTTP",
-        "FLEETWIRE_DATA_DIR",
-    ] {
-        command.env_remove(name);
-    }
-    command.output().unwrap()
+    without_user_settings(command.arg("-c").arg(line).current_dir(cwd), home)
+        .output()
+        .unwrap()
 }
 
 fn ok(line: &str, out: Output) -> String {

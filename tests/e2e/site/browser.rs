@@ -233,6 +233,22 @@ async fn js(client: &Client, script: &str) -> Value {
         .unwrap_or_else(|e| panic!("script `{script}`: {e}"))
 }
 
+/// How far the open page sticks out sideways (`excess`, 0 when nothing does) at the window's
+/// `width`, and the widest offenders (`wide`), innermost first.
+async fn overflow(client: &Client) -> Value {
+    js(
+        client,
+        r#"const width = document.documentElement.clientWidth;
+           const wide = [...document.querySelectorAll('body *')]
+             .filter(e => e.getBoundingClientRect().right > width + 1)
+             .filter(e => ![...e.children].some(c => c.getBoundingClientRect().right > width + 1))
+             .slice(0, 5)
+             .map(e => e.tagName + '#' + e.id + '.' + e.className + ' right=' + e.getBoundingClientRect().right);
+           return { width: innerWidth, excess: document.documentElement.scrollWidth - width, wide };"#,
+    )
+    .await
+}
+
 /// Where the page landed: the id of its `:target` and its path.
 async fn landed(client: &Client) -> Value {
     js(
@@ -277,17 +293,7 @@ async fn browse_with_javascript(client: &Client, base: &str) {
         "HostReportedState"
     );
     // Nothing may stick out sideways; name the widest offenders if something does.
-    let overflow = js(
-        client,
-        r#"const width = document.documentElement.clientWidth;
-           const wide = [...document.querySelectorAll('body *')]
-             .filter(e => e.getBoundingClientRect().right > width + 1)
-             .filter(e => ![...e.children].some(c => c.getBoundingClientRect().right > width + 1))
-             .slice(0, 5)
-             .map(e => e.tagName + '#' + e.id + '.' + e.className + ' right=' + e.getBoundingClientRect().right);
-           return { excess: document.documentElement.scrollWidth - width, wide };"#,
-    )
-    .await;
+    let overflow = overflow(client).await;
     assert_eq!(
         overflow["excess"],
         json!(0),
@@ -618,17 +624,7 @@ async fn served_by_a_controller(client: &Client, controller: &ControllerProcess)
         "changelog.html",
     ] {
         client.goto(&format!("{origin}/docs/{page}")).await.unwrap();
-        let overflow = js(
-            client,
-            r#"const width = document.documentElement.clientWidth;
-               const wide = [...document.querySelectorAll('body *')]
-                 .filter(e => e.getBoundingClientRect().right > width + 1)
-                 .filter(e => ![...e.children].some(c => c.getBoundingClientRect().right > width + 1))
-                 .slice(0, 5)
-                 .map(e => e.tagName + '#' + e.id + '.' + e.className + ' right=' + e.getBoundingClientRect().right);
-               return { width: innerWidth, excess: document.documentElement.scrollWidth - width, wide };"#,
-        )
-        .await;
+        let overflow = overflow(client).await;
         assert!(
             overflow["width"].as_f64().unwrap() <= 400.0,
             "the window did not shrink: {overflow}"

@@ -8,7 +8,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use super::{fleetwire, wait_for, Running};
+use super::{fleetwire, wait_for, without_user_settings, Running};
 
 /// Which stream a line came on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,19 +33,8 @@ pub fn up_command(cwd: &Path, home: &Path, api_port: u16, spawn_port: u16) -> Co
         .arg("up")
         .args(["--listen", &format!("127.0.0.1:{api_port}")])
         .args(["--spawn-port", &spawn_port.to_string()])
-        .args(["--heartbeat-interval", "1"])
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join(".config"));
-    for name in [
-        "FLEETWIRE_URL",
-        "FLEETWIRE_CA_FILE",
-        "FLEETWIRE_TOKEN_FILE",
-        "FLEETWIRE_CONFIG",
-        "FLEETWIRE_PLAIN_HTTP",
-        "FLEETWIRE_DATA_DIR",
-    ] {
-        command.env_remove(name);
-    }
+        .args(["--heartbeat-interval", "1"]);
+    without_user_settings(&mut command, home);
     command
 }
 
