@@ -95,6 +95,11 @@ pub fn reference_site() {
         let pages = crate::site::write(&model, &site_dir)?;
         let table = crate::site::files_table(&site_dir, &out.join("site-compressed"), &pages)?;
         crate::output_file::write_if_changed(&out.join("site_files.rs"), table)?;
+        // The release the site's version line names, for `fleetwire --version` to say the same.
+        println!(
+            "cargo:rustc-env=FLEETWIRE_RELEASE_LINE={}",
+            model.stamp.release
+        );
         Ok(())
     });
 }

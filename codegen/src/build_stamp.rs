@@ -20,12 +20,20 @@ pub struct Stamp {
     /// The commit: git's at build time (`+changes` when `schemas/` differs from it), else
     /// `FLEETWIRE_COMMIT`, else `unknown`.
     pub commit: String,
+    /// Which release this is (`release 0.2.0`), or that it is unreleased work after which
+    /// release (`unreleased work after release 0.1.0`); empty without a manifest.
+    pub release: String,
 }
 
 impl Stamp {
     /// The hash's first 12 digits, as the pages print it (the whole is in the title).
     pub fn short_hash(&self) -> &str {
         self.hash.get(..12).unwrap_or(&self.hash)
+    }
+
+    /// Whether the pages describe work not (yet) released as their version.
+    pub fn unreleased(&self) -> bool {
+        self.release.starts_with("unreleased")
     }
 }
 
@@ -44,12 +52,33 @@ pub fn of(schemas_dir: &Path, bundle: &Bundle) -> Stamp {
             version: set.version.to_string(),
             hash: set.hash.clone(),
             commit,
+            release: release_line(schemas_dir, &set.version),
         },
         None => Stamp {
             name: "schemas".into(),
             version: "unversioned".into(),
             hash: String::new(),
             commit,
+            release: String::new(),
         },
+    }
+}
+
+/// `release V` when `version` is released (its copy is under `schemas/releases/`), else
+/// `unreleased work after release L`, L the latest release before it (docs/versioning.md,
+/// "One version").
+pub fn release_line(schemas_dir: &Path, version: &semver::Version) -> String {
+    let releases = crate::releases::list(schemas_dir).unwrap_or_default();
+    if releases.iter().any(|(released, _)| released == version) {
+        return format!("release {version}");
+    }
+    match releases
+        .iter()
+        .map(|(released, _)| released)
+        .filter(|released| *released < version)
+        .max()
+    {
+        Some(last) => format!("unreleased work after release {last}"),
+        None => "unreleased: no release yet".to_string(),
     }
 }

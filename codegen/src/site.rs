@@ -214,6 +214,9 @@ struct ApiPage {
     toc: Vec<TocEntry>,
     /// The files the `curl` lines name, and what each holds.
     trust_files: Vec<(String, String)>,
+    /// The origin the `curl` lines are written with; served by a controller, the page puts the
+    /// serving origin in its place (docs/reference-site.md, "Served by a controller").
+    curl_server: String,
     api_title: String,
     version: String,
     description: Vec<String>,
@@ -827,6 +830,7 @@ fn render_api(model: &Model, api: &ApiDoc) -> Result<String> {
             .iter()
             .map(|(f, what)| (f.to_string(), what.to_string()))
             .collect(),
+        curl_server: server.trim_end_matches('/').to_string(),
         api_title: api.title.clone(),
         version: api.version.clone(),
         description: paragraphs(api.description.as_deref()),

@@ -7,7 +7,10 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(
     name = "fleetwire",
-    version,
+    // One version for the binary, the schema set, the site and the changelog, and which
+    // release that is (docs/versioning.md, "One version"): `0.2.0 (unreleased work after
+    // release 0.1.0)`.
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("FLEETWIRE_RELEASE_LINE"), ")"),
     about = "Run and inspect a fleet of microVM hosts"
 )]
 struct Cli {

@@ -48,19 +48,43 @@ pub enum TokenCommand {
 /// Where the controller's database is, as `fleetwire controller` finds it.
 #[derive(Debug, Clone, clap::Args)]
 pub struct DatabaseArgs {
-    /// The controller's state directory.
-    #[arg(long, env = "FLEETWIRE_DATA_DIR", default_value = "/var/lib/fleetwire")]
-    pub data_dir: PathBuf,
+    /// The controller's state directory [default: data_dir of the config file, as the
+    /// operator commands find it (./.fleetwire/operator.toml where `fleetwire up` ran), else
+    /// /var/lib/fleetwire].
+    #[arg(long, env = "FLEETWIRE_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
     /// The controller's database, as its --db: a SQLite file or a postgres:// URL [default:
     /// <data-dir>/controller.sqlite3].
     /// Text, parsed by [`DatabaseArgs::db_path`] (clap's refusal would quote a password).
     #[arg(long, env = "FLEETWIRE_DB")]
     pub db: Option<String>,
+    /// The config file [default: ./.fleetwire/operator.toml when it is there, else the
+    /// user's], as for `fleetwire nodes`.
+    #[arg(long, env = "FLEETWIRE_CONFIG")]
+    pub config: Option<PathBuf>,
 }
 
+/// Where the controller's state directory is when no flag says: a fleet's config file names
+/// it (`fleetwire up` writes one), else the packaged controller's.
+pub const DEFAULT_DATA_DIR: &str = "/var/lib/fleetwire";
+
 impl DatabaseArgs {
+    /// The state directory: the flag (or FLEETWIRE_DATA_DIR), else the config file's
+    /// `data_dir`, else [`DEFAULT_DATA_DIR`].
+    fn data_dir(&self) -> Result<PathBuf, Failure> {
+        if let Some(dir) = &self.data_dir {
+            return Ok(dir.clone());
+        }
+        let found = crate::operator_config::load(self.config.as_deref())
+            .map_err(|e| Failure::Usage(e.to_string()))?;
+        Ok(found
+            .file
+            .data_dir
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)))
+    }
+
     fn db_path(&self) -> Result<Database, Failure> {
-        parse_db(self.db.as_deref(), &self.data_dir).map_err(Failure::Usage)
+        parse_db(self.db.as_deref(), &self.data_dir()?).map_err(Failure::Usage)
     }
 }
 
@@ -127,9 +151,14 @@ pub struct OperatorArgs {
     #[arg(long, value_enum)]
     pub scope: ScopeArg,
     /// The token file (`fleetwire controller --operator-token-file`): created 0600 if missing,
-    /// its lines kept.
+    /// its lines kept [default: operator_token_file of the config file, as the operator
+    /// commands find it (./.fleetwire/operator.toml where `fleetwire up` ran)].
     #[arg(long)]
-    pub file: PathBuf,
+    pub file: Option<PathBuf>,
+    /// The config file [default: ./.fleetwire/operator.toml when it is there, else the
+    /// user's], as for `fleetwire nodes`.
+    #[arg(long, env = "FLEETWIRE_CONFIG")]
+    pub config: Option<PathBuf>,
 }
 
 fn parse_node_id(text: &str) -> Result<NodeId, String> {
@@ -196,10 +225,10 @@ fn create(args: &CreateArgs) -> Result<(), Failure> {
             let issued = store
                 .create(&args.node_id, args.ttl, Utc::now())
                 .map_err(|e| failed(format!("{db}: {e}")))?;
-            let ca_dir = args
-                .ca_dir
-                .clone()
-                .unwrap_or_else(|| args.database.data_dir.join("ca"));
+            let ca_dir = match &args.ca_dir {
+                Some(dir) => dir.clone(),
+                None => args.database.data_dir()?.join("ca"),
+            };
             (issued.to_wire(), ca_dir.join("ca.pem"))
         }
         Some(url) => {
@@ -251,8 +280,23 @@ fn operator_token(args: &CreateArgs) -> Result<String, Failure> {
 }
 
 fn create_over_api(args: &CreateArgs, url: &str) -> Result<BootstrapTokenIssued, Failure> {
-    let base = reqwest::Url::parse(url)
-        .map_err(|e| Failure::Usage(format!("--url {url:?} is not a URL: {e}")))?;
+    let base = match reqwest::Url::parse(url) {
+        Ok(base) if url.contains("://") => base,
+        Err(e) if url.contains("://") => {
+            return Err(Failure::Usage(format!("--url {url:?} is not a URL: {e}")))
+        }
+        // `127.0.0.1:9203` ("relative URL without a base") or `localhost:9203` (read as the
+        // scheme `localhost`): what is missing is the scheme.
+        parsed => {
+            let why = match parsed {
+                Err(e) => e.to_string(),
+                Ok(read) => format!("read as the scheme {}", read.scheme()),
+            };
+            return Err(Failure::Usage(format!(
+                "--url {url:?} has no scheme: write https://{url} ({why})"
+            )));
+        }
+    };
     if base.scheme() != "https" {
         return Err(Failure::Usage(format!(
             "--url {url:?} must be https://: the operator token must not cross the network in clear"
@@ -307,7 +351,10 @@ fn create_over_api(args: &CreateArgs, url: &str) -> Result<BootstrapTokenIssued,
             fleetwire_client::Error::InvalidResponse { status, .. } if status.is_success() => {
                 failed(format!("POST {endpoint} answered {status} with a body that is not a BootstrapTokenIssued: {e}"))
             }
-            _ => failed(format!("POST {endpoint}: {e}")),
+            _ => failed(
+                crate::operator_cli::explain_transport_failure(&e, &base, Some(ca_file))
+                    .unwrap_or_else(|| format!("POST {endpoint}: {e}")),
+            ),
         })?
         .into_inner();
     if issued.node_id != args.node_id {
@@ -395,7 +442,20 @@ fn operator(args: &OperatorArgs) -> Result<(), Failure> {
             args.name
         )));
     }
-    let path = &args.file;
+    let path = &match &args.file {
+        Some(path) => path.clone(),
+        None => crate::operator_config::load(args.config.as_deref())
+            .map_err(|e| Failure::Usage(e.to_string()))?
+            .file
+            .operator_token_file
+            .ok_or_else(|| {
+                Failure::Usage(
+                    "--file: give the controller's --operator-token-file (no config file names \
+                     one: ./.fleetwire/operator.toml, which `fleetwire up` writes, does)"
+                        .to_string(),
+                )
+            })?,
+    };
     let mut content = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -424,8 +484,10 @@ fn operator(args: &OperatorArgs) -> Result<(), Failure> {
         .map_err(|e| failed(format!("cannot write {}: {e}", path.display())))?;
     println!("{token}");
     eprintln!(
-        "added operator token {:?} ({scope}) to {} (mode 0600); the controller reads the file \
-         named by --operator-token-file / FLEETWIRE_OPERATOR_TOKEN_FILE",
+        "added operator token {:?} ({scope}) to {} (mode 0600). A controller whose \
+         --operator-token-file (FLEETWIRE_OPERATOR_TOKEN_FILE) this is takes it within a \
+         second or two, no restart needed: it watches the file (removing a line revokes its \
+         token as soon)",
         args.name,
         path.display()
     );

@@ -3,11 +3,17 @@
 //! binary, all state under one folder; stopped together on Ctrl-C. Secure as any fleet is
 //! (docs/security.md): HTTPS with the fleet CA, an admin operator token written for the user,
 //! and the agent enrolled with a bootstrap token; `--plain-http` runs PPN's plain mode.
+//!
+//! What `up` says is true (docs/operator-cli.md, "fleetwire up"): a program is ready when the
+//! child `up` started says so itself (systemd's notify protocol, on a socket of its own) and
+//! answers; the agent once it has heartbeated since it started; the children's warnings and
+//! errors reach `up`'s standard error as they happen, and everything they print, its log file.
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -16,7 +22,10 @@ use fleetwire_types::{read, NodeId, NodeRecord};
 
 use crate::controller::trust::certs::NodeCa;
 use crate::store::{sqlite::tokens::SqliteBootstrapTokens, tokens::BootstrapTokenStore};
+use tokio::io::AsyncBufReadExt;
+use tokio::net::UnixDatagram;
 use tokio::process::{Child, Command};
+use tokio::task::JoinHandle;
 
 #[derive(Args, Debug, Clone)]
 pub struct UpArgs {
@@ -65,27 +74,41 @@ impl Access {
     }
 }
 
-/// The operator commands' config file for this fleet of one (docs/operator-cli.md), so the
-/// banner's `fleetwire nodes list --config FILE` works as printed.
-fn operator_config(dir: &Path, access: &Access, token_file: Option<&Path>) -> Result<PathBuf> {
+/// The operator commands' config file for this fleet of one (docs/operator-cli.md,
+/// "Connecting"): found as `./.fleetwire/operator.toml` from the directory `up` ran in, or
+/// named by `FLEETWIRE_CONFIG` / `--config` from anywhere. Beside the connection it names the
+/// controller's state directory and token file, for `fleetwire token list|create|operator`.
+fn operator_config(
+    dir: &Path,
+    access: &Access,
+    token_file: Option<&Path>,
+    operator_tokens: Option<&Path>,
+) -> Result<PathBuf> {
     // A JSON string is a TOML basic string too (serde_json writes no `\/`).
-    let quoted = |text: &str| serde_json::Value::from(text).to_string();
-    let mut text = format!("url = {}\n", quoted(&access.api));
+    let quoted = |path: &Path| serde_json::Value::from(path.to_string_lossy()).to_string();
+    let mut text = format!("url = {}\n", serde_json::Value::from(access.api.as_str()));
     match (&access.tls, token_file) {
         (Some((ca, _)), Some(token)) => {
-            text.push_str(&format!("ca_file = {}\n", quoted(&ca.to_string_lossy())));
-            text.push_str(&format!(
-                "token_file = {}\n",
-                quoted(&token.to_string_lossy())
-            ));
+            text.push_str(&format!("ca_file = {}\n", quoted(ca)));
+            text.push_str(&format!("token_file = {}\n", quoted(token)));
         }
         _ => text.push_str("plain_http = true\n"),
     }
-    let path = dir.join("operator.toml");
+    text.push_str(&format!(
+        "data_dir = {}\n",
+        quoted(&dir.join(CONTROLLER_DIR))
+    ));
+    if let Some(tokens) = operator_tokens {
+        text.push_str(&format!("operator_token_file = {}\n", quoted(tokens)));
+    }
+    let path = dir.join(crate::operator_config::FILE_NAME);
     crate::atomic_file::write(&path, text.as_bytes(), 0o600)
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(path)
 }
+
+/// The controller's state directory inside `up`'s.
+const CONTROLLER_DIR: &str = "controller";
 
 /// The admin operator token of this fleet of one, made on first use: `operator-tokens` (the
 /// controller's `--operator-token-file`), `operator-token` (the token alone, for scripts and
@@ -137,6 +160,7 @@ async fn up(args: &UpArgs) -> Result<()> {
         )
     })?;
     let dir = args.dir.canonicalize()?;
+    let console = Console::new();
     let node_id = match &args.node_id {
         Some(id) => id.clone(),
         None => default_node_id(),
@@ -145,7 +169,7 @@ async fn up(args: &UpArgs) -> Result<()> {
         .parse::<NodeId>()
         .map_err(|e| anyhow::anyhow!("--node-id {node_id:?}: {e}"))?;
     let exe = std::env::current_exe().context("locating the fleetwire binary")?;
-    let controller_dir = dir.join("controller");
+    let controller_dir = dir.join(CONTROLLER_DIR);
     let ca_dir = controller_dir.join("ca");
     let mut command = Command::new(&exe);
     command
@@ -157,13 +181,13 @@ async fn up(args: &UpArgs) -> Result<()> {
         // A fleet of one lives on a workstation's disk: cordon it only when that is nearly
         // full, not at a production host's 20 GB.
         .args(["--disk-cordon-below", "1", "--disk-uncordon-above", "2"]);
-    let (access, http, token_file) = if args.plain_http {
+    let (access, http, token_file, operator_tokens) = if args.plain_http {
         command.arg("--plain-http");
         let http = crate::tls::client_builder()
             .timeout(Duration::from_secs(2))
             .build()?;
         let api = format!("http://{}", args.listen);
-        (Access { api, tls: None }, http, None)
+        (Access { api, tls: None }, http, None, None)
     } else {
         // The CA first, so that this process trusts it before the controller answers.
         let ca = NodeCa::open_or_create(&ca_dir, Duration::from_secs(3600))
@@ -195,22 +219,31 @@ async fn up(args: &UpArgs) -> Result<()> {
             },
             http,
             Some(token_file),
+            Some(tokens),
         )
     };
-    let operator_config = operator_config(&dir, &access, token_file.as_deref())?;
+    let operator_config = operator_config(
+        &dir,
+        &access,
+        token_file.as_deref(),
+        operator_tokens.as_deref(),
+    )?;
     let api = access.api.clone();
-    let mut controller = spawn(&mut command, &dir.join("controller.log"))?;
-    step(&format!("controller on {api}"), &mut controller, || async {
-        let ok = http
-            .get(format!("{api}/readyz"))
-            .send()
-            .await
-            .ok()?
-            .status()
-            .is_success();
-        ok.then_some(())
-    })
-    .await?;
+    let mut controller = Program::spawn("controller", &mut command, &dir, &console)?;
+    // Ready when the controller `up` started says it listens (so what answers on the port is
+    // that process, not another on the same address) and answers /readyz.
+    controller
+        .step(&format!("controller on {api}"), &console, || async {
+            let ok = http
+                .get(format!("{api}/readyz"))
+                .send()
+                .await
+                .ok()?
+                .status()
+                .is_success();
+            ok.then_some(())
+        })
+        .await?;
 
     let reported = dir.join("agent/reported.json");
     let mut command = Command::new(&exe);
@@ -238,25 +271,25 @@ async fn up(args: &UpArgs) -> Result<()> {
                 .env("VM_BOOTSTRAP_TOKEN_FILE", &token_file);
         }
     }
-    let mut agent = spawn(
-        command
-            .env("VM_FLEET_ENDPOINT", &api)
-            .env("VM_NODE_ID", &node_id)
-            .env("VM_WG_IP", "127.0.0.1")
-            .env("VM_LISTEN_ADDRESS", "127.0.0.1")
-            .env("VM_SPAWN_PORT", args.spawn_port.to_string())
-            .env(
-                "VM_HEARTBEAT_INTERVAL_S",
-                args.heartbeat_interval.to_string(),
-            )
-            .env("VM_STATE_DIR", dir.join("agent"))
-            .env("VM_RUNTIME", args.runtime.as_str()),
-        &dir.join("agent.log"),
-    )?;
-    let node = step(
-        &format!("agent {node_id} enrolling"),
-        &mut agent,
-        || async {
+    command
+        .env("VM_FLEET_ENDPOINT", &api)
+        .env("VM_NODE_ID", &node_id)
+        .env("VM_WG_IP", "127.0.0.1")
+        .env("VM_LISTEN_ADDRESS", "127.0.0.1")
+        .env("VM_SPAWN_PORT", args.spawn_port.to_string())
+        .env(
+            "VM_HEARTBEAT_INTERVAL_S",
+            args.heartbeat_interval.to_string(),
+        )
+        .env("VM_STATE_DIR", dir.join("agent"))
+        .env("VM_RUNTIME", args.runtime.as_str());
+    // The node's record may be an old one, from the last time this fleet ran (the controller
+    // counts a stored node as heard from at its start): only a heartbeat received after this
+    // agent started is this agent's.
+    let agent_started = chrono::Utc::now();
+    let mut agent = Program::spawn("agent", &mut command, &dir, &console)?;
+    let node = agent
+        .step(&format!("agent {node_id} enrolling"), &console, || async {
             let body = http
                 .get(format!("{api}/v1/nodes/{node_id}"))
                 .send()
@@ -266,14 +299,16 @@ async fn up(args: &UpArgs) -> Result<()> {
                 .await
                 .ok()?;
             let node: NodeRecord = read(&body).ok()?.value;
-            (node.status.to_string() == "ready" && reported.exists()).then_some(node)
-        },
-    )
-    .await;
+            (node.status.to_string() == "ready"
+                && node.last_heartbeat.utc() >= agent_started
+                && reported.exists())
+            .then_some(node)
+        })
+        .await;
     let node = match node {
         Ok(node) => node,
         Err(err) => {
-            stop("controller", &mut controller).await;
+            controller.stop(&console).await;
             return Err(err);
         }
     };
@@ -306,47 +341,83 @@ async fn up(args: &UpArgs) -> Result<()> {
             r#"{"vm_type": "web", "ram_mb": 256, "vcpu_count": 1, "boot": {"kernel": "vmlinuz", "initrd": "initrd.img"}, "guest_ports": [80]}"#,
         ),
     };
-    println!(
+    let exe_shown = exe.display().to_string();
+    // The operator commands find this fleet's config by themselves from the directory `up`
+    // ran in when that is where `up` keeps it (`./.fleetwire/operator.toml`); from anywhere
+    // else FLEETWIRE_CONFIG names it.
+    let found_here = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| crate::operator_config::discovered_in(&cwd))
+        .is_some_and(|found| found == operator_config);
+    let (nodes, where_config) = if found_here {
+        (
+            format!("{exe_shown} nodes list"),
+            format!(
+                "here; elsewhere: export FLEETWIRE_CONFIG={}",
+                operator_config.display()
+            ),
+        )
+    } else {
+        (
+            format!(
+                "FLEETWIRE_CONFIG={} {exe_shown} nodes list",
+                operator_config.display()
+            ),
+            "or export FLEETWIRE_CONFIG once".to_string(),
+        )
+    };
+    console.line(&format!(
         "\nfleetwire is up: a fleet of one ({mode}).\n\
          \n  fleet       {curl} {api}/v1/fleet\
-         \n  nodes       {exe} nodes list --config {config}   (also vms, fleet: docs/operator-cli.md)\
+         \n  nodes       {nodes}   ({where_config}; also vms, fleet, token: docs/operator-cli.md)\
          \n  reference   {reference}\
          \n  metrics     {curl} {api}/metrics\
          \n  node        {id} ({cpus} CPUs, {mem} MB free), agent on 127.0.0.1:{port}\
          \n  reported    {reported}\
-         \n  logs        {logs}\
+         \n  logs        {logs} (warnings and errors are shown here too)\
          \n\nPlace a machine ({what}):\
          \n\n  {curl} -X POST {api}/v1/vms -H 'content-type: application/json' \\\
          \n    -d '{example}'\
-         \n\nthen watch it in {reported}. Ctrl-C stops both.",
+         \n\nthen watch it in {reported}. Ctrl-C stops both; `{exe_shown} up` again in this \
+         directory starts the same fleet.",
         id = node.node_id.as_str(),
-        exe = std::env::current_exe()
-            .map(|exe| exe.display().to_string())
-            .unwrap_or_else(|_| "fleetwire".into()),
-        config = operator_config.display(),
-        cpus = node.total_cpus.map(|c| c.to_string()).unwrap_or_else(|| "?".into()),
+        cpus = node
+            .total_cpus
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "?".into()),
         mem = node.ram_available_mb,
         port = args.spawn_port,
         reported = reported.display(),
         logs = dir.join("{controller,agent}.log").display(),
-    );
+    ));
 
     let reason = tokio::select! {
         _ = crate::shutdown::signal() => None,
-        status = controller.wait() => Some(format!("the controller exited ({})", describe(status))),
-        status = agent.wait() => Some(format!("the agent exited ({})", describe(status))),
+        status = controller.child.wait() => Some(("controller", describe(status))),
+        status = agent.child.wait() => Some(("agent", describe(status))),
     };
-    if let Some(reason) = &reason {
-        eprintln!("\n{reason}; stopping. See {}", dir.join("*.log").display());
-    } else {
-        println!("\nstopping");
-    }
+    let reason = match reason {
+        None => {
+            console.line("\nstopping");
+            None
+        }
+        Some((name, status)) => {
+            // What it said last (its reason, most often) is shown before `up` says it is gone.
+            match name {
+                "controller" => controller.drain_logs().await,
+                _ => agent.drain_logs().await,
+            }
+            let reason = format!("the {name} exited ({status})");
+            eprintln!("\n{reason}; stopping. See {}", dir.join("*.log").display());
+            Some(reason)
+        }
+    };
     // The agent first, so it is not left heartbeating into a controller that is gone.
-    stop("agent", &mut agent).await;
-    stop("controller", &mut controller).await;
+    agent.stop(&console).await;
+    controller.stop(&console).await;
     match reason {
         None => {
-            println!("stopped; state kept in {}", dir.display());
+            console.line(&format!("stopped; state kept in {}", dir.display()));
             Ok(())
         }
         Some(reason) => bail!(reason),
@@ -379,92 +450,311 @@ fn default_node_id() -> String {
     }
 }
 
-fn spawn(command: &mut Command, log: &Path) -> Result<Child> {
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .with_context(|| format!("opening {}", log.display()))?;
-    // If `up` itself dies without stopping them (SIGKILL, a crash), the kernel sends each
-    // child SIGTERM, so a fleet of one never outlives its `up`.
-    // SAFETY: prctl(2) is async-signal-safe and touches only the child being set up.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == 0 {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error())
-            }
-        });
-    }
-    command
-        .stdin(std::process::Stdio::null())
-        .stdout(file.try_clone()?)
-        .stderr(file)
-        .kill_on_drop(true)
-        .spawn()
-        .context("starting a fleetwire process")
+/// `up`'s standard output and error, shared by the steps and the children's copied lines: a
+/// progress frame is redrawn in place (`\r`) only on a terminal, and a line a child prints is
+/// never drawn into the middle of one.
+struct Console {
+    terminal: bool,
+    /// The frame on the terminal's last line, if one is drawn.
+    frame: Mutex<Option<String>>,
 }
 
-/// Shows `what` with a running clock until `probe` answers, the child exits, or time runs out.
-/// The clock is redrawn in place (`\r`) only on a terminal; into a file or a pipe each step
-/// is one plain line when it starts and one when it ends, so a log reads line by line.
-async fn step<T, F, Fut>(what: &str, child: &mut Child, mut probe: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    use std::io::IsTerminal;
-    let started = Instant::now();
-    let mut out = std::io::stdout();
-    let terminal = out.is_terminal();
-    let redraw = if terminal { "\r" } else { "" };
-    if !terminal {
-        println!("  {what} …");
+/// Back to the line's start, and the line erased (ECMA-48 CSI EL), before a frame or a line
+/// takes its place.
+const CLEAR_LINE: &str = "\r\x1b[K";
+
+impl Console {
+    fn new() -> Arc<Console> {
+        use std::io::IsTerminal;
+        Arc::new(Console {
+            terminal: std::io::stdout().is_terminal(),
+            frame: Mutex::new(None),
+        })
     }
-    loop {
-        if terminal {
-            let _ = write!(out, "\r  {what} … {:.1} s", started.elapsed().as_secs_f32());
+
+    /// Draws `frame` over the last one (a terminal only).
+    fn draw(&self, frame: String) {
+        let mut current = self.frame.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = std::io::stdout().lock();
+        let _ = write!(out, "{CLEAR_LINE}{frame}");
+        let _ = out.flush();
+        *current = Some(frame);
+    }
+
+    /// A line on standard output, in place of the frame if one is drawn.
+    fn line(&self, text: &str) {
+        let mut current = self.frame.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = std::io::stdout().lock();
+        if current.take().is_some() {
+            let _ = write!(out, "{CLEAR_LINE}");
+        }
+        let _ = writeln!(out, "{text}");
+        let _ = out.flush();
+    }
+
+    /// A line a child printed, on standard error, above the frame (drawn again under it).
+    fn child_said(&self, name: &str, text: &str) {
+        let current = self.frame.lock().unwrap_or_else(|e| e.into_inner());
+        if current.is_some() {
+            let mut out = std::io::stdout().lock();
+            let _ = write!(out, "{CLEAR_LINE}");
             let _ = out.flush();
         }
-        if let Some(value) = probe().await {
-            println!(
-                "{redraw}  {what} … ready ({:.1} s)",
-                started.elapsed().as_secs_f32()
-            );
-            return Ok(value);
+        eprintln!("  {name}: {text}");
+        if let Some(frame) = current.as_ref() {
+            let mut out = std::io::stdout().lock();
+            let _ = write!(out, "{frame}");
+            let _ = out.flush();
         }
-        if let Some(status) = child.try_wait()? {
-            if terminal {
-                println!();
-            }
-            bail!(
-                "{what}: the process exited ({}) before it was ready",
-                describe(Ok(status))
-            );
-        }
-        if started.elapsed() > START_TIMEOUT {
-            if terminal {
-                println!();
-            }
-            bail!("{what}: not ready after {START_TIMEOUT:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
-/// SIGTERM, then SIGKILL if it has not gone within [`STOP_TIMEOUT`].
-async fn stop(name: &str, child: &mut Child) {
-    let Some(pid) = child.id() else { return };
-    // SAFETY: kill(2) on our own child's pid, which has not been reaped (id() is Some).
-    unsafe {
-        libc::kill(pid as libc::pid_t, libc::SIGTERM);
+/// What of a child's output `up` shows as it happens: its log lines at WARN and ERROR, and
+/// every line that is not a log line (a fatal error, a panic), without the timestamp.
+fn worth_showing(line: &str) -> Option<&str> {
+    let line = line.trim_end();
+    if line.is_empty() {
+        return None;
     }
-    match tokio::time::timeout(STOP_TIMEOUT, child.wait()).await {
-        Ok(status) => println!("  {name} stopped ({})", describe(status)),
-        Err(_) => {
-            let _ = child.kill().await;
-            println!("  {name} did not stop within {STOP_TIMEOUT:?}; killed");
+    let (first, rest) = line.split_once(' ').unwrap_or((line, ""));
+    if chrono::DateTime::parse_from_rfc3339(first).is_err() {
+        return Some(line);
+    }
+    let rest = rest.trim_start();
+    (rest.starts_with("WARN") || rest.starts_with("ERROR")).then_some(rest)
+}
+
+/// A child's readiness channel: systemd's notify protocol (sd_notify(3)), which the controller
+/// and the agent speak already (`service_manager`), on a datagram socket of this child's own.
+/// Only that child is given its path (as NOTIFY_SOCKET), in `up`'s directory (0700), so a
+/// READY=1 on it comes from the process `up` started.
+struct NotifySocket {
+    socket: UnixDatagram,
+    path: PathBuf,
+}
+
+impl NotifySocket {
+    fn bind(dir: &Path, name: &str) -> Result<NotifySocket> {
+        let mut path = dir.join(format!("{name}.notify"));
+        // A socket's path must fit sun_path (108 bytes with its NUL).
+        if path.as_os_str().len() > 100 {
+            path = std::env::temp_dir()
+                .join(format!("fleetwire-up-{}-{name}.notify", std::process::id()));
+        }
+        // Left by an `up` that was killed: nobody listens on it any more.
+        let _ = std::fs::remove_file(&path);
+        let socket = UnixDatagram::bind(&path)
+            .with_context(|| format!("binding the readiness socket {}", path.display()))?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("making {} private", path.display()))?;
+        Ok(NotifySocket { socket, path })
+    }
+
+    /// Whether a READY=1 is among the messages waiting (all of them are read).
+    fn said_ready(&self) -> bool {
+        let mut buf = [0u8; 4096];
+        let mut ready = false;
+        while let Ok(n) = self.socket.try_recv(&mut buf) {
+            ready |= buf[..n].split(|b| *b == b'\n').any(|l| l == b"READY=1");
+        }
+        ready
+    }
+}
+
+impl Drop for NotifySocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// A child program of `up`: the process, its readiness channel, and the tasks copying what it
+/// prints into its log file and the worth-showing lines to the console.
+struct Program {
+    name: &'static str,
+    child: Child,
+    notify: NotifySocket,
+    log: PathBuf,
+    copies: Vec<JoinHandle<()>>,
+}
+
+impl Program {
+    fn spawn(
+        name: &'static str,
+        command: &mut Command,
+        dir: &Path,
+        console: &Arc<Console>,
+    ) -> Result<Program> {
+        let log = dir.join(format!("{name}.log"));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .with_context(|| format!("opening {}", log.display()))?;
+        let notify = NotifySocket::bind(dir, name)?;
+        // If `up` itself dies without stopping them (SIGKILL, a crash), the kernel sends each
+        // child SIGTERM, so a fleet of one never outlives its `up`.
+        // SAFETY: prctl(2) is async-signal-safe and touches only the child being set up.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        let mut child = command
+            .env("NOTIFY_SOCKET", &notify.path)
+            // Its output goes to a file and to `up`, never to a terminal of its own: no
+            // colour escapes in the log (tracing-subscriber honours NO_COLOR).
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting the {name}"))?;
+        let file = Arc::new(Mutex::new(file));
+        let mut copies = Vec::new();
+        let streams: [Option<Box<dyn tokio::io::AsyncRead + Send + Unpin>>; 2] = [
+            child.stdout.take().map(|s| Box::new(s) as _),
+            child.stderr.take().map(|s| Box::new(s) as _),
+        ];
+        for stream in streams.into_iter().flatten() {
+            copies.push(tokio::spawn(copy_lines(
+                name,
+                stream,
+                file.clone(),
+                console.clone(),
+            )));
+        }
+        Ok(Program {
+            name,
+            child,
+            notify,
+            log,
+            copies,
+        })
+    }
+
+    /// Shows `what` with a running clock until the child says it is ready and `probe` answers,
+    /// the child exits, or time runs out. On a terminal the clock is redrawn in place; into a
+    /// file or a pipe each step is one plain line when it starts and one when it ends.
+    async fn step<T, F, Fut>(&mut self, what: &str, console: &Console, mut probe: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Option<T>>,
+    {
+        let started = Instant::now();
+        if !console.terminal {
+            console.line(&format!("  {what} …"));
+        }
+        let mut said_ready = false;
+        loop {
+            if console.terminal {
+                console.draw(format!(
+                    "  {what} … {:.1} s",
+                    started.elapsed().as_secs_f32()
+                ));
+            }
+            said_ready = said_ready || self.notify.said_ready();
+            if said_ready {
+                if let Some(value) = probe().await {
+                    console.line(&format!(
+                        "  {what} … ready ({:.1} s)",
+                        started.elapsed().as_secs_f32()
+                    ));
+                    return Ok(value);
+                }
+            }
+            if let Some(status) = self.child.try_wait()? {
+                self.drain_logs().await;
+                console.line(&format!("  {what} … failed"));
+                bail!(
+                    "{what}: the {} exited ({}) before it was ready; what it said is above, \
+                     all of it in {}",
+                    self.name,
+                    describe(Ok(status)),
+                    self.log.display()
+                );
+            }
+            if started.elapsed() > START_TIMEOUT {
+                console.line(&format!("  {what} … failed"));
+                bail!(
+                    "{what}: not ready after {START_TIMEOUT:?} ({}); see {}",
+                    if said_ready {
+                        "it started, but does not answer as ready"
+                    } else {
+                        "it never said it had started"
+                    },
+                    self.log.display()
+                );
+            }
+            tokio::select! {
+                _ = self.notify.socket.readable(), if !said_ready => {}
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+    }
+
+    /// Waits (briefly) for the copies of what the child printed to reach their end, so its
+    /// last words are shown before `up` speaks of it.
+    async fn drain_logs(&mut self) {
+        for copy in self.copies.drain(..) {
+            let _ = tokio::time::timeout(Duration::from_secs(2), copy).await;
+        }
+    }
+
+    /// SIGTERM, then SIGKILL if it has not gone within [`STOP_TIMEOUT`].
+    async fn stop(&mut self, console: &Console) {
+        let name = self.name;
+        let Some(pid) = self.child.id() else {
+            self.drain_logs().await;
+            return;
+        };
+        // SAFETY: kill(2) on our own child's pid, which has not been reaped (id() is Some).
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGTERM);
+        }
+        match tokio::time::timeout(STOP_TIMEOUT, self.child.wait()).await {
+            Ok(status) => {
+                self.drain_logs().await;
+                console.line(&format!("  {name} stopped ({})", describe(status)));
+            }
+            Err(_) => {
+                let _ = self.child.kill().await;
+                console.line(&format!(
+                    "  {name} did not stop within {STOP_TIMEOUT:?}; killed"
+                ));
+            }
+        }
+    }
+}
+
+/// Copies what a child prints, line by line, into its log file, and the lines worth showing
+/// to the console as they come. Bytes are copied as they are (a line need not be UTF-8).
+async fn copy_lines(
+    name: &'static str,
+    stream: Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+    file: Arc<Mutex<std::fs::File>>,
+    console: Arc<Console>,
+) {
+    let mut reader = tokio::io::BufReader::new(stream);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        {
+            let mut file = file.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = file.write_all(&line);
+        }
+        let text = String::from_utf8_lossy(&line);
+        if let Some(shown) = worth_showing(&text) {
+            console.child_said(name, shown);
         }
     }
 }
@@ -478,5 +768,34 @@ fn describe(status: std::io::Result<std::process::ExitStatus>) -> String {
             _ => "unknown status".into(),
         },
         Err(e) => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::worth_showing;
+
+    #[test]
+    fn warnings_errors_and_other_lines_are_shown_without_their_timestamp() {
+        let warn = "2026-12-03T12:00:00.123456Z  WARN fleetwire::controller: no operator tokens";
+        assert_eq!(
+            worth_showing(warn),
+            Some("WARN fleetwire::controller: no operator tokens")
+        );
+        assert!(worth_showing(
+            "2026-12-03T12:00:00.123456Z ERROR fleetwire::agent: heartbeat refused\n"
+        )
+        .is_some_and(|l| l.starts_with("ERROR")));
+        assert_eq!(
+            worth_showing("2026-12-03T12:00:00.123456Z  INFO fleetwire::agent: enrolled"),
+            None
+        );
+        assert_eq!(
+            worth_showing(
+                "fleetwire controller: cannot listen on 127.0.0.1:9203: Address in use\n"
+            ),
+            Some("fleetwire controller: cannot listen on 127.0.0.1:9203: Address in use")
+        );
+        assert_eq!(worth_showing("\n"), None);
     }
 }

@@ -260,7 +260,35 @@
     });
   }
 
+  // Served by a controller, the curl lines speak to it (docs/reference-site.md, "Served by a
+  // controller"): the origin the page is read from in place of the one they were written
+  // with, the controller's own CA file for ca.pem, and no trust options at all for a
+  // --plain-http controller (served-by.json says which). Opened from disk, they stay as written.
+  function speakToTheServingFleet() {
+    var marker = document.querySelector("[data-curl-server]");
+    var blocks = document.querySelectorAll("pre.curl code");
+    if (!marker || !blocks.length || !/^https?:$/.test(location.protocol) || !window.fetch) return;
+    var written = marker.getAttribute("data-curl-server");
+    var quoted = function (path) { return /^[A-Za-z0-9_.\/-]+$/.test(path) ? path : "'" + path.replace(/'/g, "'\\''") + "'"; };
+    fetch("served-by.json", { cache: "no-store" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (fleet) {
+        if (!fleet) return;
+        blocks.forEach(function (code) {
+          var text = code.textContent.split(written).join(location.origin);
+          if (fleet.plain_http) {
+            text = text.replace(/^curl -s(?: --cacert \S+| --cert \S+| --key \S+| -H @\S+)+/, "curl -s");
+          } else if (fleet.ca_file) {
+            text = text.split("--cacert ca.pem").join("--cacert " + quoted(fleet.ca_file));
+          }
+          code.textContent = text;
+        });
+        marker.setAttribute("data-curl-served", location.origin);
+      }, function () { /* the lines as written still say what to run */ });
+  }
+
   setUpSearch();
   setUpPermalinks();
   setUpPrinting();
+  speakToTheServingFleet();
 })();

@@ -20,7 +20,7 @@ use crate::controller::metrics::Metrics;
 use crate::controller::shared::{Controller, Credentials, Started};
 use crate::controller::table::node_table::DirtyNode;
 use crate::controller::trust::certs::NodeCa;
-use crate::controller::trust::operator_tokens::OperatorTokens;
+use crate::controller::trust::operator_tokens::WatchedOperatorTokens;
 use crate::controller::trust::own_certs::{self, issue_server, server_names};
 use crate::fleet_identity::renewal_due;
 use crate::store::fleet_ca::{self, Pinned};
@@ -87,19 +87,14 @@ impl Leading {
 struct Start {
     settings: Settings,
     ca_dir: Option<PathBuf>,
-    operator_token_file: Option<PathBuf>,
+    /// `--operator-token-file`'s tokens, read once at start and watched from then on: every
+    /// takeover shares them.
+    operators: Arc<WatchedOperatorTokens>,
     /// mTLS: the leader renews its client certificate towards the agents.
     mtls: bool,
 }
 
 impl Start {
-    fn operators(&self) -> anyhow::Result<OperatorTokens> {
-        Ok(match &self.operator_token_file {
-            Some(path) => OperatorTokens::load(path)?,
-            None => OperatorTokens::empty(),
-        })
-    }
-
     fn ca(&self) -> anyhow::Result<Option<NodeCa>> {
         self.ca_dir
             .as_ref()
@@ -132,7 +127,7 @@ impl Start {
             }
         }
         let credentials = Credentials {
-            operators: self.operators()?,
+            operators: self.operators.clone(),
             bootstrap_tokens: Some(tokens),
         };
         let Started {
@@ -198,15 +193,21 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
         })
         .collect::<Result<Vec<_>, _>>()?;
     let plain_http = settings.plain_http;
+    // Checked before anything is served: a bad CA or token file stops a standby too.
+    let operators = Arc::new(match &args.operator_token_file {
+        Some(path) => WatchedOperatorTokens::load(path)?,
+        None => WatchedOperatorTokens::none(),
+    });
+    // A token `fleetwire token operator` adds works without a restart, and a removed line
+    // stops working as soon (docs/security.md).
+    let token_watch = tokio::spawn(operators.clone().watch());
     let start = Start {
         settings: settings.clone(),
         ca_dir: ca_dir.clone(),
-        operator_token_file: args.operator_token_file.clone(),
+        operators: operators.clone(),
         mtls: !plain_http,
     };
-    // Checked before anything is served: a bad CA or token file stops a standby too.
     let ca = start.ca()?;
-    let operators = start.operators()?;
     let no_operators = operators.is_empty();
     if !plain_http && operators.is_empty() {
         tracing::warn!(
@@ -357,6 +358,7 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
             .await;
         }
     }
+    token_watch.abort();
     for task in [roles, server_renewal].into_iter().flatten() {
         task.abort();
     }

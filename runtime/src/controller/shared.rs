@@ -19,7 +19,7 @@ use crate::controller::table::restore::restore;
 use crate::controller::table::table_source::TableSource;
 use crate::controller::trust::certs::NodeCa;
 use crate::controller::trust::node_identity::NodeCaller;
-use crate::controller::trust::operator_tokens::OperatorTokens;
+use crate::controller::trust::operator_tokens::WatchedOperatorTokens;
 use crate::fleet_identity::PeerIdentity;
 use crate::store::backend::Store;
 use crate::store::error::StoreError;
@@ -42,7 +42,8 @@ pub struct Controller {
 /// The credentials a controller checks (docs/security.md).
 pub struct Credentials {
     /// `--operator-token-file`'s tokens (none: every operator route answers 401 in mTLS mode).
-    pub operators: OperatorTokens,
+    /// Watched: a change of the file is taken up while the controller runs.
+    pub operators: Arc<WatchedOperatorTokens>,
     /// Where bootstrap tokens are kept, hashed.
     pub bootstrap_tokens: Option<Arc<dyn BootstrapTokenStore>>,
 }
@@ -51,7 +52,7 @@ impl Credentials {
     /// No operator tokens and no bootstrap tokens.
     pub fn none() -> Credentials {
         Credentials {
-            operators: OperatorTokens::empty(),
+            operators: Arc::new(WatchedOperatorTokens::none()),
             bootstrap_tokens: None,
         }
     }

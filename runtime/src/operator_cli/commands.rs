@@ -115,11 +115,12 @@ where
     F: FnOnce(Client) -> Fut,
     Fut: std::future::Future<Output = Result<String, Error>>,
 {
-    let client = match common.connection.resolve() {
-        Ok(connection) => match connection.client() {
-            Ok(client) => client,
-            Err(e) => return fail(Failure::from(&e), &e.to_string()),
-        },
+    let connection = match common.connection.resolve() {
+        Ok(connection) => connection,
+        Err(e) => return fail(Failure::from(&e), &e.to_string()),
+    };
+    let client = match connection.client() {
+        Ok(client) => client,
         Err(e) => return fail(Failure::from(&e), &e.to_string()),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -132,7 +133,10 @@ where
             ExitCode::SUCCESS
         }
         Err(error) => {
-            let mut message = error.to_string();
+            // A connection or TLS failure says what to check, the error after it.
+            let ca_file = connection.ca_file.as_ref().map(|(path, _)| path.as_path());
+            let mut message = super::transport::explain(&error, &connection.url, ca_file)
+                .unwrap_or_else(|| error.to_string());
             for v in error
                 .api_error()
                 .map(|e| e.violations.as_slice())

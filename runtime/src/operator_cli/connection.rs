@@ -1,11 +1,13 @@
 //! Where the operator commands find the controller and their credentials: each setting from
-//! its flag, else its environment variable, else the config file, else its default
+//! its flag, else its environment variable, else the config file (found as
+//! `crate::operator_config` finds it for every command), else its default
 //! (docs/operator-cli.md, "Connecting").
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use fleetwire_client::{BearerToken, Client};
-use serde::Deserialize;
+
+use crate::operator_config::{self, ConfigError};
 
 /// The controller's default address, as the controller listens by default.
 pub const DEFAULT_URL: &str = "https://localhost:9203";
@@ -24,7 +26,8 @@ pub struct ConnectionArgs {
     /// operator --file` and `fleetwire up` write it); never given on the command line.
     #[arg(long, env = "FLEETWIRE_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
-    /// The config file [default: $XDG_CONFIG_HOME/fleetwire/config.toml, or
+    /// The config file [default: ./.fleetwire/operator.toml, which `fleetwire up` writes, when
+    /// it is there; else $XDG_CONFIG_HOME/fleetwire/config.toml, or
     /// ~/.config/fleetwire/config.toml].
     #[arg(long, env = "FLEETWIRE_CONFIG")]
     pub config: Option<PathBuf>,
@@ -32,17 +35,6 @@ pub struct ConnectionArgs {
     /// token); the URL must then be http://.
     #[arg(long, env = "FLEETWIRE_PLAIN_HTTP")]
     pub plain_http: bool,
-}
-
-/// The config file: the same three settings. Relative paths are relative to the file.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ConfigFile {
-    url: Option<String>,
-    ca_file: Option<PathBuf>,
-    token_file: Option<PathBuf>,
-    #[serde(default)]
-    plain_http: bool,
 }
 
 /// What the commands connect with, resolved.
@@ -53,11 +45,14 @@ pub struct Connection {
     pub ca_pem: Option<String>,
     /// The operator token; `None` when none is configured (a plain-HTTP controller takes none).
     pub token: Option<BearerToken>,
+    /// The file the fleet CA was read from and where that was set, for messages.
+    pub ca_file: Option<(PathBuf, String)>,
 }
 
 impl Connection {
     /// The typed client for these settings.
-    pub fn client(&self) -> Result<Client, fleetwire_client::BuildError> {
+    /// A CA file that holds no certificate is named, with where it was set.
+    pub fn client(&self) -> Result<Client, ConnectionError> {
         let mut builder = Client::builder(self.url.as_str());
         builder = match &self.ca_pem {
             Some(ca) => builder.fleet_ca_pem(ca.clone()),
@@ -66,38 +61,50 @@ impl Connection {
         if let Some(token) = &self.token {
             builder = builder.operator_token(token.clone());
         }
-        builder.build()
+        builder.build().map_err(|e| match (e, &self.ca_file) {
+            (fleetwire_client::BuildError::FleetCa(reason), Some((path, from))) => {
+                ConnectionError::File {
+                    what: "CA file",
+                    path: path.clone(),
+                    from: from.clone(),
+                    reason: format!(
+                        "{reason}: give the fleet CA's certificate (ca.pem in the controller's \
+                         CA directory, <data-dir>/ca/ca.pem)"
+                    ),
+                }
+            }
+            (other, _) => ConnectionError::Client(other),
+        })
     }
 }
 
 /// Why the settings do not make a connection; each names the setting and where it came from.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectionError {
-    #[error("config file {path}: {reason}")]
-    Config { path: PathBuf, reason: String },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
     #[error("controller URL {url:?} ({from}): {reason}")]
     Url {
         url: String,
-        from: &'static str,
+        from: String,
         reason: String,
     },
     #[error("{what} {path} ({from}): {reason}")]
     File {
         what: &'static str,
         path: PathBuf,
-        from: &'static str,
+        from: String,
         reason: String,
     },
     #[error(
-        "{0} is https://, which needs the fleet CA: give --ca-file (or FLEETWIRE_CA_FILE, or \
-         ca_file in the config file)"
+        "{url} is https://, which needs the fleet CA: give --ca-file (or FLEETWIRE_CA_FILE, or \
+         ca_file in the config file); {config}"
     )]
-    NoCa(reqwest::Url),
-    #[error(
-        "{0} is plain http://, which only a --plain-http controller speaks: choose it with \
-         --plain-http (or FLEETWIRE_PLAIN_HTTP=true, or plain_http = true in the config file)"
-    )]
-    PlainHttpNotChosen(reqwest::Url),
+    NoCa { url: reqwest::Url, config: String },
+    /// An http:// URL without --plain-http: what the controller at that address speaks was
+    /// asked (`super::transport::plain_or_tls`), so the advice fits it.
+    #[error("{0}")]
+    PlainHttpNotChosen(String),
     #[error("--plain-http was chosen, but {0} is not an http:// address")]
     PlainHttpScheme(reqwest::Url),
     #[error(
@@ -105,24 +112,26 @@ pub enum ConnectionError {
          controller takes no token); use https:// or leave the token out"
     )]
     TokenOverPlainHttp(reqwest::Url),
+    #[error("{0}")]
+    Client(fleetwire_client::BuildError),
 }
 
 /// A setting and where it came from, for error messages.
 struct Setting<T> {
     value: T,
-    from: &'static str,
+    from: String,
 }
 
-fn pick<T>(flag: Option<T>, file: Option<T>) -> Option<Setting<T>> {
+fn pick<T>(flag: Option<T>, file: Option<T>, origin: &str) -> Option<Setting<T>> {
     // clap reads both the flag and its environment variable into the same field.
     flag.map(|value| Setting {
         value,
-        from: "flag or environment",
+        from: "flag or environment".to_string(),
     })
     .or_else(|| {
         file.map(|value| Setting {
             value,
-            from: "config file",
+            from: origin.to_string(),
         })
     })
 }
@@ -130,27 +139,41 @@ fn pick<T>(flag: Option<T>, file: Option<T>) -> Option<Setting<T>> {
 impl ConnectionArgs {
     /// Resolves the settings: flags and environment first, then the config file.
     pub fn resolve(&self) -> Result<Connection, ConnectionError> {
-        let (file, file_dir) = self.config_file()?;
-        let url = pick(self.url.clone(), file.url).unwrap_or(Setting {
+        let found = operator_config::load(self.config.as_deref())?;
+        let origin = found.origin();
+        let file = found.file;
+        let url = pick(self.url.clone(), file.url, &origin).unwrap_or(Setting {
             value: DEFAULT_URL.to_string(),
-            from: "default",
+            from: "default".to_string(),
         });
-        let ca = pick(self.ca_file.clone(), file.ca_file.map(|p| file_dir.join(p)));
-        let token = pick(
-            self.token_file.clone(),
-            file.token_file.map(|p| file_dir.join(p)),
-        );
+        let ca = pick(self.ca_file.clone(), file.ca_file, &origin);
+        let token = pick(self.token_file.clone(), file.token_file, &origin);
         let parsed = parse_url(&url)?;
         let plain = parsed.scheme() == "http";
         match (plain, self.plain_http || file.plain_http) {
-            (true, false) => return Err(ConnectionError::PlainHttpNotChosen(parsed)),
+            (true, false) => {
+                return Err(ConnectionError::PlainHttpNotChosen(
+                    super::transport::plain_or_tls(&parsed),
+                ))
+            }
             (false, true) => return Err(ConnectionError::PlainHttpScheme(parsed)),
             _ => {}
         }
-        let ca_pem = match (plain, ca) {
+        let ca_pem = match (plain, &ca) {
             (true, _) => None,
-            (false, None) => return Err(ConnectionError::NoCa(parsed)),
-            (false, Some(ca)) => Some(read_text("CA file", &ca)?),
+            (false, None) => {
+                let config = match &found.path {
+                    Some(path) => format!("the config file used is {}", path.display()),
+                    None => "no config file was found (neither ./.fleetwire/operator.toml, \
+                             which `fleetwire up` writes, nor the user's)"
+                        .to_string(),
+                };
+                return Err(ConnectionError::NoCa {
+                    url: parsed,
+                    config,
+                });
+            }
+            (false, Some(ca)) => Some(read_text("CA file", ca)?),
         };
         let token = match token {
             None => None,
@@ -161,55 +184,34 @@ impl ConnectionArgs {
             url: parsed,
             ca_pem,
             token,
+            ca_file: ca.map(|ca| (ca.value, ca.from)),
         })
     }
-
-    /// The config file's settings and the folder its relative paths start from. A file named
-    /// explicitly must exist; the default one may be missing.
-    fn config_file(&self) -> Result<(ConfigFile, PathBuf), ConnectionError> {
-        let (path, explicit) = match &self.config {
-            Some(path) => (path.clone(), true),
-            None => match default_config_path() {
-                Some(path) => (path, false),
-                None => return Ok((ConfigFile::default(), PathBuf::new())),
-            },
-        };
-        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok((ConfigFile::default(), dir));
-            }
-            Err(e) => {
-                return Err(ConnectionError::Config {
-                    path,
-                    reason: e.to_string(),
-                })
-            }
-        };
-        let file = toml::from_str(&text).map_err(|e| ConnectionError::Config {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        Ok((file, dir))
-    }
-}
-
-fn default_config_path() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
-    Some(base.join("fleetwire").join("config.toml"))
 }
 
 fn parse_url(url: &Setting<String>) -> Result<reqwest::Url, ConnectionError> {
     let invalid = |reason: String| ConnectionError::Url {
         url: url.value.clone(),
-        from: url.from,
+        from: url.from.clone(),
         reason,
     };
-    let parsed = reqwest::Url::parse(&url.value).map_err(|e| invalid(e.to_string()))?;
+    // `127.0.0.1:9203` is no URL at all ("relative URL without a base") and `localhost:9203`
+    // one of the scheme `localhost`: both lack the scheme, which is what to say.
+    let no_scheme = |error: String| {
+        invalid(format!(
+            "it has no scheme: write https://{} (http:// only for a controller started with \
+             --plain-http) ({error})",
+            url.value
+        ))
+    };
+    let parsed = match reqwest::Url::parse(&url.value) {
+        Ok(parsed) => parsed,
+        Err(e) if !url.value.contains("://") => return Err(no_scheme(e.to_string())),
+        Err(e) => return Err(invalid(e.to_string())),
+    };
+    if !url.value.contains("://") {
+        return Err(no_scheme(format!("read as the scheme {}", parsed.scheme())));
+    }
     match parsed.scheme() {
         "https" | "http" if parsed.host().is_some() => Ok(parsed),
         "https" | "http" => Err(invalid("it names no host".into())),
@@ -221,7 +223,7 @@ fn read_text(what: &'static str, file: &Setting<PathBuf>) -> Result<String, Conn
     std::fs::read_to_string(&file.value).map_err(|e| ConnectionError::File {
         what,
         path: file.value.clone(),
-        from: file.from,
+        from: file.from.clone(),
         reason: e.to_string(),
     })
 }
@@ -233,7 +235,7 @@ fn read_token(file: &Setting<PathBuf>) -> Result<BearerToken, ConnectionError> {
         return Err(ConnectionError::File {
             what: "token file",
             path: file.value.clone(),
-            from: file.from,
+            from: file.from.clone(),
             reason: "it must hold the token alone, on one line".to_string(),
         });
     }
@@ -243,6 +245,7 @@ fn read_token(file: &Setting<PathBuf>) -> Result<BearerToken, ConnectionError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn args(dir: &Path) -> ConnectionArgs {
         ConnectionArgs {
@@ -291,7 +294,32 @@ mod tests {
 
         std::fs::write(dir.path().join("config.toml"), "").unwrap();
         let https_without_ca = args(dir.path()).resolve().unwrap_err();
-        assert!(matches!(https_without_ca, ConnectionError::NoCa(_)));
+        assert!(matches!(https_without_ca, ConnectionError::NoCa { .. }));
+        assert!(https_without_ca.to_string().contains("config.toml"));
+
+        let no_scheme = ConnectionArgs {
+            url: Some("127.0.0.1:9203".into()),
+            ..args(dir.path())
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            no_scheme.contains("write https://127.0.0.1:9203")
+                && no_scheme.contains("relative URL without a base"),
+            "{no_scheme}"
+        );
+        let host_as_scheme = ConnectionArgs {
+            url: Some("localhost:9203".into()),
+            ..args(dir.path())
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            host_as_scheme.contains("https://localhost:9203"),
+            "{host_as_scheme}"
+        );
 
         let missing = ConnectionArgs {
             url: Some("https://c:9203".into()),

@@ -4,4 +4,5 @@
 mod client;
 mod downstream;
 mod module_graph;
+mod one_version;
 mod workspace_manifest;

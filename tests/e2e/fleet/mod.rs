@@ -5,5 +5,8 @@ mod hostile_input;
 mod loadgen;
 mod one_owner;
 mod private_files;
+mod readme_quick_start;
 mod trust;
 mod up;
+mod up_readiness;
+mod up_terminal;

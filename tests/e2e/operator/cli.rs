@@ -6,26 +6,14 @@ use std::path::Path;
 use std::process::Output;
 
 use crate::support::controller_harness::*;
-use crate::support::fleetwire;
+use crate::support::{fleetwire, without_user_settings};
 use fleetwire_types::{FleetStatus, NodeRecord, VmRecord};
 use serde_json::Value;
 
 /// Runs `fleetwire ARGS` with `env`, and nothing of the caller's own fleetwire settings.
 fn cli(home: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
     let mut command = fleetwire();
-    command
-        .args(args)
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join(".config"));
-    for name in [
-        "FLEETWIRE_URL",
-        "FLEETWIRE_CA_FILE",
-        "FLEETWIRE_TOKEN_FILE",
-        "FLEETWIRE_CONFIG",
-        "FLEETWIRE_PLAIN_HTTP",
-    ] {
-        command.env_remove(name);
-    }
+    without_user_settings(command.args(args), home);
     command.envs(env.iter().copied());
     command.output().expect("running fleetwire")
 }

@@ -4,4 +4,6 @@
 mod cli;
 mod systemd_units;
 mod token;
+mod translated_errors;
+mod up_config;
 mod validate;

@@ -6,7 +6,8 @@
 //! HTTP and from the folder opened as `file://`; by words, dotted path and JSON pointer, with
 //! hits on the current page first), saves screenshots (light, dark, phone) under
 //! `target/test-artifacts/`, and, with JavaScript disabled, checks that every field of the page
-//! is still there and shown.
+//! is still there and shown. Served by a real controller, the API page's curl lines call that
+//! controller with its CA file, and no page scrolls sideways at 400 px.
 //!
 //! Without Chromium the test is skipped, saying what to install; under `CI=true` (where
 //! `.ci/run` installs it) that fails instead (`support::have_program`).
@@ -19,6 +20,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::support::controller_harness::ControllerProcess;
 use crate::support::{free_port, have_program, wait_for, workspace};
 use axum::extract::Path;
 use axum::http::{header, StatusCode};
@@ -99,6 +101,17 @@ async fn browser(
     dark: bool,
     javascript: bool,
 ) -> Client {
+    browser_with(driver, profile, dark, javascript, &[]).await
+}
+
+/// [`browser`] with more of Chromium's switches.
+async fn browser_with(
+    driver: &Driver,
+    profile: &std::path::Path,
+    dark: bool,
+    javascript: bool,
+    extra: &[&str],
+) -> Client {
     let mut args = vec![
         "--headless".to_string(),
         "--no-sandbox".into(),
@@ -112,6 +125,7 @@ async fn browser(
         "--window-size=1280,900".into(),
         format!("--user-data-dir={}", profile.display()),
     ];
+    args.extend(extra.iter().map(|a| a.to_string()));
     if dark {
         args.push("--force-dark-mode".into());
     }
@@ -219,6 +233,22 @@ async fn js(client: &Client, script: &str) -> Value {
         .unwrap_or_else(|e| panic!("script `{script}`: {e}"))
 }
 
+/// How far the open page sticks out sideways (`excess`, 0 when nothing does) at the window's
+/// `width`, and the widest offenders (`wide`), innermost first.
+async fn overflow(client: &Client) -> Value {
+    js(
+        client,
+        r#"const width = document.documentElement.clientWidth;
+           const wide = [...document.querySelectorAll('body *')]
+             .filter(e => e.getBoundingClientRect().right > width + 1)
+             .filter(e => ![...e.children].some(c => c.getBoundingClientRect().right > width + 1))
+             .slice(0, 5)
+             .map(e => e.tagName + '#' + e.id + '.' + e.className + ' right=' + e.getBoundingClientRect().right);
+           return { width: innerWidth, excess: document.documentElement.scrollWidth - width, wide };"#,
+    )
+    .await
+}
+
 /// Where the page landed: the id of its `:target` and its path.
 async fn landed(client: &Client) -> Value {
     js(
@@ -263,17 +293,7 @@ async fn browse_with_javascript(client: &Client, base: &str) {
         "HostReportedState"
     );
     // Nothing may stick out sideways; name the widest offenders if something does.
-    let overflow = js(
-        client,
-        r#"const width = document.documentElement.clientWidth;
-           const wide = [...document.querySelectorAll('body *')]
-             .filter(e => e.getBoundingClientRect().right > width + 1)
-             .filter(e => ![...e.children].some(c => c.getBoundingClientRect().right > width + 1))
-             .slice(0, 5)
-             .map(e => e.tagName + '#' + e.id + '.' + e.className + ' right=' + e.getBoundingClientRect().right);
-           return { excess: document.documentElement.scrollWidth - width, wide };"#,
-    )
-    .await;
+    let overflow = overflow(client).await;
     assert_eq!(
         overflow["excess"],
         json!(0),
@@ -559,6 +579,69 @@ async fn browse_from_disk(client: &Client, folder: &std::path::Path) {
     );
 }
 
+/// The site as a real controller serves it (mTLS, its own CA): the API page's curl lines name
+/// the origin the page is read from and the controller's CA file, and at 400 px nothing of
+/// the page sticks out sideways.
+async fn served_by_a_controller(client: &Client, controller: &ControllerProcess) {
+    let origin = controller.url("");
+    client
+        .goto(&format!("{origin}/docs/api.html#create_vm"))
+        .await
+        .unwrap();
+    let served = client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("[data-curl-served]"))
+        .await
+        .expect("the curl lines are rewritten for the serving controller");
+    assert_eq!(
+        served.attr("data-curl-served").await.unwrap().as_deref(),
+        Some(origin.as_str())
+    );
+    let curl = js(
+        client,
+        "return document.querySelector('#create_vm pre.curl').innerText",
+    )
+    .await;
+    let curl = curl.as_str().unwrap();
+    assert!(
+        curl.contains(&format!("\"{origin}/v1/vms\"")),
+        "the curl line does not call the serving controller {origin}: {curl}"
+    );
+    assert!(
+        curl.contains(&format!("--cacert {}", controller.ca_path().display()))
+            && !curl.contains("127.0.0.1:9203"),
+        "the curl line does not name the controller's CA file: {curl}"
+    );
+    // The line's layout is kept: the trust options, the call, the URL, one group a line.
+    assert_eq!(curl.lines().count(), 3, "{curl}");
+
+    client.set_window_size(400, 800).await.unwrap();
+    for page in [
+        "api.html",
+        "HostReportedState.html",
+        "index.html",
+        "changelog.html",
+    ] {
+        client.goto(&format!("{origin}/docs/{page}")).await.unwrap();
+        let overflow = overflow(client).await;
+        assert!(
+            overflow["width"].as_f64().unwrap() <= 400.0,
+            "the window did not shrink: {overflow}"
+        );
+        assert_eq!(
+            overflow["excess"],
+            json!(0),
+            "{page} scrolls sideways at 400 px: {overflow}"
+        );
+    }
+    std::fs::write(
+        artifacts().join("site-api-400px-light.png"),
+        client.screenshot().await.unwrap(),
+    )
+    .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn site_in_headless_chromium() {
     let install = "apt-get install -y chromium chromium-driver (Debian), then run this test again";
@@ -595,6 +678,29 @@ async fn site_in_headless_chromium() {
             }
             failed => failed,
         };
+        let _ = client.close().await;
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic.into_panic());
+        }
+
+        // Served by a real controller, over HTTPS with its own CA (which this browser is
+        // told to accept: it has no way to be given the fleet CA alone).
+        let controller = tokio::task::spawn_blocking(|| ControllerProcess::start_secure(&[]))
+            .await
+            .unwrap();
+        let client = browser_with(
+            &driver,
+            &profiles.path().join("served"),
+            false,
+            true,
+            &["--ignore-certificate-errors"],
+        )
+        .await;
+        let outcome = tokio::spawn({
+            let client = client.clone();
+            async move { served_by_a_controller(&client, &controller).await }
+        })
+        .await;
         let _ = client.close().await;
         if let Err(panic) = outcome {
             std::panic::resume_unwind(panic.into_panic());

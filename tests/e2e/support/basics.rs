@@ -29,6 +29,29 @@ pub fn fleetwire_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_fleetwire"))
 }
 
+/// `command` run as a user whose home is `home` (an empty folder of the test's), so that none
+/// of the caller's own fleetwire settings reach it: no `FLEETWIRE_*` variable, no config file
+/// of the user's.
+pub fn without_user_settings<'a>(
+    command: &'a mut Command,
+    home: &std::path::Path,
+) -> &'a mut Command {
+    command
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"));
+    for name in [
+        "FLEETWIRE_URL",
+        "FLEETWIRE_CA_FILE",
+        "FLEETWIRE_TOKEN_FILE",
+        "FLEETWIRE_CONFIG",
+        "FLEETWIRE_PLAIN_HTTP",
+        "FLEETWIRE_DATA_DIR",
+    ] {
+        command.env_remove(name);
+    }
+    command
+}
+
 /// A `Command` for the `fleetwire` binary.
 pub fn fleetwire() -> Command {
     Command::new(fleetwire_bin())

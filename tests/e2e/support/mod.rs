@@ -11,5 +11,6 @@ pub mod real_smolvm;
 pub mod reported_watch;
 pub mod standin_ppn_controller;
 pub mod standin_smolvm;
+pub mod up_process;
 
 pub use basics::*;

@@ -2,7 +2,9 @@
 //! `/docs/`. It is documentation, not part of the API document. Its text files are compressed
 //! once, when the binary is built (gzip and brotli, `fleetwire_codegen::site::files_table`),
 //! and served so to a client whose `Accept-Encoding` takes one, and as they are to any other
-//! (docs/reference-site.md, "Building and serving it").
+//! (docs/reference-site.md, "Building and serving it"). Beside the files, `served-by.json`
+//! tells the pages what this controller is (plain HTTP or not, where its CA certificate is),
+//! so that their curl lines speak to it (docs/reference-site.md, "Served by a controller").
 
 use axum::extract::Path;
 use axum::http::{header, HeaderMap, HeaderValue};
@@ -14,11 +16,41 @@ use crate::http::ApiFailure;
 use crate::reference_site::SiteFile;
 
 /// The routes the site is served on (kept out of the API table on purpose).
-pub const ROUTES: &[&str] = &["/docs", "/docs/", "/docs/{*path}"];
+pub const ROUTES: &[&str] = &["/docs", "/docs/", "/docs/{*path}", "/docs/served-by.json"];
 
-pub fn routes<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router<S> {
+/// What the pages are told about the controller serving them.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ServedBy {
+    /// A `--plain-http` controller: its curl lines take no trust options.
+    pub plain_http: bool,
+    /// The fleet CA's certificate on the controller host (its `--ca-dir`'s `ca.pem`), which
+    /// the curl lines' `--cacert` names; `None` without a CA.
+    pub ca_file: Option<std::path::PathBuf>,
+}
+
+pub fn routes<S: Clone + Send + Sync + 'static>(
+    router: Router<S>,
+    served_by: ServedBy,
+) -> Router<S> {
+    // Made once: it changes only with the controller's flags.
+    let served_by = serde_json::to_vec(&served_by).expect("a ServedBy serializes");
     let site = Router::new()
         .route(ROUTES[0], get(|| async { Redirect::permanent("/docs/") }))
+        .route(
+            ROUTES[3],
+            get(move || {
+                let body = served_by.clone();
+                async move {
+                    (
+                        [
+                            (header::CONTENT_TYPE, "application/json"),
+                            (header::CACHE_CONTROL, "no-store"),
+                        ],
+                        body,
+                    )
+                }
+            }),
+        )
         .route(
             ROUTES[1],
             get(|headers: HeaderMap| async move { file(String::new(), &headers) }),

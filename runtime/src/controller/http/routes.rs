@@ -175,7 +175,15 @@ pub fn router(controller: Arc<Controller>) -> Router {
         }
         router = router.route(path, methods);
     }
-    docs::routes(router)
+    let served_by = docs::ServedBy {
+        plain_http: controller.settings.plain_http,
+        // Absolute, so that the line works from any directory on the controller host.
+        ca_file: controller.ca.as_ref().map(|ca| {
+            let file = ca.dir().join("ca.pem");
+            file.canonicalize().unwrap_or(file)
+        }),
+    };
+    docs::routes(router, served_by)
         .fallback(unknown_route)
         .method_not_allowed_fallback(wrong_method)
         .layer(middleware::from_fn(

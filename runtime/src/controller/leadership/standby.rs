@@ -19,7 +19,7 @@ use super::lease::Role;
 use crate::controller::config::arguments::MetricsAuth;
 use crate::controller::http::operator_access::bearer;
 use crate::controller::metrics::Metrics;
-use crate::controller::trust::operator_tokens::OperatorTokens;
+use crate::controller::trust::operator_tokens::WatchedOperatorTokens;
 use crate::http::ApiFailure;
 
 /// What a standby knows.
@@ -27,7 +27,8 @@ pub struct Standby {
     pub role: watch::Receiver<Role>,
     pub transport: TransportSecurity,
     pub metrics_auth: MetricsAuth,
-    pub operators: OperatorTokens,
+    /// The leader's tokens, watched as the leader watches them.
+    pub operators: Arc<WatchedOperatorTokens>,
     /// Its own metrics: a standby runs no jobs, so their counters stay at zero here.
     pub metrics: Metrics,
     /// How long to wait before asking again when no controller leads: a lease renewal period.

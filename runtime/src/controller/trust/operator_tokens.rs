@@ -1,7 +1,9 @@
 //! Operators' bearer tokens ([`OperatorTokens`]), read from a file shaped like Kubernetes'
 //! static token file: one `token,name,scope` line per token, `#` comments and blank lines
 //! ignored, scope `admin` or `read-only` (docs/security.md). Only the SHA-256 digest of each
-//! token is kept in memory, and every error names a line number, never a token.
+//! token is kept in memory, and every error names a line number, never a token. A running
+//! controller watches the file ([`WatchedOperatorTokens`]): a change is taken up without a
+//! restart.
 
 use std::fmt;
 use std::os::unix::fs::PermissionsExt;
@@ -267,6 +269,133 @@ pub fn generate_token() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
+/// How often a running controller looks at its token file for a change (docs/security.md):
+/// a token `fleetwire token operator` adds works, and a removed line is revoked, within this.
+pub const RELOAD_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The operator tokens a running controller checks: its `--operator-token-file`'s, read again
+/// whenever the file changes ([`WatchedOperatorTokens::refresh`], every [`RELOAD_INTERVAL`]),
+/// so that adding or removing a token needs no restart. Watching (rather than a reload on
+/// SIGHUP) is what an operator can count on: `fleetwire token operator` needs no access to the
+/// controller's process, and a revoked token cannot stay valid because a signal was forgotten.
+pub struct WatchedOperatorTokens {
+    file: Option<PathBuf>,
+    current: parking_lot::RwLock<std::sync::Arc<OperatorTokens>>,
+    /// The file as it was when last read: a change of any of these is a new file to read.
+    seen: parking_lot::Mutex<Option<FileVersion>>,
+}
+
+/// What tells one version of the token file from another: an atomic rename gives a new inode,
+/// an edit in place new times and often a new length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileVersion {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileVersion {
+    fn of(path: &Path) -> Option<FileVersion> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some(FileVersion {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        })
+    }
+}
+
+impl WatchedOperatorTokens {
+    /// No file: no tokens, ever.
+    pub fn none() -> WatchedOperatorTokens {
+        WatchedOperatorTokens::fixed(OperatorTokens::empty())
+    }
+
+    /// Tokens not read from a file (tests, and a standby's copy).
+    pub fn fixed(tokens: OperatorTokens) -> WatchedOperatorTokens {
+        WatchedOperatorTokens {
+            file: None,
+            current: parking_lot::RwLock::new(std::sync::Arc::new(tokens)),
+            seen: parking_lot::Mutex::new(None),
+        }
+    }
+
+    /// Reads the token file at `path` (refused as [`OperatorTokens::load`] refuses it), to be
+    /// watched from now on.
+    pub fn load(path: &Path) -> Result<WatchedOperatorTokens, OperatorTokenFileError> {
+        let version = FileVersion::of(path);
+        let tokens = OperatorTokens::load(path)?;
+        Ok(WatchedOperatorTokens {
+            file: Some(path.to_path_buf()),
+            current: parking_lot::RwLock::new(std::sync::Arc::new(tokens)),
+            seen: parking_lot::Mutex::new(version),
+        })
+    }
+
+    /// The tokens in force.
+    pub fn current(&self) -> std::sync::Arc<OperatorTokens> {
+        self.current.read().clone()
+    }
+
+    /// The operator `presented` belongs to, among the tokens in force.
+    pub fn find(&self, presented: &str) -> Option<OperatorToken> {
+        self.current().find(presented).cloned()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.current().is_empty()
+    }
+
+    /// Reads the file again if it changed since it was last read. A change that does not load
+    /// (a bad line, a mode others may read, the file gone) leaves the tokens as they were and
+    /// is logged as an error naming the file (and the line); `None` when nothing changed.
+    pub fn refresh(&self) -> Option<Result<usize, OperatorTokenFileError>> {
+        let path = self.file.as_deref()?;
+        let version = FileVersion::of(path);
+        {
+            let mut seen = self.seen.lock();
+            if *seen == version {
+                return None;
+            }
+            *seen = version;
+        }
+        match OperatorTokens::load(path) {
+            Ok(tokens) => {
+                let count = tokens.len();
+                *self.current.write() = std::sync::Arc::new(tokens);
+                tracing::info!(
+                    file = %path.display(),
+                    tokens = count,
+                    "operator tokens read again: the file changed"
+                );
+                Some(Ok(count))
+            }
+            Err(error) => {
+                tracing::error!("{error}; the operator tokens in force stay as they were");
+                Some(Err(error))
+            }
+        }
+    }
+
+    /// Refreshes every [`RELOAD_INTERVAL`], for as long as the controller runs.
+    pub async fn watch(self: std::sync::Arc<Self>) {
+        if self.file.is_none() {
+            return;
+        }
+        let mut every = tokio::time::interval(RELOAD_INTERVAL);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            self.refresh();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,5 +553,36 @@ mod tests {
         assert!(a.bytes().all(valid_token_character), "{a}");
         let tokens = parse(&format!("{a},alice,admin\n{b},bob,read-only\n")).unwrap();
         assert_eq!(tokens.find(&b).unwrap().name, "bob");
+    }
+
+    #[test]
+    fn a_watched_file_is_read_again_when_it_changes_and_a_bad_change_keeps_the_tokens() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("operator-tokens");
+        let write = |text: &str| {
+            // As `fleetwire token operator` does: a new file renamed over the old one.
+            let next = dir.path().join("next");
+            std::fs::write(&next, text).unwrap();
+            std::fs::set_permissions(&next, std::fs::Permissions::from_mode(0o600)).unwrap();
+            std::fs::rename(&next, &path).unwrap();
+        };
+        write(&format!("{A},alice,admin\n"));
+        let watched = WatchedOperatorTokens::load(&path).unwrap();
+        assert!(watched.refresh().is_none(), "nothing changed");
+        assert!(watched.find(B).is_none());
+
+        write(&format!("{A},alice,admin\n{B},bob,read-only\n"));
+        assert_eq!(watched.refresh().unwrap().unwrap(), 2);
+        assert_eq!(watched.find(B).unwrap().name, "bob");
+
+        write(&format!("{B},bob,read-only\n"));
+        assert_eq!(watched.refresh().unwrap().unwrap(), 1);
+        assert!(watched.find(A).is_none(), "a removed line is revoked");
+
+        write(&format!("{B},bob,read-only\nnot a line\n"));
+        let refused = watched.refresh().unwrap().unwrap_err().to_string();
+        assert!(refused.contains("line 2"), "{refused}");
+        assert_eq!(watched.find(B).unwrap().name, "bob", "the tokens stay");
     }
 }
