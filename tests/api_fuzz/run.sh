@@ -16,7 +16,9 @@ max_time=${FLEETWIRE_FUZZ_MAX_TIME:-60}
 seed_args=()
 [ -n "${FLEETWIRE_FUZZ_SEED:-}" ] && seed_args=(--seed "$FLEETWIRE_FUZZ_SEED")
 
-venv=$root/target/apifuzz-venv
+# FLEETWIRE_APIFUZZ_VENV: where the venv lives (.ci/run keeps it in its cache; its pins decide
+# what pip installs, so a kept venv is never stale).
+venv=${FLEETWIRE_APIFUZZ_VENV:-$root/target/apifuzz-venv}
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 if [ "$what" != agent-inside ]; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r tests/api_fuzz/requirements.txt
