@@ -61,6 +61,12 @@ OPENAPI_GENERATOR_KNOWN = {
     "open an issue in the Github repo: https://github.com/openAPITools/openapi-generator.",
 }
 
+# progenitor 0.15.1 stops on every operation that declares a typed success answer and a
+# `default` answer of another type (it reads `default` as a possible success): all of
+# fleetwire's (docs/interop.md, "Client generators, whole"). Allowed by its exact text, so that
+# any other failure fails; when progenitor takes the documents, this goes.
+PROGENITOR_KNOWN = "assertion failed: response_types.len() <= 1"
+
 failures = []
 
 
@@ -133,13 +139,20 @@ def openapi_generator(name: str, document: Path, doc: dict, out: Path, generator
            f", {len(warnings) - len(unknown)} known warning(s)")
 
 
-def progenitor(out: Path, cache: Path) -> Path:
-    """Builds tests/openapi/progenitor (both 3.0 documents through progenitor); its binary."""
+def progenitor(out: Path, cache: Path):
+    """Builds tests/openapi/progenitor (both 3.0 documents through progenitor); its binary, or
+    None when progenitor refused the documents as known."""
     crate = WORKSPACE / "tests/openapi/progenitor"
     target_dir = cache / "progenitor-target"
     log = out / "progenitor.log"
     text = run(["cargo", "build", "--locked", "--manifest-path", crate / "Cargo.toml"], log,
                env={"CARGO_TARGET_DIR": str(target_dir)})
+    if PROGENITOR_KNOWN in text:
+        # Known, and named so that it cannot hide another failure: the build failed on it.
+        failures.remove(failures[-1])
+        print(f"progenitor fleet-3.0, agent-3.0: refused, as known ({PROGENITOR_KNOWN!r}, "
+              f"progenitor#950: a typed success answer beside a `default` ApiError one)")
+        return None
     warned = [line for line in text.splitlines() if line.startswith("warning")]
     if warned:
         failures.append(f"progenitor's clients build with warnings: {warned[:5]} (log: {log})")
