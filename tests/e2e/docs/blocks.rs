@@ -138,8 +138,7 @@ pub fn shell_blocks(file: &Path, text: &str) -> Vec<Block> {
     blocks
 }
 
-/// `<!-- not-run: why -->`, `<!-- runs-on: plain -->`: (key, value) pairs, one comment may hold
-/// several separated by `;`.
+/// `<!-- not-run: why -->`, `<!-- runs-on: plain -->`: (key, value), one marker a comment.
 fn parse_markers(html: &str) -> Vec<(String, String)> {
     let Some(inner) = html
         .trim()
@@ -148,16 +147,14 @@ fn parse_markers(html: &str) -> Vec<(String, String)> {
     else {
         return Vec::new();
     };
-    inner
-        .split(';')
-        .filter_map(|part| {
-            let (key, value) = part.split_once(':')?;
-            let key = key.trim();
-            ["not-run", "runs-on"]
-                .contains(&key)
-                .then(|| (key.to_string(), value.trim().to_string()))
-        })
-        .collect()
+    let Some((key, value)) = inner.split_once(':') else {
+        return Vec::new();
+    };
+    let key = key.trim();
+    match ["not-run", "runs-on"].contains(&key) {
+        true => vec![(key.to_string(), value.trim().to_string())],
+        false => Vec::new(),
+    }
 }
 
 fn classify(tag: &str, body: &str, first_line: usize, marks: &[(String, String)]) -> Kind {

@@ -123,6 +123,10 @@ impl DocsFleet {
             text = text
                 .replace(&self.api, DOC_API)
                 .replace(&self.spawn, DOC_SPAWN);
+            // A doc cannot show a last line without its newline (curl prints none).
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
         }
         (text, output.status.code().unwrap_or(-1))
     }
