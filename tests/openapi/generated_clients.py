@@ -127,8 +127,11 @@ def made_by_openapi_generator(generator: str, target: Path) -> set:
 def openapi_generator(name: str, document: Path, doc: dict, out: Path, generator: str) -> None:
     target = out / f"{name}-openapi-generator-{generator}"
     log = out / f"{name}-openapi-generator-{generator}.log"
+    # Go's enum constants are package-wide: without the type's name as their prefix, two enums
+    # with a value in common (HostState's and NodeStatusFilter's `ready`) do not compile.
+    options = ["--additional-properties=enumClassPrefix=true"] if generator == "go" else []
     text = run([BIN / "openapi-generator-cli", "generate", "-g", generator, "-i", document,
-                "-o", target], log)
+                "-o", target, *options], log)
     warnings = [re.sub(r"^.*? - ", "", line) for line in text.splitlines() if " WARN " in line]
     unknown = [w for w in warnings if w not in OPENAPI_GENERATOR_KNOWN]
     if unknown:
@@ -235,6 +238,17 @@ def body_type(doc: dict, operation: str):
     return None
 
 
+def text_answer(doc: dict, operation: str) -> bool:
+    """Whether the operation's success answer is text (the metrics page), not JSON."""
+    for item in doc["paths"].values():
+        for op in item.values():
+            if isinstance(op, dict) and op.get("operationId") == operation:
+                return any(not any("json" in m for m in r.get("content", {}))
+                           and r.get("content") for s, r in op["responses"].items()
+                           if s.startswith("2"))
+    return False
+
+
 # The operations in the order a client needs them, with who calls and what: (operation, caller,
 # path parameters, body). The caller is `open`, `operator`, `bootstrap` (the token minted just
 # before) or `node` (the certificate signed at registration).
@@ -280,7 +294,7 @@ def live(fleet: Fleet, client: str, driver: list, doc: dict, folder: Path) -> No
     for operation, caller, params, body in steps:
         call = {"operation": operation, "base": fleet.base, "ca": fleet.ca, "token": None,
                 "cert": None, "key": None, "params": params, "body": body,
-                "body_type": body_type(doc, operation)}
+                "body_type": body_type(doc, operation), "text_answer": text_answer(doc, operation)}
         if fleet.secure:
             if caller == "operator":
                 call["token"] = fleet.token
