@@ -62,8 +62,52 @@ fn curl_lines(page: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The page as the fleet serves it.
-fn api_page(fleet: &DocsFleet) -> String {
+/// The lines as the served page shows them. A controller that serves `served-by.json` beside
+/// the site has the page's script (docs-site/static/site.js) put its own origin in place of the
+/// one written, its CA file in place of `ca.pem`, and drop the trust options on a plain
+/// controller; the same is done here (the script itself is the browser test's). Without that
+/// file the lines are what the page says.
+fn as_served(fleet: &DocsFleet, page: &str, lines: Vec<(String, String)>) -> Vec<(String, String)> {
+    let Some(served) = fetch(fleet, "/docs/served-by.json")
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+    else {
+        return lines;
+    };
+    let html = scraper::Html::parse_document(page);
+    let marker = scraper::Selector::parse("[data-curl-server]").unwrap();
+    let Some(written) = html
+        .select(&marker)
+        .next()
+        .and_then(|m| m.value().attr("data-curl-server"))
+    else {
+        return lines;
+    };
+    let scheme = if fleet.mode == Mode::Plain {
+        "http"
+    } else {
+        "https"
+    };
+    let origin = format!("{scheme}://{}", fleet.api);
+    lines
+        .into_iter()
+        .map(|(id, line)| {
+            let mut line = line.replace(written, &origin);
+            if served["plain_http"] == true {
+                let (first, rest) = line.split_once(" \\\n").unwrap_or((&line, ""));
+                let rest = rest.to_string();
+                if first.starts_with("curl -s") {
+                    line = format!("curl -s \\\n{rest}");
+                }
+            } else if let Some(ca) = served["ca_file"].as_str() {
+                line = line.replace("--cacert ca.pem", &format!("--cacert {ca}"));
+            }
+            (id, line)
+        })
+        .collect()
+}
+
+/// A page of the fleet's site, when it answers 200.
+fn fetch(fleet: &DocsFleet, path: &str) -> Option<String> {
     install_crypto_provider();
     let (scheme, client) = match fleet.mode {
         Mode::Plain => ("http", reqwest::blocking::Client::new()),
@@ -79,11 +123,17 @@ fn api_page(fleet: &DocsFleet) -> String {
         }
     };
     let answer = client
-        .get(format!("{scheme}://{}/docs/api.html", fleet.api))
+        .get(format!("{scheme}://{}{path}", fleet.api))
         .send()
-        .unwrap();
-    assert_eq!(answer.status(), 200, "the fleet serves its API page");
-    answer.text().unwrap()
+        .ok()?;
+    (answer.status() == 200)
+        .then(|| answer.text().ok())
+        .flatten()
+}
+
+/// The page as the fleet serves it.
+fn api_page(fleet: &DocsFleet) -> String {
+    fetch(fleet, "/docs/api.html").expect("the fleet serves its API page")
 }
 
 fn ca_file(root: &Path) -> std::path::PathBuf {
@@ -113,7 +163,8 @@ fn write(dir: &Path, name: &str, text: &str) {
 
 fn run_every_line(mode: Mode) {
     let fleet = DocsFleet::up(mode);
-    let lines = curl_lines(&api_page(&fleet));
+    let page = api_page(&fleet);
+    let lines = as_served(&fleet, &page, curl_lines(&page));
     let mut failures = Vec::new();
     for (id, line) in &lines {
         if !PLAN.contains(&id.as_str()) {
