@@ -93,6 +93,9 @@ impl Bundle {
                 if let Some(set) = &set {
                     stamp_api_version(&mut api, &set.version)?;
                 }
+                // Who may call each route, said from its annotation (issue 31).
+                crate::policy_sentences::say(&mut api)
+                    .with_context(|| format!("{}", path.display()))?;
                 Some(api)
             }
             None => None,

@@ -33,6 +33,7 @@ pub mod openapi;
 pub mod openapi_as_read;
 pub mod output_file;
 pub mod peer_check;
+pub mod policy_sentences;
 pub mod releases;
 pub mod replacements;
 pub mod rust;
@@ -265,6 +266,7 @@ fn agent_bundle(bundle: &Bundle, path: &Path) -> Result<Bundle> {
     if let Some(set) = &bundle.set {
         bundle::stamp_api_version(&mut api, &set.version)?;
     }
+    policy_sentences::say(&mut api)?;
     Ok(Bundle {
         api: Some(api),
         ..bundle.clone()

@@ -14,6 +14,7 @@
 mod agent;
 mod controller;
 mod crates;
+mod docs;
 mod fleet;
 mod operator;
 mod peers;

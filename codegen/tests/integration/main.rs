@@ -8,6 +8,7 @@ mod client;
 mod exactness;
 mod keywords;
 mod openapi_dialect;
+mod policy_sentences;
 mod schema_diff;
 mod schema_rules;
 mod site;

@@ -162,7 +162,7 @@ pub const OPERATIONS: &[&Operation] = &[
 impl Client {
     /// Register a node
     ///
-    /// Enrolls a fleetwire agent's node, or updates its record when the node_id is already known; called by the agent at start, before its first heartbeat, and again to renew its certificate. A new node is listed as "registering" until its first heartbeat makes it "ready". In mTLS mode (the default) the request must prove the node: either a bootstrap token for this node_id in `Authorization: Bearer` (single-use: a first enrollment, or a re-enrollment after the node was forgotten or its certificate expired), or the node's current certificate as the TLS client certificate (a restart or a renewal). When the request carries csr_pem and the controller has a node CA (always, in mTLS mode), the controller signs a certificate for the node, with a subject and subject alternative names it sets itself from the node_id, wg_ip and addresses (never what the CSR asks for), and returns it with the CA certificate, which the agent trusts from then on; otherwise the registration succeeds without one. A refused registration changes nothing. PPN agents never call this: their first heartbeat enrolls them, in --plain-http mode.
+    /// Enrolls a fleetwire agent's node, or updates its record when the node_id is already known; called by the agent at start, before its first heartbeat, and again to renew its certificate. A new node is listed as "registering" until its first heartbeat makes it "ready". A bootstrap token is single-use: a first enrollment, or a re-enrollment after the node was forgotten or its certificate expired. The certificate the controller signs from csr_pem has a subject and subject alternative names it sets itself from the node_id, wg_ip and addresses (never what the CSR asks for); it is returned with the CA certificate, which the agent trusts from then on. A refused registration changes nothing. PPN agents never call this: their first heartbeat enrolls them, on a --plain-http controller. Access: the node itself: a single-use bootstrap token for the body's node_id in `Authorization: Bearer` (a first enrollment), or the node's current certificate from the fleet CA as the TLS client certificate (a restart or a renewal); 401 with neither, 403 when either names another node. In mTLS mode the body must carry csr_pem: the controller signs the node's certificate from it, and refuses a registration without one (400 at /csr_pem), since the node could not serve its agent API without a certificate. A `--plain-http` controller authenticates no node and takes a registration without csr_pem.
     ///
     /// `POST /v1/nodes/register` (access `node`, credential [`Bearer::Bootstrap`]). Answers `200` with a [`fleetwire_types::RegisterNodeResponse`]; `400`, `401`, `403`, `413`, `415`, `422` and every other status are an `ApiError`: [`Error::Api`].
     pub async fn register_node(
@@ -190,7 +190,7 @@ impl Client {
     }
     /// Report a node's state
     ///
-    /// Sent by every agent once per heartbeat interval (10 s by default). Accepts an unmodified PPN agent's heartbeat as well as fleetwire's superset. The heartbeat replaces the node's reported figures and VM list wholesale, and the controller stamps the node's last_heartbeat with its own receive time: a node is judged stale after 30 s by that clock, never by the node's timestamp_utc. In mTLS mode (the default) the heartbeat must come over the node's current certificate, naming the body's node_id, and never enrolls a node. In --plain-http mode a heartbeat from an unknown node_id enrolls the node, as PPN agents expect, and like a registration it is committed to the store before it is answered. Other heartbeats are written behind, within one second; while the store is behind, a heartbeat is answered once its change is written. A changed runtime_boot_id makes the controller prune the node's stale warm-pool records; runtime_stalled true sets the node's data-plane cordon until a heartbeat reports the runtime answering again; the reported free disk drives the disk-pressure cordon. Answers 200 with an empty body, as a PPN controller does. A VM the heartbeat lists that the controller records on another node (or that a placement in flight holds) is set aside: the node record lists it in rejected_vms with the node that has it, and the VM stays where it is recorded.
+    /// Sent by every agent once per heartbeat interval (10 s by default). Accepts an unmodified PPN agent's heartbeat as well as fleetwire's superset. The heartbeat replaces the node's reported figures and VM list wholesale, and the controller stamps the node's last_heartbeat with its own receive time: a node is judged stale after 30 s by that clock, never by the node's timestamp_utc. A heartbeat enrolls a node only on a --plain-http controller, from an unknown node_id, as PPN agents expect; like a registration it is committed to the store before it is answered. Other heartbeats are written behind, within one second; while the store is behind, a heartbeat is answered once its change is written. A changed runtime_boot_id makes the controller prune the node's stale warm-pool records; runtime_stalled true sets the node's data-plane cordon until a heartbeat reports the runtime answering again; the reported free disk drives the disk-pressure cordon. Answers 200 with an empty body, as a PPN controller does. A VM the heartbeat lists that the controller records on another node (or that a placement in flight holds) is set aside: the node record lists it in rejected_vms with the node that has it, and the VM stays where it is recorded. Access: the node itself: its current certificate from the fleet CA as the TLS client certificate, whose DNS name is the body's node_id (401 without one, 403 for another node's). A `--plain-http` controller authenticates no node.
     ///
     /// `POST /v1/nodes/heartbeat` (access `node`). Answers `200` with no body; `400`, `401`, `403`, `404`, `413`, `415` and every other status are an `ApiError`: [`Error::Api`].
     pub async fn post_heartbeat(
@@ -213,7 +213,7 @@ impl Client {
     }
     /// List nodes
     ///
-    /// Lists node records, ordered by node_id. Without a status filter every live node is listed (any phase but unreachable), which is what a PPN client expects from this route. Unlike PPN, nodes silent for more than 30 s are not deleted: they are kept as "unreachable" and listed with status=unreachable or status=all, so a node that went silent can be told from one that never enrolled.
+    /// Lists node records, ordered by node_id. Without a status filter every live node is listed (any phase but unreachable), which is what a PPN client expects from this route. Unlike PPN, nodes silent for more than 30 s are not deleted: they are kept as "unreachable" and listed with status=unreachable or status=all, so a node that went silent can be told from one that never enrolled. Access: an operator token of either scope in `Authorization: Bearer` (401 without a token the controller knows). A `--plain-http` controller serves it to anyone.
     ///
     /// `GET /v1/nodes` (access `read`, credential [`Bearer::Operator`]). Answers `200` with a list of [`fleetwire_types::NodeRecord`]; `400`, `401` and every other status are an `ApiError`: [`Error::Api`].
     /// - `status`: "live" (the default: every node but the unreachable ones), one lifecycle phase, or "all".
@@ -240,7 +240,7 @@ impl Client {
     }
     /// Get a node
     ///
-    /// Returns one node's record, whatever its status.
+    /// Returns one node's record, whatever its status. Access: an operator token of either scope in `Authorization: Bearer` (401 without a token the controller knows). A `--plain-http` controller serves it to anyone.
     ///
     /// `GET /v1/nodes/{node_id}` (access `read`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::NodeRecord`]; `401`, `404` and every other status are an `ApiError`: [`Error::Api`].
     /// - `node_id`: The node's id.
@@ -260,7 +260,7 @@ impl Client {
     }
     /// Unenroll a node
     ///
-    /// Removes the node's record and the VM records it reported. Nothing is sent to the node. In mTLS mode its certificate is no longer accepted, and it enrolls again only with a new bootstrap token; in --plain-http mode an agent that keeps heartbeating enrolls again. Unreachable nodes are never removed otherwise; this is the only way to forget one.
+    /// Removes the node's record and the VM records it reported. Nothing is sent to the node. Its certificate is no longer accepted, so it enrolls again only with a new bootstrap token (on a --plain-http controller, an agent that keeps heartbeating enrolls again). Unreachable nodes are never removed otherwise; this is the only way to forget one. Access: an operator token with the admin scope in `Authorization: Bearer` (401 without a token the controller knows, 403 for a read-only one). A `--plain-http` controller serves it only to clients on its own host (loopback, 403 from elsewhere), or, started with `--operator-token-file`, to an admin token as in mTLS mode.
     ///
     /// `DELETE /v1/nodes/{node_id}` (access `admin`, credential [`Bearer::Operator`]). Answers `204` with no body; `401`, `403`, `404` and every other status are an `ApiError`: [`Error::Api`].
     /// - `node_id`: The node's id.
@@ -278,7 +278,7 @@ impl Client {
     }
     /// Cordon a node
     ///
-    /// Sets the node's data-plane cordon: it keeps its status and its running VMs but gets no new VMs until uncordoned. Cordoning a cordoned node changes nothing. The disk-pressure cordon is separate and only the controller sets or clears it.
+    /// Sets the node's data-plane cordon: it keeps its status and its running VMs but gets no new VMs until uncordoned. Cordoning a cordoned node changes nothing. The disk-pressure cordon is separate and only the controller sets or clears it. Access: an operator token with the admin scope in `Authorization: Bearer` (401 without a token the controller knows, 403 for a read-only one). A `--plain-http` controller serves it only to clients on its own host (loopback, 403 from elsewhere), or, started with `--operator-token-file`, to an admin token as in mTLS mode.
     ///
     /// `POST /v1/nodes/{node_id}/cordon` (access `admin`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::NodeRecord`]; `401`, `403`, `404` and every other status are an `ApiError`: [`Error::Api`].
     /// - `node_id`: The node's id.
@@ -307,7 +307,7 @@ impl Client {
     }
     /// Uncordon a node
     ///
-    /// Clears the node's data-plane cordon and, when it is draining, returns it to "ready", so it takes new VMs again. It does not clear the disk-pressure cordon, and a self-cordon comes back with the next heartbeat as long as the node's runtime is stalled.
+    /// Clears the node's data-plane cordon and, when it is draining, returns it to "ready", so it takes new VMs again. It does not clear the disk-pressure cordon, and a self-cordon comes back with the next heartbeat as long as the node's runtime is stalled. Access: an operator token with the admin scope in `Authorization: Bearer` (401 without a token the controller knows, 403 for a read-only one). A `--plain-http` controller serves it only to clients on its own host (loopback, 403 from elsewhere), or, started with `--operator-token-file`, to an admin token as in mTLS mode.
     ///
     /// `POST /v1/nodes/{node_id}/uncordon` (access `admin`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::NodeRecord`]; `401`, `403`, `404` and every other status are an `ApiError`: [`Error::Api`].
     /// - `node_id`: The node's id.
@@ -329,7 +329,7 @@ impl Client {
     }
     /// Drain a node
     ///
-    /// Puts the node in "draining": it gets no new VMs, and its running VMs are left until they are deleted. Uncordon ends the drain.
+    /// Puts the node in "draining": it gets no new VMs, and its running VMs are left until they are deleted. Uncordon ends the drain. Access: an operator token with the admin scope in `Authorization: Bearer` (401 without a token the controller knows, 403 for a read-only one). A `--plain-http` controller serves it only to clients on its own host (loopback, 403 from elsewhere), or, started with `--operator-token-file`, to an admin token as in mTLS mode.
     ///
     /// `POST /v1/nodes/{node_id}/drain` (access `admin`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::NodeRecord`]; `401`, `403`, `404` and every other status are an `ApiError`: [`Error::Api`].
     /// - `node_id`: The node's id.
@@ -351,7 +351,7 @@ impl Client {
     }
     /// Fleet status
     ///
-    /// Every live node (unreachable ones are left out, as PPN does, but counted), with per-status counts and the time of the snapshot. PPN clients read the nodes and last_updated fields as before.
+    /// Every live node (unreachable ones are left out, as PPN does, but counted), with per-status counts and the time of the snapshot. PPN clients read the nodes and last_updated fields as before. Access: an operator token of either scope in `Authorization: Bearer` (401 without a token the controller knows). A `--plain-http` controller serves it to anyone.
     ///
     /// `GET /v1/fleet` (access `read`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::FleetStatus`]; `401` and every other status are an `ApiError`: [`Error::Api`].
     pub async fn get_fleet(
@@ -369,7 +369,7 @@ impl Client {
     }
     /// List VMs
     ///
-    /// Lists the VMs of every node the controller knows, as their agents last reported them, ordered by vm_id; optionally only one tenant's.
+    /// Lists the VMs of every node the controller knows, as their agents last reported them, ordered by vm_id; optionally only one tenant's. Access: an operator token of either scope in `Authorization: Bearer` (401 without a token the controller knows). A `--plain-http` controller serves it to anyone.
     ///
     /// `GET /v1/vms` (access `read`, credential [`Bearer::Operator`]). Answers `200` with a list of [`fleetwire_types::VmRecord`]; `400`, `401` and every other status are an `ApiError`: [`Error::Api`].
     /// - `tenant_id`: Only this tenant's VMs.
@@ -396,7 +396,7 @@ impl Client {
     }
     /// Create a VM
     ///
-    /// Places a VM and has the chosen node's agent start it. Only "ready" nodes that are neither cordoned nor disk-cordoned and whose runtime runs the request's workload (an image only on smolvm nodes, a command without an image only on process nodes) qualify, with at least ram_mb + 512 MB of ram_available_mb and room on their disk ledger for disk_gb; with restore_checkpoint, only nodes whose engine_version is at least the checkpoint's. Among them the one with the most available memory wins, KVM nodes first with prefer_kvm, reserved nodes only when nothing else qualifies. The controller assigns vm_id when absent, forwards the request to the node agent's POST /v1/spawn and keeps the VmRecord it answers, with tenant_id copied in. A node that created the VM but could not start it answers state "Error" with its message (e.g. the runtime's answer to the failed start); the controller keeps that record and answers it, and the node retries per its restart policy.
+    /// Places a VM and has the chosen node's agent start it. Only "ready" nodes that are neither cordoned nor disk-cordoned and whose runtime runs the request's workload (an image only on smolvm nodes, a command without an image only on process nodes) qualify, with at least ram_mb + 512 MB of ram_available_mb and room on their disk ledger for disk_gb; with restore_checkpoint, only nodes whose engine_version is at least the checkpoint's. Among them the one with the most available memory wins, KVM nodes first with prefer_kvm, reserved nodes only when nothing else qualifies. The controller assigns vm_id when absent, forwards the request to the node agent's POST /v1/spawn and keeps the VmRecord it answers, with tenant_id copied in. A node that created the VM but could not start it answers state "Error" with its message (e.g. the runtime's answer to the failed start); the controller keeps that record and answers it, and the node retries per its restart policy. Access: an operator token with the admin scope in `Authorization: Bearer` (401 without a token the controller knows, 403 for a read-only one). A `--plain-http` controller serves it only to clients on its own host (loopback, 403 from elsewhere), or, started with `--operator-token-file`, to an admin token as in mTLS mode.
     ///
     /// `POST /v1/vms` (access `admin`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::VmRecord`]; `400`, `401`, `403`, `409`, `413`, `415`, `422`, `502`, `503` and every other status are an `ApiError`: [`Error::Api`].
     pub async fn create_vm(
@@ -416,7 +416,7 @@ impl Client {
     }
     /// Get a VM
     ///
-    /// Returns one VM's record (a route PPN's controller lacks).
+    /// Returns one VM's record (a route PPN's controller lacks). Access: an operator token of either scope in `Authorization: Bearer` (401 without a token the controller knows). A `--plain-http` controller serves it to anyone.
     ///
     /// `GET /v1/vms/{vm_id}` (access `read`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::VmRecord`]; `401`, `404` and every other status are an `ApiError`: [`Error::Api`].
     /// - `vm_id`: The VM's id.
@@ -436,7 +436,7 @@ impl Client {
     }
     /// Delete a VM
     ///
-    /// Has the owning node's agent delete the VM (DELETE /v1/vms/{vm_id} on the agent), then forgets the VM and releases its disk reservation on the node's ledger.
+    /// Has the owning node's agent delete the VM (DELETE /v1/vms/{vm_id} on the agent), then forgets the VM and releases its disk reservation on the node's ledger. Access: an operator token with the admin scope in `Authorization: Bearer` (401 without a token the controller knows, 403 for a read-only one). A `--plain-http` controller serves it only to clients on its own host (loopback, 403 from elsewhere), or, started with `--operator-token-file`, to an admin token as in mTLS mode.
     ///
     /// `DELETE /v1/vms/{vm_id}` (access `admin`, credential [`Bearer::Operator`]). Answers `204` with no body; `401`, `403`, `404`, `502` and every other status are an `ApiError`: [`Error::Api`].
     /// - `vm_id`: The VM's id.
@@ -454,7 +454,7 @@ impl Client {
     }
     /// Liveness
     ///
-    /// Answers 200 whenever the controller process serves HTTP, without touching the store. (A PPN controller has no such route.)
+    /// Answers 200 whenever the controller process serves HTTP, without touching the store. (A PPN controller has no such route.) Access: anyone, in both modes; no token and no certificate.
     ///
     /// `GET /healthz` (access `open`). Answers `200` with a [`fleetwire_types::Health`]; every other status is an `ApiError`: [`Error::Api`].
     pub async fn get_healthz(
@@ -469,7 +469,7 @@ impl Client {
     }
     /// Readiness
     ///
-    /// Answers 200 when the controller leads and can serve requests, its store included, and 503 when it cannot: its store is unreachable, or it is a standby (role "standby", with the leader's leader_url). A load balancer sends traffic to the controller whose /readyz answers 200. A standby answers every route other than /healthz, /readyz and /metrics with 307 Temporary Redirect to the leader's URL with the same path and query (clients repeat the request there, body included), or 503 not_leader with Retry-After when no controller leads (docs/controller.md, "Several controllers").
+    /// Answers 200 when the controller leads and can serve requests, its store included, and 503 when it cannot: its store is unreachable, or it is a standby (role "standby", with the leader's leader_url). A load balancer sends traffic to the controller whose /readyz answers 200. A standby answers every route other than /healthz, /readyz and /metrics with 307 Temporary Redirect to the leader's URL with the same path and query (clients repeat the request there, body included), or 503 not_leader with Retry-After when no controller leads (docs/controller.md, "Several controllers"). Access: anyone, in both modes; no token and no certificate.
     ///
     /// `GET /readyz` (access `open`). Answers `200`, `503` with a [`fleetwire_types::Health`]; every other status is an `ApiError`: [`Error::Api`].
     pub async fn get_readyz(
@@ -486,7 +486,7 @@ impl Client {
     }
     /// Metrics
     ///
-    /// The controller's metrics in the OpenMetrics text format, for a Prometheus-compatible scraper.
+    /// The controller's metrics in the OpenMetrics text format, for a Prometheus-compatible scraper. Access: an operator token of either scope in `Authorization: Bearer` (401 without a token the controller knows), unless the controller runs with `--metrics-auth none`. A `--plain-http` controller serves it to anyone.
     ///
     /// `GET /metrics` (access `metrics`, credential [`Bearer::Operator`]). Answers `200` with text; `401` and every other status are an `ApiError`: [`Error::Api`].
     pub async fn get_metrics(&self) -> Result<ResponseValue<String>, Error> {
@@ -499,7 +499,7 @@ impl Client {
     }
     /// Mint a bootstrap token
     ///
-    /// Mints a single-use bootstrap token that lets one agent, with exactly this node_id, register once and get its first node certificate. The answer is the only place the token appears: the controller stores its hash. `fleetwire token create` does the same on the controller host, or through this route with --url.
+    /// Mints a single-use bootstrap token that lets one agent, with exactly this node_id, register once and get its first node certificate. The answer is the only place the token appears: the controller stores its hash. `fleetwire token create` does the same on the controller host, or through this route with --url. Access: an operator token with the admin scope in `Authorization: Bearer` (401 without a token the controller knows, 403 for a read-only one). A `--plain-http` controller serves it only to clients on its own host (loopback, 403 from elsewhere), or, started with `--operator-token-file`, to an admin token as in mTLS mode.
     ///
     /// `POST /v1/tokens` (access `admin`, credential [`Bearer::Operator`]). Answers `201` with a [`fleetwire_types::BootstrapTokenIssued`]; `400`, `401`, `403`, `413`, `415` and every other status are an `ApiError`: [`Error::Api`].
     pub async fn create_bootstrap_token(
