@@ -19,6 +19,7 @@ Usage: generated_clients.py OUT_DIR [--fleetwire BIN] [--cache DIR]
 """
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -68,6 +69,39 @@ OPENAPI_GENERATOR_KNOWN = {
 PROGENITOR_KNOWN = "assertion failed: response_types.len() <= 1"
 
 failures = []
+# Where kept generations live (`--cache`): a generator's output is a function of the document,
+# the generator's pinned version and its options, so a run whose document did not change since
+# a kept one copies that one instead of starting the JVM again (.ci/run keeps its cache between
+# runs); its log is read again, so a warning fails as it did. Set in main().
+CACHE = None
+
+
+def generate_once(target: Path, log: Path, args: list, document: Path, extra: str = "") -> str:
+    """`run(args)` writing `target`, or its kept result when the same document went through the
+    same pinned generator with the same arguments before."""
+    key = hashlib.sha256()
+    for part in (document.read_bytes(), (WORKSPACE / "tests/openapi/requirements.txt").read_bytes(),
+                 json.dumps([str(a) for a in args[1:] if not str(a).startswith("/")]).encode(),
+                 target.name.encode(), extra.encode()):
+        key.update(hashlib.sha256(part).digest())
+    kept = CACHE / "generated-clients" / key.hexdigest()[:32] if CACHE else None
+    if kept is not None and (kept / "done").exists():
+        shutil.copytree(kept / "target", target, dirs_exist_ok=True)
+        text = (kept / "log").read_text()
+        log.write_text(text)
+        code = int((kept / "done").read_text() or "0")
+        if code != 0:
+            failures.append(f"{' '.join(map(str, args[:3]))}… exited {code} (log: {log}, kept)")
+        return text
+    before = len(failures)
+    text = run(args, log)
+    if kept is not None and target.exists():
+        shutil.rmtree(kept, ignore_errors=True)
+        kept.mkdir(parents=True)
+        shutil.copytree(target, kept / "target")
+        (kept / "log").write_text(text)
+        (kept / "done").write_text("1" if len(failures) > before else "0")
+    return text
 
 
 def operations(doc: dict) -> set:
@@ -99,8 +133,9 @@ def python_client(name: str, document: Path, doc: dict, out: Path) -> None:
     config.write_text(json.dumps(PYTHON_CLIENT_CONFIG))
     target = out / f"{name}-openapi-python-client"
     log = out / f"{name}-openapi-python-client.log"
-    text = run([BIN / "openapi-python-client", "generate", "--path", document,
-                "--output-path", target, "--config", config, "--overwrite"], log)
+    text = generate_once(target, log, [BIN / "openapi-python-client", "generate", "--path", document,
+                         "--output-path", target, "--config", config, "--overwrite"], document,
+                         json.dumps(PYTHON_CLIENT_CONFIG))
     if "Warning" in text or "Unable to" in text:
         failures.append(f"openapi-python-client warned on {document.name} (log: {log})")
     made = {p.stem for p in target.glob("*/api/*/*.py") if p.stem != "__init__"}
@@ -130,8 +165,8 @@ def openapi_generator(name: str, document: Path, doc: dict, out: Path, generator
     # Go's enum constants are package-wide: without the type's name as their prefix, two enums
     # with a value in common (HostState's and NodeStatusFilter's `ready`) do not compile.
     options = ["--additional-properties=enumClassPrefix=true"] if generator == "go" else []
-    text = run([BIN / "openapi-generator-cli", "generate", "-g", generator, "-i", document,
-                "-o", target, *options], log)
+    text = generate_once(target, log, [BIN / "openapi-generator-cli", "generate", "-g", generator,
+                                       "-i", document, "-o", target, *options], document)
     warnings = [re.sub(r"^.*? - ", "", line) for line in text.splitlines() if " WARN " in line]
     unknown = [w for w in warnings if w not in OPENAPI_GENERATOR_KNOWN]
     if unknown:
@@ -368,7 +403,7 @@ def build_go(target: Path, name: str, doc: dict, out: Path) -> Path:
     log = out / f"{name}-go-build.log"
     built = run(["go", "build", "-o", driver / "driver", "."], log, cwd=driver,
                 env={"GOFLAGS": "-mod=mod", "GOPROXY": "off", "GOTOOLCHAIN": "local",
-                     "GOCACHE": str(out / "go-cache"), "GOPATH": str(out / "go-path")})
+                     "GOCACHE": str(CACHE / "go-cache"), "GOPATH": str(out / "go-path")})
     if built.strip():
         failures.append(f"go build of the {name} client: {built.strip()[:800]}")
     return driver / "driver"
@@ -413,6 +448,8 @@ def main() -> int:
     started = time.time()
     out = Path(args.out).resolve()
     cache = Path(args.cache).resolve()
+    global CACHE
+    CACHE = cache
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     if shutil.which("java") is None:
