@@ -144,7 +144,10 @@ fn a_guest_on_a_bridge_serves_at_its_own_address_and_its_bytes_are_metered() {
     );
     assert_eq!(status, 200, "{vm}");
     // No host port is forwarded on a bridge: the guest is reached at its own address.
-    assert_eq!(vm["host_ports"], json!([]), "{vm}");
+    assert!(
+        vm["host_ports"].as_array().is_none_or(|p| p.is_empty()),
+        "{vm}"
+    );
     let ports = bridge.ports();
     assert_eq!(ports.len(), 1, "the bridge's ports: {ports:?}");
     let tap = ports[0].clone();
