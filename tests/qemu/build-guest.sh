@@ -58,15 +58,29 @@ mount -t devtmpfs devtmpfs /dev 2>/dev/null
 for m in ${modules[*]}; do insmod /lib/modules/\$m.ko; done
 ip link set lo up
 ip link set eth0 up
-# QEMU user networking's defaults: the guest is 10.0.2.15/24 behind 10.0.2.2.
-ip addr add 10.0.2.15/24 dev eth0
-ip route add default via 10.0.2.2
+# QEMU user networking's defaults: the guest is 10.0.2.15/24 behind 10.0.2.2; on a bridge the
+# kernel command line names them (fleetwire.ip=ADDRESS/PREFIX fleetwire.gw=GATEWAY).
+address=10.0.2.15/24
+gateway=10.0.2.2
+for arg in \$(cat /proc/cmdline); do
+    case "\$arg" in
+        fleetwire.ip=*) address="\${arg#fleetwire.ip=}" ;;
+        fleetwire.gw=*) gateway="\${arg#fleetwire.gw=}" ;;
+    esac
+done
+ip addr add "\$address" dev eth0
+ip route add default via "\$gateway"
+# A word to the gateway, so that a host on a bridge learns the guest's address (its neighbour
+# table is where the agent reads it).
+ping -c 1 -W 2 "\$gateway" >/dev/null 2>&1 &
 hostname fleetwire-guest
 echo "fleetwire guest $kver" >/www/index.html
+# 64 KiB to download, for counting bytes (tests/e2e/agent/qemu_bridge.rs).
+head -c 65536 /dev/zero >/www/zero-64k
 httpd -p 80 -h /www
 # What an SSH server says first, on SSH's port, to every connection.
 (while :; do echo "SSH-2.0-fleetwire-guest" | nc -l -p 22; done) &
-echo "fleetwire-guest: serving http on 10.0.2.15:80"
+echo "fleetwire-guest: serving http on \$address port 80"
 exec sh -c 'while :; do sleep 3600; done'
 INIT
 chmod +x "$ird/init"

@@ -88,6 +88,10 @@ pub struct AgentArgs {
     /// qemu: the host ports guest ports are forwarded from, FIRST-LAST [default: 20000-20999].
     #[arg(long, env = "VM_HOST_PORT_RANGE", value_name = "RANGE")]
     pub host_port_range: Option<String>,
+    /// qemu: a bridge to put each guest on, through a tap device of its own, instead of QEMU's
+    /// user networking (no host ports are forwarded then) [default: user networking].
+    #[arg(long, env = "VM_BRIDGE", value_name = "BRIDGE")]
+    pub bridge: Option<String>,
     /// qemu: seconds a guest has to answer on its first guest port [default: 120].
     #[arg(long, env = "VM_GUEST_BOOT_TIMEOUT_S", value_name = "SECONDS")]
     pub guest_boot_timeout_s: Option<String>,

@@ -375,6 +375,21 @@ fn qemu_settings(args: &AgentArgs) -> Result<QemuSettings, ConfigError> {
                 )
             })?,
     };
+    // An interface name, as the kernel takes one (IFNAMSIZ): 1 to 15 bytes, no '/', no space.
+    let bridge = optional(&args.bridge)
+        .map(|raw| {
+            let fits = (1..=15).contains(&raw.len())
+                && raw != "."
+                && raw != ".."
+                && !raw.chars().any(|c| c == '/' || c == ':' || c.is_whitespace());
+            fits.then(|| raw.to_string()).ok_or_else(|| {
+                err(
+                    "VM_BRIDGE",
+                    format!("{raw:?} is not a network interface name (1 to 15 bytes, no '/', ':' or spaces)"),
+                )
+            })
+        })
+        .transpose()?;
     let boot_timeout_s = number(
         "VM_GUEST_BOOT_TIMEOUT_S",
         &args.guest_boot_timeout_s,
@@ -390,6 +405,7 @@ fn qemu_settings(args: &AgentArgs) -> Result<QemuSettings, ConfigError> {
             .transpose()?,
         ssh_pubkey: optional(&args.ssh_pubkey).map(str::to_string),
         host_ports,
+        bridge,
         accel,
         probe_kernel: optional(&args.qemu_probe_kernel)
             .map(|raw| image_file_name("VM_QEMU_PROBE_KERNEL", raw))
@@ -661,6 +677,7 @@ impl AgentConfig {
                     self.qemu.host_ports.end()
                 ),
             ),
+            ("VM_BRIDGE", self.qemu.bridge.clone().unwrap_or_default()),
             (
                 "VM_GUEST_BOOT_TIMEOUT_S",
                 self.qemu.boot_timeout.as_secs().to_string(),
@@ -894,7 +911,16 @@ mod tests {
             "VM_QEMU_ACCEL=\"hvf\" is not auto, kvm or tcg"
         );
         a.qemu_accel = Some("TCG".into());
+        a.bridge = Some("br/0".into());
+        assert_eq!(
+            AgentConfig::from_args(&a).unwrap_err().to_string(),
+            "VM_BRIDGE=\"br/0\" is not a network interface name (1 to 15 bytes, no '/', ':' or spaces)"
+        );
+        a.bridge = Some("br-fleetwire-too-long".into());
+        assert!(AgentConfig::from_args(&a).is_err());
+        a.bridge = Some("br0".into());
         let c = AgentConfig::from_args(&a).unwrap();
+        assert_eq!(c.qemu.bridge.as_deref(), Some("br0"));
         assert_eq!(c.runtime, Runtime::Qemu);
         assert_eq!(c.qemu.host_ports, 20000..=20009);
         assert_eq!(c.qemu.accel, Accel::Tcg);

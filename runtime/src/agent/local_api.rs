@@ -478,7 +478,9 @@ async fn metrics(State(agent): State<Arc<Agent>>) -> Result<Response, ApiFailure
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
         crate::reported::metrics::render_with(&p.report, |registry| {
-            crate::unknown_fields::register(registry.sub_registry_with_prefix("fleetwire_agent"))
+            let agent_registry = registry.sub_registry_with_prefix("fleetwire_agent");
+            crate::unknown_fields::register(agent_registry);
+            agent.pass_timing.register(agent_registry);
         }),
     )
         .into_response())

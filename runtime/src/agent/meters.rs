@@ -32,6 +32,8 @@ fn zero() -> UsageMeters {
 struct Seen {
     at: Instant,
     driver_cpu_ms: u64,
+    /// The driver's byte counts (delivered to the guest, sent by it) at the last pass.
+    driver_bytes: (u64, u64),
     /// Fractions of a MiB-second not yet added, in MiB-ms and byte-ms.
     provisioned_mib_ms: u128,
     used_byte_ms: u128,
@@ -107,6 +109,7 @@ impl MeterBook {
                 at: now,
                 // The driver's count starts with this agent process: all of it is new.
                 driver_cpu_ms: 0,
+                driver_bytes: (0, 0),
                 provisioned_mib_ms: 0,
                 used_byte_ms: 0,
             });
@@ -125,6 +128,18 @@ impl MeterBook {
             let cpu_delta = i.cpu_ms.checked_sub(seen.driver_cpu_ms).unwrap_or(i.cpu_ms);
             seen.driver_cpu_ms = i.cpu_ms;
             meters.cpu_ms = meters.cpu_ms.saturating_add(cpu_delta);
+            // The same for the byte counts (a tap device made again counts from 0).
+            let rx_delta = i
+                .rx_bytes
+                .checked_sub(seen.driver_bytes.0)
+                .unwrap_or(i.rx_bytes);
+            let tx_delta = i
+                .tx_bytes
+                .checked_sub(seen.driver_bytes.1)
+                .unwrap_or(i.tx_bytes);
+            seen.driver_bytes = (i.rx_bytes, i.tx_bytes);
+            meters.rx_bytes = meters.rx_bytes.saturating_add(rx_delta);
+            meters.tx_bytes = meters.tx_bytes.saturating_add(tx_delta);
 
             seen.provisioned_mib_ms += i.resources.disk_mib as u128 * dt_ms;
             let whole = seen.provisioned_mib_ms / 1000;
@@ -196,6 +211,8 @@ mod tests {
             host_ports: Vec::new(),
             guest_ipv4: None,
             last_healthy_at: None,
+            rx_bytes: 0,
+            tx_bytes: 0,
         }
     }
 
@@ -230,5 +247,27 @@ mod tests {
 
         let reloaded = MeterBook::load(path, host, &dir.path().join("reported.json"));
         assert_eq!(reloaded.all()[&"a".parse::<AppId>().unwrap()], m);
+    }
+
+    #[test]
+    fn byte_counts_accrue_as_deltas_and_a_count_starting_over_adds_all_of_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut book = MeterBook::load(
+            dir.path().join("meters.json"),
+            "h".parse().unwrap(),
+            &dir.path().join("reported.json"),
+        );
+        let t0 = Instant::now();
+        let counted = |rx, tx| InstanceStatus {
+            rx_bytes: rx,
+            tx_bytes: tx,
+            ..instance(InstanceState::Running, 0)
+        };
+        book.observe(&[counted(1000, 200)], t0);
+        book.observe(&[counted(1500, 260)], t0 + Duration::from_secs(1));
+        // The tap device was made again: its count starts over.
+        book.observe(&[counted(40, 4)], t0 + Duration::from_secs(2));
+        let m = &book.all()[&"a".parse::<AppId>().unwrap()];
+        assert_eq!((m.rx_bytes, m.tx_bytes), (1540, 264));
     }
 }

@@ -12,6 +12,7 @@ pub mod host_facts;
 pub mod identity;
 pub mod local_api;
 pub mod meters;
+pub mod pass_timing;
 pub mod reconcile;
 pub mod runtime_tls;
 pub mod serve;

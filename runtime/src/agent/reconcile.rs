@@ -79,7 +79,10 @@ fn matches(want: DesiredInstanceState, state: InstanceState) -> bool {
 pub async fn pass(agent: &Agent, state: &mut PassState) {
     let desired = agent.desired.current();
     if !agent.link().draining {
-        agent.driver.converge(&desired.instances).await;
+        agent
+            .pass_timing
+            .converge(agent.driver.converge(&desired.instances))
+            .await;
     }
     let observation = agent.driver.observe().await;
     let now = Instant::now();

@@ -65,6 +65,8 @@ pub struct Agent {
     /// after every new certificate; the local API starts serving on the first one and swaps
     /// in each next one (docs/security.md).
     pub serving_tls: watch::Sender<Option<ServingTls>>,
+    /// How long each pass's converge takes, for `/metrics`.
+    pub pass_timing: super::pass_timing::PassTiming,
     link: Mutex<Link>,
     published: RwLock<Option<Arc<Published>>>,
 }
@@ -78,6 +80,7 @@ impl Agent {
             driver,
             wake: Notify::new(),
             serving_tls: watch::channel(None).0,
+            pass_timing: Default::default(),
             link: Mutex::new(Link::default()),
             published: RwLock::new(None),
         }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use fleetwire_types::DesiredInstance;
+use fleetwire_types::{BootId, DesiredInstance};
 
 use super::observation::Observation;
 use crate::runtimes::Runtime;
@@ -43,6 +43,17 @@ pub enum DriverError {
     /// QEMU could not be found or asked its version.
     #[error("{0}")]
     Qemu(String),
+}
+
+/// The boot id of a runtime the agent runs itself: this agent process's pid and start instant,
+/// so it changes exactly when the runtime (the agent) starts again.
+pub fn new_boot_id() -> Result<BootId, DriverError> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{}-{nanos}", std::process::id())
+        .parse::<BootId>()
+        .map_err(|e| DriverError::BootId(e.to_string()))
 }
 
 /// PEM files of a TLS client identity and the CA it trusts.

@@ -10,6 +10,7 @@ pub mod qemu_settings;
 pub mod registry;
 pub mod restart_backoff;
 pub mod smolvm;
+pub mod supervision;
 
 pub use driver::{ClientTlsFiles, Driver, DriverError, DriverSettings};
 pub use observation::{InstanceStatus, Observation, RuntimeStatus, VolumeStatus};

@@ -38,6 +38,11 @@ pub struct InstanceStatus {
     pub guest_ipv4: Option<Ipv4Address>,
     /// When the guest last answered on its first guest port (qemu).
     pub last_healthy_at: Option<Timestamp>,
+    /// Bytes delivered to the guest and bytes the guest sent, as far as the driver can count
+    /// them (qemu on a bridge: its tap device), since this agent process started, like
+    /// `cpu_ms`; 0 where nothing counts them. The meters turn them into deltas.
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
 }
 
 /// A volume the driver keeps for an instance.
@@ -72,11 +77,52 @@ pub struct RuntimeStatus {
     pub kvm_available: Option<bool>,
 }
 
+impl RuntimeStatus {
+    /// The status of a runtime the agent runs itself (process, qemu): never stalled, no
+    /// `/capacity` of its own; the figures from its `instances` (`running_usage`) and `disk_bytes`.
+    pub fn of_agent(
+        boot_id: BootId,
+        instances: &[InstanceStatus],
+        disk_bytes: u64,
+        versions: HostVersions,
+        kvm_available: Option<bool>,
+    ) -> RuntimeStatus {
+        const MIB: u64 = 1024 * 1024;
+        let (cpu_usage, memory_bytes) = running_usage(instances);
+        RuntimeStatus {
+            boot_id: Some(boot_id),
+            capacity: None,
+            stalled: false,
+            problem: None,
+            cpu_usage,
+            memory_usage_mb: memory_bytes / MIB,
+            disk_usage_gb: disk_bytes / (1024 * MIB),
+            versions,
+            kvm_available,
+        }
+    }
+}
+
 /// One look at everything the driver runs.
 #[derive(Debug, Clone)]
 pub struct Observation {
     pub instances: Vec<InstanceStatus>,
     pub runtime: RuntimeStatus,
+}
+
+/// The real CPU load (in CPUs) and resident memory (in bytes) of the running instances, added
+/// up, for the heartbeat's `cpu_usage` and `memory_usage_mb`.
+fn running_usage(instances: &[InstanceStatus]) -> (f64, u64) {
+    instances
+        .iter()
+        .filter(|i| i.pid.is_some())
+        .filter_map(|i| i.compute.as_ref())
+        .fold((0.0, 0), |(cpu, memory), c| {
+            (
+                cpu + c.cpu_share.unwrap_or(0.0),
+                memory + c.memory_used_bytes,
+            )
+        })
 }
 
 /// The versions a driver without a guest image, zerofs or firecracker reports: the agent's own,

@@ -1,6 +1,10 @@
-//! Figures of a process from `/proc/<pid>/stat`, and the size of a directory tree.
+//! Figures of a process from `/proc/<pid>/stat` (and the samples of one run, for its CPU
+//! share), and the size of a directory tree.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
+
+use fleetwire_types::{ComputeUsage, Timestamp};
 
 /// CPU time and resident memory of one process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +31,43 @@ fn page_size() -> u64 {
         size as u64
     } else {
         4096
+    }
+}
+
+/// The samples of one run of a process: the last one, and its CPU share between the last two.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunSamples {
+    /// The last sample and when it was taken.
+    pub last: Option<(ProcSample, Instant)>,
+    /// CPU used between the last two samples, in CPUs.
+    pub cpu_share: Option<f64>,
+}
+
+impl RunSamples {
+    pub fn record(&mut self, sample: ProcSample, now: Instant) {
+        if let Some((prev, at)) = self.last {
+            let wall = now.duration_since(at).as_millis() as f64;
+            if wall >= 1.0 {
+                self.cpu_share = Some(sample.cpu_ms.saturating_sub(prev.cpu_ms) as f64 / wall);
+            }
+        }
+        self.last = Some((sample, now));
+    }
+
+    /// CPU time of the run at the last sample, in ms.
+    pub fn cpu_ms(&self) -> u64 {
+        self.last.map_or(0, |(s, _)| s.cpu_ms)
+    }
+
+    /// The run's figures for `compute`, once it has been sampled.
+    pub fn compute(&self, memory_total_bytes: u64) -> Option<ComputeUsage> {
+        let (sample, _) = self.last?;
+        Some(ComputeUsage {
+            cpu_share: self.cpu_share,
+            measured_at: Timestamp::now(),
+            memory_total_bytes,
+            memory_used_bytes: sample.rss_bytes,
+        })
     }
 }
 
@@ -62,6 +103,25 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
 /// process for good, since a pid can be reused but not at the same instant.
 pub fn start_time(pid: u32) -> Option<u64> {
     stat_fields(pid)?.get(22 - 3)?.parse().ok()
+}
+
+/// When the process started, on the wall clock: its start in clock ticks after boot, placed
+/// on the clock through `CLOCK_BOOTTIME`, which counts from the same boot. Good to a clock
+/// tick, and the same for the same process whoever asks (a QEMU found again after an agent
+/// restart keeps the `startedAt` of its start, docs/agent.md, "Restarts and crashes").
+pub fn started_at(pid: u32) -> Option<std::time::SystemTime> {
+    let ticks = start_time(pid)?;
+    let since_boot = Duration::from_nanos(ticks * 1_000_000_000 / clock_ticks_per_second());
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the time into the timespec it is given.
+    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut now) } != 0 {
+        return None;
+    }
+    let boot_now = Duration::new(now.tv_sec as u64, now.tv_nsec as u32);
+    std::time::SystemTime::now().checked_sub(boot_now.checked_sub(since_boot)?)
 }
 
 /// Whether any process is in process group `pgid` (field 5).
@@ -109,6 +169,22 @@ mod tests {
         let s = parse_stat(stat, 100, 4096).unwrap();
         assert_eq!(s.cpu_ms, (250 + 50 + 10 + 5) * 10);
         assert_eq!(s.rss_bytes, 300 * 4096);
+    }
+
+    #[test]
+    fn this_process_started_before_now_and_after_its_parent_did() {
+        let started = started_at(std::process::id()).unwrap();
+        let now = std::time::SystemTime::now();
+        assert!(started <= now);
+        // SAFETY: getppid only reads this process's parent id.
+        let parent = unsafe { libc::getppid() } as u32;
+        assert!(started_at(parent).unwrap() <= started + Duration::from_millis(20));
+        // Asked twice, the same instant (to the clock tick).
+        let again = started_at(std::process::id()).unwrap();
+        let apart = again
+            .duration_since(started)
+            .unwrap_or_else(|e| e.duration());
+        assert!(apart < Duration::from_millis(20), "{apart:?}");
     }
 
     #[test]

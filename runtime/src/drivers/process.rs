@@ -2,7 +2,6 @@
 //! Linux host. Each tenant runs in its own process group, in its own volume directory, and is
 //! restarted by the instance's restart policy; stopping sends SIGTERM to the group, then SIGKILL.
 
-use std::collections::HashMap;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -11,16 +10,17 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use fleetwire_types::{
-    AppId, BootId, ComputeUsage, DesiredInstance, DesiredInstanceState, InstanceState,
-    ReportedRestart, RestartPolicy, StateMessage, TenantExit, Timestamp,
+    AppId, BootId, DesiredInstance, InstanceState, ReportedRestart, StateMessage, TenantExit,
+    Timestamp,
 };
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::driver::{Driver, DriverError, DriverSettings};
 use super::observation::{InstanceStatus, Observation, RuntimeStatus, VolumeStatus};
-use super::proc_stats::{self, ProcSample};
+use super::proc_stats::{self, RunSamples};
 use super::restart_backoff::backoff_ms;
+use super::supervision::{self, Control, Machines, Want};
 use crate::runtimes::Runtime;
 
 const MIB: u64 = 1024 * 1024;
@@ -30,9 +30,7 @@ const VOLUME_MEASURE_EVERY: Duration = Duration::from_secs(10);
 pub struct ProcessDriver {
     settings: DriverSettings,
     boot_id: BootId,
-    machines: Mutex<HashMap<AppId, Machine>>,
-    /// Machines no longer desired, reported as `stopping` until their process is gone.
-    retiring: Mutex<Vec<Machine>>,
+    machines: Machines<BootSpec, Watched>,
 }
 
 /// What a tenant process is started from; a change in any of it means a fresh boot.
@@ -63,27 +61,7 @@ impl BootSpec {
     }
 }
 
-/// What a machine's supervisor is asked for (the qemu driver's supervisors take it too).
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct Control {
-    pub(super) want: Want,
-    pub(super) policy: RestartPolicy,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Want {
-    Running,
-    Stopped,
-    /// Removed from the desired document: stop, delete the volume, end the supervisor.
-    Gone,
-}
-
-struct Machine {
-    watched: Arc<Watched>,
-    spec: BootSpec,
-    control: watch::Sender<Control>,
-    task: JoinHandle<()>,
-}
+type Machine = supervision::Machine<BootSpec, Watched>;
 
 /// What `observe` reads of a machine; shared so that it reads it without holding the map lock.
 struct Watched {
@@ -107,9 +85,8 @@ struct Live {
     message: Option<String>,
     /// CPU of the runs that have ended, in ms.
     cpu_ms_ended: u64,
-    /// Last sample of the running process, and when it was taken (for cpuShare).
-    last_sample: Option<(ProcSample, Instant)>,
-    cpu_share: Option<f64>,
+    /// The running process's samples (for cpuShare).
+    samples: RunSamples,
 }
 
 impl Live {
@@ -123,13 +100,12 @@ impl Live {
             last_exit_code: None,
             message: None,
             cpu_ms_ended: 0,
-            last_sample: None,
-            cpu_share: None,
+            samples: RunSamples::default(),
         }
     }
 
     fn cpu_ms(&self) -> u64 {
-        self.cpu_ms_ended + self.last_sample.map_or(0, |(s, _)| s.cpu_ms)
+        self.cpu_ms_ended + self.samples.cpu_ms()
     }
 }
 
@@ -143,21 +119,21 @@ impl ProcessDriver {
         crate::atomic_file::create_private_dir(&settings.state_dir.join("logs"))?;
         reap_leftover_groups(&settings.state_dir.join("run"));
         crate::atomic_file::create_private_dir(&settings.state_dir.join("run"))?;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let boot_id = format!("{}-{nanos}", std::process::id())
-            .parse::<BootId>()
-            .map_err(|e| DriverError::BootId(e.to_string()))?;
+        let boot_id = super::driver::new_boot_id()?;
         Ok(ProcessDriver {
             settings: settings.clone(),
             boot_id,
-            machines: Mutex::new(HashMap::new()),
-            retiring: Mutex::new(Vec::new()),
+            machines: Machines::new(),
         })
     }
 
-    fn start_machine(&self, d: &DesiredInstance, predecessor: Option<JoinHandle<()>>) -> Machine {
+    fn start_machine(
+        &self,
+        d: &DesiredInstance,
+        spec: BootSpec,
+        control: Control,
+        predecessor: Option<JoinHandle<()>>,
+    ) -> Machine {
         let volume = self
             .settings
             .state_dir
@@ -168,13 +144,8 @@ impl ProcessDriver {
             .state_dir
             .join("logs")
             .join(format!("{}.log", d.app_id.as_str()));
-        let control = Control {
-            want: want_of(d),
-            policy: d.restart_policy.clone().unwrap_or_default(),
-        };
         let (tx, rx) = watch::channel(control);
         let live = Arc::new(Mutex::new(Live::new()));
-        let spec = BootSpec::of(d);
         let task = tokio::spawn(supervise(Supervisor {
             spec: spec.clone(),
             volume: volume.clone(),
@@ -211,23 +182,12 @@ impl ProcessDriver {
         let mut live = lock(&m.live);
         // Recorded only if the run sampled is still the current one.
         if let (Some(sample), true) = (sample, live.pid == pid) {
-            if let Some((prev, at)) = live.last_sample {
-                let wall = now.duration_since(at).as_millis() as f64;
-                if wall >= 1.0 {
-                    live.cpu_share = Some(sample.cpu_ms.saturating_sub(prev.cpu_ms) as f64 / wall);
-                }
-            }
-            live.last_sample = Some((sample, now));
+            live.samples.record(sample, now);
         }
-        let compute = match (live.pid, live.last_sample) {
-            (Some(_), Some((sample, _))) => Some(ComputeUsage {
-                cpu_share: live.cpu_share,
-                measured_at: Timestamp::now(),
-                memory_total_bytes: m.spec.resources.memory_mib.get() * MIB,
-                memory_used_bytes: sample.rss_bytes,
-            }),
-            _ => None,
-        };
+        let compute = live.pid.and(
+            live.samples
+                .compute(m.spec.resources.memory_mib.get() * MIB),
+        );
         let status = InstanceStatus {
             app_id: m.app_id.clone(),
             deployment_id: m.spec.deployment_id.clone(),
@@ -246,6 +206,8 @@ impl ProcessDriver {
             host_ports: Vec::new(),
             guest_ipv4: None,
             last_healthy_at: None,
+            rx_bytes: 0,
+            tx_bytes: 0,
         };
         drop(live);
         InstanceStatus {
@@ -272,13 +234,6 @@ impl ProcessDriver {
     }
 }
 
-pub(super) fn want_of(d: &DesiredInstance) -> Want {
-    match d.desired_state {
-        DesiredInstanceState::Running => Want::Running,
-        DesiredInstanceState::Stopped => Want::Stopped,
-    }
-}
-
 #[async_trait]
 impl Driver for ProcessDriver {
     fn runtime(&self) -> Runtime {
@@ -286,118 +241,48 @@ impl Driver for ProcessDriver {
     }
 
     async fn converge(&self, desired: &[DesiredInstance]) {
-        let mut machines = lock(&self.machines);
-        let mut retiring = lock(&self.retiring);
-        retiring.retain(|m| !m.task.is_finished());
-        let wanted: HashMap<&AppId, &DesiredInstance> =
-            desired.iter().map(|d| (&d.app_id, d)).collect();
-
-        let gone: Vec<AppId> = machines
-            .keys()
-            .filter(|id| !wanted.contains_key(id))
-            .cloned()
-            .collect();
-        for id in gone {
-            if let Some(m) = machines.remove(&id) {
-                m.control.send_modify(|c| c.want = Want::Gone);
-                retiring.push(m);
-            }
-        }
-
-        for d in desired {
-            let control = Control {
-                want: want_of(d),
-                policy: d.restart_policy.clone().unwrap_or_default(),
-            };
-            let replace = match machines.get(&d.app_id) {
-                Some(m) if m.spec == BootSpec::of(d) => {
-                    m.control.send_if_modified(|c| {
-                        let changed = *c != control;
-                        *c = control.clone();
-                        changed
-                    });
-                    false
-                }
-                _ => true,
-            };
-            if replace {
-                // A new deployment is a fresh boot: the old process stops (its volume stays,
-                // the app is the same), then the new supervisor starts.
-                let predecessor = machines.remove(&d.app_id).map(|old| {
-                    old.control.send_modify(|c| c.want = Want::Stopped);
-                    drop(old.control);
-                    old.task
-                });
-                let m = self.start_machine(d, predecessor);
-                machines.insert(d.app_id.clone(), m);
-            }
-        }
+        // A new deployment is a fresh boot: the old process stops (its volume stays, the app
+        // is the same), then the new supervisor starts.
+        self.machines
+            .converge(desired, BootSpec::of, |d, spec, control, predecessor| {
+                self.start_machine(d, spec, control, predecessor)
+            });
     }
 
     async fn observe(&self) -> Observation {
         let now = Instant::now();
-        let current: Vec<Arc<Watched>> = lock(&self.machines)
-            .values()
-            .map(|m| m.watched.clone())
-            .collect();
-        let stopping: Vec<Arc<Watched>> = lock(&self.retiring)
-            .iter()
-            .filter(|m| !m.task.is_finished())
-            .map(|m| m.watched.clone())
-            .collect();
-        let mut instances: Vec<InstanceStatus> =
-            current.iter().map(|m| Self::status_of(m, now)).collect();
-        for m in &stopping {
-            let mut s = Self::status_of(m, now);
-            s.state = InstanceState::Stopping;
-            s.volume = None;
-            instances.push(s);
-        }
-        instances.sort_by(|a, b| a.app_id.cmp(&b.app_id));
-
-        let running = instances.iter().filter(|i| i.pid.is_some());
-        let cpu_usage: f64 = running
-            .clone()
-            .filter_map(|i| i.compute.as_ref()?.cpu_share)
-            .sum();
-        let memory_bytes: u64 = running
-            .filter_map(|i| i.compute.as_ref().map(|c| c.memory_used_bytes))
-            .sum();
+        let (_, instances) = self.machines.observe(|m, retiring| {
+            let status = Self::status_of(m, now);
+            // A removed machine's volume is being deleted: not reported.
+            if retiring {
+                InstanceStatus {
+                    volume: None,
+                    ..status
+                }
+            } else {
+                status
+            }
+        });
         let disk_bytes: u64 = instances
             .iter()
             .filter_map(|i| i.volume.as_ref()?.used.map(|(b, _)| b))
             .sum();
-        Observation {
-            instances,
-            runtime: RuntimeStatus {
-                boot_id: Some(self.boot_id.clone()),
-                capacity: None,
-                stalled: false,
-                problem: None,
-                cpu_usage,
-                memory_usage_mb: memory_bytes / MIB,
-                disk_usage_gb: disk_bytes / (1024 * MIB),
-                versions: super::observation::agent_only_versions(),
-                kvm_available: None,
-            },
-        }
+        let runtime = RuntimeStatus::of_agent(
+            self.boot_id.clone(),
+            &instances,
+            disk_bytes,
+            super::observation::agent_only_versions(),
+            None,
+        );
+        Observation { instances, runtime }
     }
 
     async fn shutdown(&self) {
-        // Stopped, not Gone: an agent going away keeps its machines' volumes. The machines
-        // stay listed so the last reported.json shows them stopped.
-        let lives: Vec<Arc<Mutex<Live>>> = lock(&self.machines)
-            .values()
-            .map(|m| {
-                m.control.send_modify(|c| c.want = Want::Stopped);
-                m.watched.live.clone()
-            })
-            .chain(lock(&self.retiring).iter().map(|m| m.watched.live.clone()))
-            .collect();
-        let deadline = Instant::now() + self.settings.stop_timeout + Duration::from_secs(2);
-        while Instant::now() < deadline && lives.iter().any(|l| lock(l).pid.is_some()) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        // SIGTERM, then SIGKILL after the stop timeout.
+        let within = self.settings.stop_timeout + Duration::from_secs(2);
+        self.machines
+            .stop_all(within, |m| lock(&m.live).pid.is_some())
+            .await;
     }
 }
 
@@ -428,18 +313,8 @@ impl Supervisor {
         f(&mut lock(&self.live));
     }
 
-    /// Waits until the control says something other than `Stopped`. `None` means the machine
-    /// is gone (removed, or the driver dropped the sender).
-    async fn wait_for_want(&mut self, mut ok: impl FnMut(Want) -> bool) -> Option<Want> {
-        loop {
-            let want = self.control.borrow_and_update().want;
-            if ok(want) {
-                return Some(want);
-            }
-            if self.control.changed().await.is_err() {
-                return None;
-            }
-        }
+    async fn wait_for_want(&mut self, ok: impl FnMut(Want) -> bool) -> Option<Want> {
+        supervision::wait_for_want(&mut self.control, ok).await
     }
 }
 
@@ -482,8 +357,7 @@ async fn supervise(mut sv: Supervisor) {
             l.pid = Some(pid);
             l.started_at = Some(Timestamp::now());
             l.message = None;
-            l.last_sample = None;
-            l.cpu_share = None;
+            l.samples = RunSamples::default();
         });
 
         let mut exited = exited;
@@ -569,8 +443,7 @@ fn record_end(sv: &Supervisor, ended: Option<&Ended>) {
     let _ = std::fs::remove_file(&sv.group_file);
     sv.update(|l| {
         l.pid = None;
-        l.last_sample = None;
-        l.cpu_share = None;
+        l.samples = RunSamples::default();
         if let Some(e) = ended {
             l.cpu_ms_ended += e.cpu_ms;
             l.last_exit_code = Some(exit_code(&e.exit));
@@ -583,6 +456,19 @@ fn exit_code(exit: &TenantExit) -> i64 {
     match exit {
         TenantExit::Code(c) => i64::from(*c),
         TenantExit::Signal(s) => 128 + i64::from(*s),
+    }
+}
+
+/// How a waited-for child ended: its exit code or the signal that killed it (-1 when the wait
+/// failed).
+pub(super) fn exit_of(waited: std::io::Result<std::process::ExitStatus>) -> TenantExit {
+    match waited {
+        Ok(status) => match (status.code(), status.signal()) {
+            (Some(code), _) => TenantExit::Code(code),
+            (None, Some(sig)) => TenantExit::Signal(sig),
+            (None, None) => TenantExit::Code(-1),
+        },
+        Err(_) => TenantExit::Code(-1),
     }
 }
 
@@ -666,14 +552,7 @@ fn spawn_tenant(
                 }
             }
             let cpu_ms = proc_stats::sample(pid).map_or(0, |s| s.cpu_ms);
-            let exit = match child.wait() {
-                Ok(status) => match (status.code(), status.signal()) {
-                    (Some(code), _) => TenantExit::Code(code),
-                    (None, Some(sig)) => TenantExit::Signal(sig),
-                    (None, None) => TenantExit::Code(-1),
-                },
-                Err(_) => TenantExit::Code(-1),
-            };
+            let exit = exit_of(child.wait());
             let _ = tx.send(Ended { exit, cpu_ms });
         })?;
     Ok((pid, rx))

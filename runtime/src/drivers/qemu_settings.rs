@@ -1,5 +1,6 @@
 //! What the qemu driver is configured with (docs/agent.md, "The qemu runtime"): the agent's
-//! `VM_QEMU_*`, `VM_IMAGE_DIR`, `VM_BASE_IMAGE`, `VM_SSH_PUBKEY` and `VM_HOST_PORT_RANGE`.
+//! `VM_QEMU_*`, `VM_IMAGE_DIR`, `VM_BASE_IMAGE`, `VM_SSH_PUBKEY`, `VM_HOST_PORT_RANGE` and
+//! `VM_BRIDGE`.
 
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
@@ -40,6 +41,9 @@ pub struct QemuSettings {
     pub ssh_pubkey: Option<String>,
     /// `VM_HOST_PORT_RANGE`: the host ports guest ports are forwarded from.
     pub host_ports: RangeInclusive<u16>,
+    /// `VM_BRIDGE`: the bridge guests are put on, each through a tap device of its own;
+    /// `None`: QEMU's user networking, guest ports forwarded from host ports.
+    pub bridge: Option<String>,
     pub accel: Accel,
     /// `VM_QEMU_PROBE_KERNEL`: the kernel the KVM probe boots; `None`: the base image.
     pub probe_kernel: Option<String>,
@@ -55,6 +59,7 @@ impl Default for QemuSettings {
             base_image: None,
             ssh_pubkey: None,
             host_ports: 20000..=20999,
+            bridge: None,
             accel: Accel::Auto,
             probe_kernel: None,
             boot_timeout: Duration::from_secs(120),

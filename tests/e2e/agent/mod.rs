@@ -8,6 +8,7 @@ mod desired;
 mod enroll;
 mod kill_reconcile;
 mod ppn;
+mod qemu_bridge;
 mod qemu_guest;
 mod reported;
 mod restarts;

@@ -41,9 +41,53 @@ fn guest() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
+/// The guest's files; `None` (the test is skipped, saying how to run it) when they or QEMU are
+/// missing, except under `CI=true`, where that fails the test.
+pub(super) fn guest_or_skip() -> Option<PathBuf> {
+    match guest() {
+        Ok(dir) => Some(dir),
+        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("{why}: {HOW_TO_RUN}")
+        }
+        Err(why) => {
+            eprintln!("skipped: {why}; {HOW_TO_RUN}");
+            None
+        }
+    }
+}
+
+/// A qemu agent named `node_id` with `env`, enrolled in `controller` and waited for until
+/// the controller has it ready as a qemu node; the QEMUs it leaves are ended with the reaper.
+pub(super) fn start_qemu_node(
+    controller: &ControllerProcess,
+    node_id: &str,
+    env: &[(&str, &str)],
+) -> (AgentProcess, Reaper) {
+    let env: Vec<(&str, &str)> = [("VM_NODE_ID", node_id), ("VM_RUNTIME", "qemu")]
+        .into_iter()
+        .chain(env.iter().copied())
+        .collect();
+    let agent = AgentProcess::start(&controller.url(""), &env);
+    let reaper = Reaper(agent.state_dir.clone());
+    wait_for(
+        "the node to be ready at the controller",
+        Duration::from_secs(30),
+        || {
+            let node: Value = http()
+                .get(controller.url(&format!("/v1/nodes/{node_id}")))
+                .send()
+                .ok()?
+                .json()
+                .ok()?;
+            (node["status"] == "ready" && node["runtime"] == "qemu").then_some(())
+        },
+    );
+    (agent, reaper)
+}
+
 /// Ends every QEMU whose command line names `dir` when dropped: QEMU outlives a killed agent
 /// by design, so a failing test must not leave guests behind.
-struct Reaper(PathBuf);
+pub(super) struct Reaper(PathBuf);
 
 impl Drop for Reaper {
     fn drop(&mut self) {
@@ -57,7 +101,7 @@ impl Drop for Reaper {
 }
 
 /// The QEMU processes whose command line mentions `needle`.
-fn qemu_pids(needle: &Path) -> Vec<u32> {
+pub(super) fn qemu_pids(needle: &Path) -> Vec<u32> {
     let needle = needle.display().to_string();
     std::fs::read_dir("/proc")
         .unwrap()
@@ -90,7 +134,7 @@ fn which_qemu() -> PathBuf {
 }
 
 /// `n` consecutive ports nothing listens on, for VM_HOST_PORT_RANGE: the first and the last.
-fn free_ports(n: u16) -> (u16, u16) {
+pub(super) fn free_ports(n: u16) -> (u16, u16) {
     let mut p = 42000 + (std::process::id() % 1000) as u16 * 4;
     loop {
         if (p..p + n).all(|q| std::net::TcpListener::bind(("0.0.0.0", q)).is_ok()) {
@@ -100,7 +144,7 @@ fn free_ports(n: u16) -> (u16, u16) {
     }
 }
 
-fn http() -> reqwest::blocking::Client {
+pub(super) fn http() -> reqwest::blocking::Client {
     crate::support::install_crypto_provider();
     reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(60))
@@ -108,7 +152,7 @@ fn http() -> reqwest::blocking::Client {
         .unwrap()
 }
 
-fn post_vm(controller: &ControllerProcess, body: &Value) -> (u16, Value) {
+pub(super) fn post_vm(controller: &ControllerProcess, body: &Value) -> (u16, Value) {
     let resp = http()
         .post(controller.url("/v1/vms"))
         .json(body)
@@ -118,7 +162,7 @@ fn post_vm(controller: &ControllerProcess, body: &Value) -> (u16, Value) {
     (status, resp.json().unwrap_or(Value::Null))
 }
 
-fn delete_vm(controller: &ControllerProcess, vm_id: &str) {
+pub(super) fn delete_vm(controller: &ControllerProcess, vm_id: &str) {
     let resp = http()
         .delete(controller.url(&format!("/v1/vms/{vm_id}")))
         .send()
@@ -131,7 +175,7 @@ fn delete_vm(controller: &ControllerProcess, vm_id: &str) {
 }
 
 /// The guest's web page through the host port, if it answers.
-fn page(port: u16) -> Option<String> {
+pub(super) fn page(port: u16) -> Option<String> {
     let resp = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(2))
         .build()
@@ -145,7 +189,7 @@ fn page(port: u16) -> Option<String> {
         .flatten()
 }
 
-fn instance<'a>(r: &'a HostReportedState, app: &str) -> Option<&'a ReportedInstance> {
+pub(super) fn instance<'a>(r: &'a HostReportedState, app: &str) -> Option<&'a ReportedInstance> {
     r.instances.iter().find(|i| i.app_id.as_str() == app)
 }
 
@@ -157,7 +201,7 @@ fn qemu_pid(agent: &AgentProcess, app: &str) -> Option<u32> {
         .ok()
 }
 
-fn alive(pid: u32) -> bool {
+pub(super) fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
         !s.rsplit(')')
             .next()
@@ -170,15 +214,8 @@ fn alive(pid: u32) -> bool {
 #[test]
 #[ignore = "boots a real Linux guest under QEMU: needs qemu-system-x86 and the guest (bash tests/qemu/build-guest.sh); run: cargo test -p fleetwire --test e2e -- agent::qemu_guest --ignored"]
 fn a_placed_vm_boots_a_real_guest_that_serves_through_its_host_port() {
-    let guest = match guest() {
-        Ok(dir) => dir,
-        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("{why}: {HOW_TO_RUN}")
-        }
-        Err(why) => {
-            eprintln!("skipped: {why}; {HOW_TO_RUN}");
-            return;
-        }
+    let Some(guest) = guest_or_skip() else {
+        return;
     };
     // The node's image directory: the guest's kernel, initrd and bootable disk (the base
     // image), and a blank disk image (nothing boots from it: the guest that never answers).
@@ -198,11 +235,10 @@ fn a_placed_vm_boots_a_real_guest_that_serves_through_its_host_port() {
     let (first_port, last_port) = free_ports(3);
     let range = format!("{first_port}-{last_port}");
     let image_dir = images.path().display().to_string();
-    let mut agent = AgentProcess::start(
-        &controller.url(""),
+    let (mut agent, _reaper) = start_qemu_node(
+        &controller,
+        "qemu-node",
         &[
-            ("VM_NODE_ID", "qemu-node"),
-            ("VM_RUNTIME", "qemu"),
             ("VM_IMAGE_DIR", &image_dir),
             ("VM_BASE_IMAGE", "disk.img"),
             (
@@ -213,22 +249,9 @@ fn a_placed_vm_boots_a_real_guest_that_serves_through_its_host_port() {
             ("VM_QEMU_ACCEL", "auto"),
             ("VM_QEMU_PROBE_KERNEL", "vmlinuz"),
             ("VM_GUEST_BOOT_TIMEOUT_S", "60"),
-            ("VM_STOP_TIMEOUT_MS", "2000"),
+            // VM_STOP_TIMEOUT_MS as by default (10 s): DELETE must stop QEMU within 10 s with
+            // it, and the guest's busybox init ignores the power button.
         ],
-    );
-    let _reaper = Reaper(agent.state_dir.clone());
-    wait_for(
-        "the node to be ready at the controller",
-        Duration::from_secs(30),
-        || {
-            let node: Value = http()
-                .get(controller.url("/v1/nodes/qemu-node"))
-                .send()
-                .ok()?
-                .json()
-                .ok()?;
-            (node["status"] == "ready" && node["runtime"] == "qemu").then_some(())
-        },
     );
 
     // The heartbeat's kvm_available is what the probe guest showed, not whether /dev/kvm
@@ -460,17 +483,56 @@ fn a_placed_vm_boots_a_real_guest_that_serves_through_its_host_port() {
             .filter(|at| *at > healthy)
     });
 
-    // A restarted agent finds the running QEMU again and starts no second one.
+    // A restarted agent finds the running QEMU again and starts no second one; the guest's
+    // startedAt stays when QEMU started, not when the new agent found it, and the CPU QEMU used
+    // before is not metered twice.
+    let before_restart = instance(&agent.reported(), "web-1").unwrap().clone();
+    let started_at = before_restart.started_at.expect("web-1's startedAt");
+    let cpu_before = before_restart.meters.as_ref().map_or(0, |m| m.cpu_ms);
+    let qemu_cpu_ms = || {
+        let stat = std::fs::read_to_string(format!("/proc/{new_pid}/stat")).unwrap();
+        let fields: Vec<i64> = stat
+            .rsplit(')')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        // utime and stime (fields 14 and 15 of proc(5); field 3, the state, is no number).
+        // SAFETY: sysconf only reads a configuration value.
+        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        ((fields[10] + fields[11]) * 1000 / ticks) as u64
+    };
+    let qemu_cpu_at_kill = qemu_cpu_ms();
+    // Apart enough that the agent's restart time cannot pass for QEMU's start.
+    std::thread::sleep(Duration::from_secs(3));
     agent.running.kill();
     agent.restart_after_kill(&controller.url(""));
-    agent.wait_reported(
+    let found = agent.wait_reported(
         "web-1 running after the agent's restart",
         Duration::from_secs(20),
         |r| {
             instance(r, "web-1")
                 .filter(|i| i.state == InstanceState::Running)
-                .map(|_| ())
+                .cloned()
         },
+    );
+    let found_started = found
+        .started_at
+        .expect("web-1's startedAt after the restart");
+    let apart = (found_started.utc() - started_at.utc()).abs();
+    assert!(
+        apart < chrono::Duration::milliseconds(500),
+        "startedAt was {started_at:?}, after the agent's restart {found_started:?}"
+    );
+    // The meter grew by at most what QEMU used since the last report before the kill (plus
+    // what it uses while this runs), not by all QEMU ever used again.
+    let cpu_after = found.meters.as_ref().map_or(0, |m| m.cpu_ms);
+    let used_since = qemu_cpu_ms().saturating_sub(qemu_cpu_at_kill);
+    assert!(
+        cpu_after <= cpu_before + used_since + 200,
+        "cpuMs went from {cpu_before} to {cpu_after}; QEMU used {used_since} ms since \
+         (and {qemu_cpu_at_kill} ms in all before the agent's restart)"
     );
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(
@@ -526,28 +588,32 @@ fn a_placed_vm_boots_a_real_guest_that_serves_through_its_host_port() {
     }
 }
 
-/// Runs without QEMU: a qemu agent whose QEMU is not where it is told stops at once, naming
-/// the setting.
-#[test]
-fn a_qemu_agent_without_its_qemu_says_where_it_looked() {
+/// What a qemu agent with `env` that refuses to start says on stderr (it must exit non-zero).
+pub(super) fn qemu_agent_refusal(env: &[(&str, &str)]) -> String {
     let dir = tempfile::tempdir().unwrap();
+    let env: Vec<(String, String)> = [("VM_RUNTIME", "qemu")]
+        .iter()
+        .chain(env)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     let output = crate::support::agent_harness::agent_command(
         "http://127.0.0.1:9",
         &dir.path().join("state"),
         crate::support::free_port(),
-        &[
-            ("VM_RUNTIME".into(), "qemu".into()),
-            (
-                "VM_QEMU_BINARY".into(),
-                "/nonexistent/qemu-system-x86_64".into(),
-            ),
-        ],
+        &env,
     )
     .stderr(std::process::Stdio::piped())
     .output()
     .unwrap();
     assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Runs without QEMU: a qemu agent whose QEMU is not where it is told stops at once, naming
+/// the setting.
+#[test]
+fn a_qemu_agent_without_its_qemu_says_where_it_looked() {
+    let stderr = qemu_agent_refusal(&[("VM_QEMU_BINARY", "/nonexistent/qemu-system-x86_64")]);
     assert!(
         stderr.contains("VM_QEMU_BINARY: /nonexistent/qemu-system-x86_64 is not a file"),
         "{stderr}"
@@ -560,15 +626,8 @@ fn a_qemu_agent_without_its_qemu_says_where_it_looked() {
 #[ignore = "boots a real Linux guest under QEMU: needs qemu-system-x86 and the guest (bash tests/qemu/build-guest.sh); run: cargo test -p fleetwire --test e2e -- agent::qemu_guest --ignored"]
 fn up_with_the_qemu_runtime_places_the_banners_guest() {
     use std::io::{BufRead, BufReader};
-    let guest = match guest() {
-        Ok(dir) => dir,
-        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("{why}: {HOW_TO_RUN}")
-        }
-        Err(why) => {
-            eprintln!("skipped: {why}; {HOW_TO_RUN}");
-            return;
-        }
+    let Some(guest) = guest_or_skip() else {
+        return;
     };
     let dir = tempfile::tempdir().unwrap();
     let images = dir.path().join("images");
@@ -657,15 +716,8 @@ fn up_with_the_qemu_runtime_places_the_banners_guest() {
 fn ppn_controller_spawns_a_guest_from_the_base_image_on_a_fleetwire_qemu_node() {
     use std::os::fd::AsRawFd;
     const PPN_PORT: u16 = 9203;
-    let guest = match guest() {
-        Ok(dir) => dir,
-        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("{why}: {HOW_TO_RUN}")
-        }
-        Err(why) => {
-            eprintln!("skipped: {why}; {HOW_TO_RUN}");
-            return;
-        }
+    let Some(guest) = guest_or_skip() else {
+        return;
     };
     let fleet_bin = crate::support::real_peers::binary("service-vm-fleet");
     // service-vm-fleet listens on the fixed 9203: the lock ppn_real.rs takes too.

@@ -4,6 +4,8 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use super::network::Tap;
+
 /// The kernel command line of a direct kernel boot that names none: the console on the first
 /// serial port, which QEMU writes to the VM's log.
 pub const DEFAULT_CMDLINE: &str = "console=ttyS0";
@@ -27,8 +29,10 @@ pub struct Launch {
     pub vcpus: u64,
     pub kvm: bool,
     pub media: BootMedia,
-    /// (host port, guest port), TCP.
+    /// (host port, guest port), TCP, through QEMU's user networking.
     pub forwards: Vec<(u16, u16)>,
+    /// The VM's tap device on the node's bridge instead of user networking (`VM_BRIDGE`).
+    pub tap: Option<Tap>,
     pub qmp_socket: PathBuf,
     pub pid_file: PathBuf,
     pub console_log: PathBuf,
@@ -56,12 +60,23 @@ pub fn argv(l: &Launch) -> Vec<OsString> {
     ]);
     a.push("-pidfile".into());
     a.push(l.pid_file.clone().into_os_string());
-    let mut netdev = String::from("user,id=net0");
-    for (host, guest) in &l.forwards {
-        netdev.push_str(&format!(",hostfwd=tcp::{host}-:{guest}"));
-    }
     let mut push = |items: &[&str]| a.extend(items.iter().map(OsString::from));
-    push(&["-netdev", &netdev, "-device", "virtio-net-pci,netdev=net0"]);
+    match &l.tap {
+        // The agent made the device and put it on the bridge; QEMU only opens it.
+        Some(tap) => push(&[
+            "-netdev",
+            &format!("tap,id=net0,ifname={},script=no,downscript=no", tap.name),
+            "-device",
+            &format!("virtio-net-pci,netdev=net0,mac={}", tap.mac),
+        ]),
+        None => {
+            let mut netdev = String::from("user,id=net0");
+            for (host, guest) in &l.forwards {
+                netdev.push_str(&format!(",hostfwd=tcp::{host}-:{guest}"));
+            }
+            push(&["-netdev", &netdev, "-device", "virtio-net-pci,netdev=net0"]);
+        }
+    }
     match &l.media {
         BootMedia::Kernel {
             kernel,
@@ -111,6 +126,7 @@ mod tests {
             kvm: false,
             media,
             forwards: vec![(20000, 80), (20001, 22)],
+            tap: None,
             qmp_socket: "/s/vm-1/qmp.sock".into(),
             pid_file: "/s/vm-1/qemu.pid".into(),
             console_log: "/s/logs/vm,1.log".into(),
@@ -157,5 +173,26 @@ mod tests {
             "{a}"
         );
         assert!(!a.contains("-kernel"), "{a}");
+    }
+
+    #[test]
+    fn on_a_bridge_the_guest_has_its_tap_device_and_mac_and_no_forwards() {
+        let mut l = launch(BootMedia::Kernel {
+            kernel: "/img/vmlinuz".into(),
+            initrd: None,
+            cmdline: DEFAULT_CMDLINE.into(),
+        });
+        l.forwards = Vec::new();
+        l.tap = Some(Tap::of(&"vm-1".parse().unwrap()));
+        let tap = l.tap.clone().unwrap();
+        let a = text(&argv(&l));
+        assert!(
+            a.contains(&format!(
+                "-netdev tap,id=net0,ifname={},script=no,downscript=no -device virtio-net-pci,netdev=net0,mac={}",
+                tap.name, tap.mac
+            )),
+            "{a}"
+        );
+        assert!(!a.contains("user,") && !a.contains("hostfwd"), "{a}");
     }
 }

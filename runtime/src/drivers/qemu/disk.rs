@@ -38,7 +38,7 @@ pub fn image_file(image_dir: &Path, what: &str, name: &str) -> Result<PathBuf, S
     Ok(real)
 }
 
-fn run(mut cmd: Command, what: &str) -> Result<(), String> {
+pub(super) fn run(mut cmd: Command, what: &str) -> Result<(), String> {
     let program = cmd.get_program().to_string_lossy().into_owned();
     let out = cmd
         .output()

@@ -3,13 +3,16 @@
 //! check sends an HTTP `HEAD` request and counts the guest healthy when bytes come back (an
 //! HTTP server answers it; an SSH server speaks first).
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-pub async fn answers(port: u16, deadline: Duration) -> bool {
+/// Whether the guest's server at `target` (a forward on loopback, or the guest's address on a
+/// bridge) answers within `deadline`.
+pub async fn answers(target: SocketAddr, deadline: Duration) -> bool {
     let check = async {
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+        let mut stream = tokio::net::TcpStream::connect(target).await?;
         stream.write_all(b"HEAD / HTTP/1.0\r\n\r\n").await?;
         let mut byte = [0u8; 1];
         stream.read(&mut byte).await
@@ -21,6 +24,10 @@ pub async fn answers(port: u16, deadline: Duration) -> bool {
 mod tests {
     use super::*;
 
+    fn loopback(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
     #[tokio::test]
     async fn a_server_that_answers_is_healthy_one_that_closes_is_not() {
         let answering = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -31,7 +38,7 @@ mod tests {
             let _ = s.read(&mut buf).await;
             s.write_all(b"HTTP/1.0 200 OK\r\n\r\n").await.unwrap();
         });
-        assert!(answers(port, Duration::from_secs(2)).await);
+        assert!(answers(loopback(port), Duration::from_secs(2)).await);
 
         // What QEMU does for a guest port nothing listens on: accept, then close.
         let closing = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -40,7 +47,7 @@ mod tests {
             let (s, _) = closing.accept().await.unwrap();
             drop(s);
         });
-        assert!(!answers(port, Duration::from_secs(2)).await);
+        assert!(!answers(loopback(port), Duration::from_secs(2)).await);
 
         // What QEMU does for a guest that has not booted: accept and say nothing.
         let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -50,6 +57,6 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(5)).await;
             drop(s);
         });
-        assert!(!answers(port, Duration::from_millis(300)).await);
+        assert!(!answers(loopback(port), Duration::from_millis(300)).await);
     }
 }

@@ -1,7 +1,8 @@
 //! The `qemu` driver: every machine is a QEMU virtual machine booting a Linux guest, as PPN's
 //! host agent runs them. A guest boots a kernel of the node's image directory directly, or a
 //! qcow2 overlay of a base image there with a cloud-init seed; its guest ports are forwarded from
-//! host ports through QEMU's user networking. One supervisor task per VM starts QEMU, watches
+//! host ports through QEMU's user networking, or it sits on the node's bridge through a tap device
+//! of its own (`VM_BRIDGE`). One supervisor task per VM starts QEMU, watches
 //! it over QMP and its forwarded port, cold-boots it again under the restart policy when it
 //! dies, and stops it (ACPI power-down, then quit) when it is no longer wanted.
 
@@ -10,6 +11,7 @@ pub mod argv;
 pub mod console;
 pub mod disk;
 pub mod health;
+pub mod network;
 pub mod ports;
 pub mod qemu_process;
 pub mod qmp;
@@ -17,25 +19,23 @@ mod shared;
 
 mod supervise;
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use async_trait::async_trait;
-use fleetwire_types::{
-    AppId, BootId, ComputeUsage, DesiredInstance, HostPortMapping, HostVersions, InstanceState,
-    Timestamp,
-};
+use fleetwire_types::{AppId, BootId, DesiredInstance, HostPortMapping, HostVersions};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::driver::{Driver, DriverError, DriverSettings};
 use super::observation::{InstanceStatus, Observation, RuntimeStatus};
 use super::proc_stats;
-use super::process::{want_of, Control, Want};
 use super::qemu_settings::QemuSettings;
+use super::supervision::{self, Control, Machines, Want};
 use crate::runtimes::Runtime;
 use accel::KvmProbe;
+use network::Tap;
 use ports::HostPorts;
 use shared::Shared;
 use supervise::{supervise, BootSpec, Live, Supervisor, VmFiles};
@@ -48,24 +48,19 @@ pub struct QemuDriver {
     shared: Arc<Shared>,
     boot_id: BootId,
     vmm: String,
-    machines: Mutex<HashMap<AppId, Machine>>,
-    /// Machines no longer desired, reported as `stopping` until QEMU is gone.
-    retiring: Mutex<Vec<Machine>>,
+    machines: Machines<BootSpec, Watched>,
     /// VMs a previous agent left (their folders), until the first converge says which stay.
     leftovers: Mutex<Option<Vec<AppId>>>,
 }
 
-struct Machine {
-    watched: Arc<Watched>,
-    spec: BootSpec,
-    control: watch::Sender<Control>,
-    task: JoinHandle<()>,
-}
+type Machine = supervision::Machine<BootSpec, Watched>;
 
 struct Watched {
     app_id: AppId,
     spec: BootSpec,
     live: Arc<Mutex<Live>>,
+    /// Its tap device, on a bridge.
+    tap: Option<Tap>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -79,16 +74,18 @@ impl QemuDriver {
             qemu_process::resolve_binary(qemu.binary.as_deref()).map_err(DriverError::Qemu)?;
         let vmm = qemu_process::version(&binary)
             .map_err(|e| DriverError::Qemu(format!("{}: {e}", binary.display())))?;
+        if let Some(bridge) = &qemu.bridge {
+            if !network::is_bridge(bridge) {
+                return Err(DriverError::Qemu(format!(
+                    "VM_BRIDGE: {bridge} is not a bridge on this host (make it first, e.g. ip link add {bridge} type bridge)"
+                )));
+            }
+        }
         let vm_root = settings.state_dir.join("qemu");
         let logs = settings.state_dir.join("logs");
         std::fs::create_dir_all(&vm_root)?;
         std::fs::create_dir_all(&logs)?;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let boot_id = format!("{}-{nanos}", std::process::id())
-            .parse::<BootId>()
-            .map_err(|e| DriverError::BootId(e.to_string()))?;
+        let boot_id = super::driver::new_boot_id()?;
         let shared = Arc::new(Shared {
             binary,
             ports: HostPorts::new(qemu.host_ports.clone()),
@@ -141,8 +138,7 @@ impl QemuDriver {
             shared,
             boot_id,
             vmm,
-            machines: Mutex::new(HashMap::new()),
-            retiring: Mutex::new(Vec::new()),
+            machines: Machines::new(),
             leftovers: Mutex::new(Some(leftovers)),
         })
     }
@@ -157,6 +153,7 @@ impl QemuDriver {
     ) -> Machine {
         let (tx, rx) = watch::channel(control);
         let live = Arc::new(Mutex::new(Live::new()));
+        let tap = self.shared.qemu.bridge.as_ref().map(|_| Tap::of(app_id));
         let task = tokio::spawn(supervise(Supervisor {
             app_id: app_id.clone(),
             spec: spec.clone(),
@@ -166,12 +163,14 @@ impl QemuDriver {
             control: rx,
             live: live.clone(),
             predecessor,
+            tap: tap.clone(),
         }));
         Machine {
             watched: Arc::new(Watched {
                 app_id: app_id.clone(),
                 spec: spec.clone(),
                 live,
+                tap,
             }),
             spec,
             control: tx,
@@ -179,8 +178,12 @@ impl QemuDriver {
         }
     }
 
-    /// The host ports of a VM's forwards, paired with its guest ports in their order.
+    /// The host ports of a VM's forwards, paired with its guest ports in their order; none on
+    /// a bridge, where the guest's ports are reached at its own address.
     fn forwards(&self, app_id: &AppId, spec: &BootSpec) -> Result<Vec<(u16, u16)>, String> {
+        if self.shared.qemu.bridge.is_some() {
+            return Ok(Vec::new());
+        }
         let guest = spec.forwarded_guest_ports();
         let host = self
             .shared
@@ -193,25 +196,26 @@ impl QemuDriver {
     fn status_of(m: &Watched, now: Instant) -> InstanceStatus {
         let pid = lock(&m.live).pid;
         let sample = pid.and_then(proc_stats::sample);
+        let counted = m.tap.as_ref().and_then(Tap::guest_bytes);
         let mut live = lock(&m.live);
-        if let (Some(sample), true) = (sample, live.pid == pid) {
-            if let Some((prev, at)) = live.last_sample {
-                let wall = now.duration_since(at).as_millis() as f64;
-                if wall >= 1.0 {
-                    live.cpu_share = Some(sample.cpu_ms.saturating_sub(prev.cpu_ms) as f64 / wall);
+        // Counted from this agent's first look (a device made again counts from 0).
+        let (rx_bytes, tx_bytes) = match counted {
+            Some((rx, tx)) => {
+                let base = live.bytes_base.get_or_insert((rx, tx));
+                if rx < base.0 || tx < base.1 {
+                    *base = (0, 0);
                 }
+                (rx - base.0, tx - base.1)
             }
-            live.last_sample = Some((sample, now));
-        }
-        let compute = match (live.pid, live.last_sample) {
-            (Some(_), Some((sample, _))) => Some(ComputeUsage {
-                cpu_share: live.cpu_share,
-                measured_at: Timestamp::now(),
-                memory_total_bytes: m.spec.resources.memory_mib.get() * MIB,
-                memory_used_bytes: sample.rss_bytes,
-            }),
-            _ => None,
+            None => (0, 0),
         };
+        if let (Some(sample), true) = (sample, live.pid == pid) {
+            live.samples.record(sample, now);
+        }
+        let compute = live.pid.and(
+            live.samples
+                .compute(m.spec.resources.memory_mib.get() * MIB),
+        );
         let running = live.pid.is_some();
         InstanceStatus {
             app_id: m.app_id.clone(),
@@ -225,7 +229,7 @@ impl QemuDriver {
             last_exit_code: None,
             started_at: live.started_at,
             compute,
-            cpu_ms: live.cpu_ms_ended + live.last_sample.map_or(0, |(s, _)| s.cpu_ms),
+            cpu_ms: live.cpu_ms_ended + live.samples.cpu_ms().saturating_sub(live.cpu_ms_found),
             message: live.message.clone(),
             volume: None,
             disk_used_bytes: None,
@@ -241,12 +245,20 @@ impl QemuDriver {
                     })
                 })
                 .collect(),
-            guest_ipv4: running.then(|| {
-                USER_NET_GUEST_IPV4
-                    .parse()
-                    .expect("QEMU's user-network guest address is an Ipv4Address")
-            }),
+            guest_ipv4: match &m.tap {
+                None => running.then(|| {
+                    USER_NET_GUEST_IPV4
+                        .parse()
+                        .expect("QEMU's user-network guest address is an Ipv4Address")
+                }),
+                Some(_) => live
+                    .bridge_ipv4
+                    .filter(|_| running)
+                    .map(fleetwire_types::Ipv4Address::from),
+            },
             last_healthy_at: live.last_healthy_at,
+            rx_bytes,
+            tx_bytes,
         }
     }
 }
@@ -276,96 +288,34 @@ impl Driver for QemuDriver {
     }
 
     async fn converge(&self, desired: &[DesiredInstance]) {
-        let mut machines = lock(&self.machines);
-        let mut retiring = lock(&self.retiring);
-        retiring.retain(|m| !m.task.is_finished());
-        let wanted: HashMap<&AppId, &DesiredInstance> =
-            desired.iter().map(|d| (&d.app_id, d)).collect();
-
         // VMs a previous agent left that are no longer desired: found, stopped and removed.
         if let Some(leftovers) = lock(&self.leftovers).take() {
-            for app in leftovers.iter().filter(|a| !wanted.contains_key(a)) {
-                let spec = BootSpec::leftover(app);
+            let wanted: HashSet<&AppId> = desired.iter().map(|d| &d.app_id).collect();
+            for app in leftovers.iter().filter(|a| !wanted.contains(a)) {
                 let control = Control {
                     want: Want::Gone,
                     policy: Default::default(),
                 };
-                retiring.push(self.start_machine(app, spec, control, Ok(Vec::new()), None));
+                let spec = BootSpec::leftover(app);
+                self.machines
+                    .retire(self.start_machine(app, spec, control, Ok(Vec::new()), None));
             }
         }
-
-        let gone: Vec<AppId> = machines
-            .keys()
-            .filter(|id| !wanted.contains_key(id))
-            .cloned()
-            .collect();
-        for id in gone {
-            if let Some(m) = machines.remove(&id) {
-                m.control.send_modify(|c| c.want = Want::Gone);
-                retiring.push(m);
-            }
-        }
-
-        for d in desired {
-            let control = Control {
-                want: want_of(d),
-                policy: d.restart_policy.clone().unwrap_or_default(),
-            };
-            let spec = BootSpec::of(d, &self.shared.qemu);
-            let replace = match machines.get(&d.app_id) {
-                Some(m) if m.spec == spec => {
-                    m.control.send_if_modified(|c| {
-                        let changed = *c != control;
-                        *c = control.clone();
-                        changed
-                    });
-                    false
-                }
-                _ => true,
-            };
-            if replace {
-                // A new deployment is a fresh boot: the old QEMU stops (the VM's overlay and
-                // ports stay, the VM is the same), then the new supervisor starts.
-                let predecessor = machines.remove(&d.app_id).map(|old| {
-                    old.control.send_modify(|c| c.want = Want::Stopped);
-                    drop(old.control);
-                    old.task
-                });
+        // A new deployment is a fresh boot: the old QEMU stops (the VM's overlay and ports
+        // stay, the VM is the same), then the new supervisor starts.
+        self.machines.converge(
+            desired,
+            |d| BootSpec::of(d, &self.shared.qemu),
+            |d, spec, control, predecessor| {
                 let forwards = self.forwards(&d.app_id, &spec);
-                let m = self.start_machine(&d.app_id, spec, control, forwards, predecessor);
-                machines.insert(d.app_id.clone(), m);
-            }
-        }
+                self.start_machine(&d.app_id, spec, control, forwards, predecessor)
+            },
+        );
     }
 
     async fn observe(&self) -> Observation {
         let now = Instant::now();
-        let current: Vec<Arc<Watched>> = lock(&self.machines)
-            .values()
-            .map(|m| m.watched.clone())
-            .collect();
-        let stopping: Vec<Arc<Watched>> = lock(&self.retiring)
-            .iter()
-            .filter(|m| !m.task.is_finished())
-            .map(|m| m.watched.clone())
-            .collect();
-        let mut instances: Vec<InstanceStatus> =
-            current.iter().map(|m| Self::status_of(m, now)).collect();
-        for m in &stopping {
-            let mut s = Self::status_of(m, now);
-            s.state = InstanceState::Stopping;
-            instances.push(s);
-        }
-        instances.sort_by(|a, b| a.app_id.cmp(&b.app_id));
-
-        let running = instances.iter().filter(|i| i.pid.is_some());
-        let cpu_usage: f64 = running
-            .clone()
-            .filter_map(|i| i.compute.as_ref()?.cpu_share)
-            .sum();
-        let memory_bytes: u64 = running
-            .filter_map(|i| i.compute.as_ref().map(|c| c.memory_used_bytes))
-            .sum();
+        let (current, instances) = self.machines.observe(|m, _| Self::status_of(m, now));
         // The image files the running guests boot, else the base image a spawn would boot.
         let mut images: Vec<String> = current
             .iter()
@@ -380,42 +330,30 @@ impl Driver for QemuDriver {
             Some(images.join(", "))
         };
         let agent = super::observation::agent_only_versions();
-        Observation {
-            instances,
-            runtime: RuntimeStatus {
-                boot_id: Some(self.boot_id.clone()),
-                capacity: None,
-                stalled: false,
-                problem: None,
-                cpu_usage,
-                memory_usage_mb: memory_bytes / MIB,
-                disk_usage_gb: 0,
-                versions: HostVersions {
-                    guest_image: guest_image.unwrap_or(agent.guest_image.clone()),
-                    vmm: self.vmm.parse().ok(),
-                    ..agent
-                },
-                kvm_available: self.shared.kvm.result(),
-            },
-        }
+        let versions = HostVersions {
+            guest_image: guest_image.unwrap_or(agent.guest_image.clone()),
+            vmm: self.vmm.parse().ok(),
+            ..agent
+        };
+        // Disk: the overlays are not measured (disk_usage_gb 0).
+        let runtime = RuntimeStatus::of_agent(
+            self.boot_id.clone(),
+            &instances,
+            0,
+            versions,
+            self.shared.kvm.result(),
+        );
+        Observation { instances, runtime }
     }
 
     async fn shutdown(&self) {
         // Like every driver: the agent going away stops its machines (Stopped, not Gone: the
         // VMs' overlays and ports stay for the next agent). An agent that crashes leaves its
         // guests running, and the next one finds them again.
-        let lives: Vec<Arc<Mutex<Live>>> = lock(&self.machines)
-            .values()
-            .map(|m| {
-                m.control.send_modify(|c| c.want = Want::Stopped);
-                m.watched.live.clone()
-            })
-            .chain(lock(&self.retiring).iter().map(|m| m.watched.live.clone()))
-            .collect();
-        let deadline =
-            Instant::now() + self.shared.stop_timeout * 2 + std::time::Duration::from_secs(5);
-        while Instant::now() < deadline && lives.iter().any(|l| lock(l).pid.is_some()) {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        // ACPI power-down, then quit after the stop timeout, then SIGKILL.
+        let within = self.shared.stop_timeout * 2 + std::time::Duration::from_secs(5);
+        self.machines
+            .stop_all(within, |m| lock(&m.live).pid.is_some())
+            .await;
     }
 }

@@ -2,7 +2,7 @@
 //! after an agent restart (pid file + QMP, watched through /proc). QEMU runs in its own process
 //! group and outlives a crashed agent, so that the guest does not go down with it.
 
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 
 use super::argv::{argv, Launch};
 use crate::drivers::proc_stats;
+use crate::drivers::process::exit_of;
 
 pub struct QemuProcess {
     pub pid: u32,
@@ -41,15 +42,7 @@ impl QemuProcess {
         std::thread::Builder::new()
             .name(format!("qemu-{pid}"))
             .spawn(move || {
-                let exit = match child.wait() {
-                    Ok(status) => match (status.code(), status.signal()) {
-                        (Some(code), _) => TenantExit::Code(code),
-                        (None, Some(sig)) => TenantExit::Signal(sig),
-                        (None, None) => TenantExit::Code(-1),
-                    },
-                    Err(_) => TenantExit::Code(-1),
-                };
-                let _ = tx.send(exit);
+                let _ = tx.send(exit_of(child.wait()));
             })?;
         Ok(QemuProcess {
             pid,

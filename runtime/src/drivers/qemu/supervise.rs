@@ -18,13 +18,15 @@ use tokio::task::JoinHandle;
 
 use super::argv::{BootMedia, Launch, DEFAULT_CMDLINE};
 use super::console::with_console;
+use super::network::Tap;
 use super::qemu_process::QemuProcess;
 use super::shared::Shared;
 use super::{disk, health, qmp};
-use crate::drivers::proc_stats::ProcSample;
-use crate::drivers::process::{describe_exit, Control, Want};
+use crate::drivers::proc_stats::RunSamples;
+use crate::drivers::process::describe_exit;
 use crate::drivers::qemu_settings::QemuSettings;
 use crate::drivers::restart_backoff::backoff_ms;
+use crate::drivers::supervision::{self, Control, Want};
 
 /// The guest port a disk-image boot always forwards: SSH, as PPN's host agent does.
 const SSH: u16 = 22;
@@ -172,9 +174,15 @@ pub struct Live {
     pub message: Option<String>,
     pub forwards: Vec<(u16, u16)>,
     pub last_healthy_at: Option<Timestamp>,
+    /// On a bridge: the guest's address, once the host's neighbour table has it.
+    pub bridge_ipv4: Option<std::net::Ipv4Addr>,
+    /// On a bridge: the tap device's counts (to the guest, from it) when this agent first read
+    /// them, which a previous agent has metered already.
+    pub bytes_base: Option<(u64, u64)>,
+    /// CPU of QEMU, in ms, when this agent found it running (metered by the previous agent).
+    pub cpu_ms_found: u64,
     pub cpu_ms_ended: u64,
-    pub last_sample: Option<(ProcSample, Instant)>,
-    pub cpu_share: Option<f64>,
+    pub samples: RunSamples,
 }
 
 impl Live {
@@ -186,9 +194,11 @@ impl Live {
             message: None,
             forwards: Vec::new(),
             last_healthy_at: None,
+            bridge_ipv4: None,
+            bytes_base: None,
+            cpu_ms_found: 0,
             cpu_ms_ended: 0,
-            last_sample: None,
-            cpu_share: None,
+            samples: RunSamples::default(),
         }
     }
 }
@@ -203,6 +213,8 @@ pub struct Supervisor {
     pub control: watch::Receiver<Control>,
     pub live: Arc<Mutex<Live>>,
     pub predecessor: Option<JoinHandle<()>>,
+    /// The VM's tap device, when the node puts guests on a bridge (`VM_BRIDGE`).
+    pub tap: Option<Tap>,
 }
 
 /// How a run of QEMU ended.
@@ -224,16 +236,18 @@ impl Supervisor {
         f(&mut self.live.lock().unwrap_or_else(|p| p.into_inner()));
     }
 
-    async fn wait_for_want(&mut self, mut ok: impl FnMut(Want) -> bool) -> Option<Want> {
-        loop {
-            let want = self.control.borrow_and_update().want;
-            if ok(want) {
-                return Some(want);
-            }
-            if self.control.changed().await.is_err() {
-                return None;
-            }
-        }
+    async fn wait_for_want(&mut self, ok: impl FnMut(Want) -> bool) -> Option<Want> {
+        supervision::wait_for_want(&mut self.control, ok).await
+    }
+
+    /// Failed, `what` and the console's last lines its message, until the desired document
+    /// asks again (stopped, then running): true then, false when the VM is gone.
+    async fn failed_until_asked_again(&mut self, what: &str) -> bool {
+        self.update(|l| {
+            l.state = InstanceState::Failed;
+            l.message = Some(with_console(what, &self.files.log));
+        });
+        self.wait_for_want(|w| w != Want::Running).await == Some(Want::Stopped)
     }
 
     /// The files QEMU is started with, checked and made; the reason when they cannot be.
@@ -285,6 +299,9 @@ impl Supervisor {
         self.files
             .write_forwards(&forwards)
             .map_err(|e| format!("{}: {e}", self.files.forwards.display()))?;
+        if let (Some(tap), Some(bridge)) = (&self.tap, &q.bridge) {
+            tap.ensure_on(bridge)?;
+        }
         Ok(Launch {
             name: self.app_id.to_string(),
             memory_mib: self.spec.resources.memory_mib.get(),
@@ -292,6 +309,7 @@ impl Supervisor {
             kvm: self.shared.kvm.use_kvm(q.accel),
             media,
             forwards,
+            tap: self.tap.clone(),
             qmp_socket: self.files.qmp.clone(),
             pid_file: self.files.pid.clone(),
             console_log: self.files.log.clone(),
@@ -301,7 +319,12 @@ impl Supervisor {
     /// Watches a running QEMU until it ends, the guest never comes up, or the control changes.
     async fn watch(&mut self, qemu: &mut QemuProcess, adopted: bool) -> RunEnd {
         let started = Instant::now();
-        let first_port = self.forwards.as_ref().ok().and_then(|f| f.first().copied());
+        // Checked through its forward (user networking), or at the guest's own address on the
+        // bridge once the host knows it.
+        let first_port = match &self.tap {
+            None => self.forwards.as_ref().ok().and_then(|f| f.first().copied()),
+            Some(_) => self.spec.forwarded_guest_ports().first().map(|g| (0, *g)),
+        };
         let mut up = adopted || first_port.is_none();
         let mut ticker = tokio::time::interval(TICK);
         loop {
@@ -319,8 +342,19 @@ impl Supervisor {
                     {
                         self.update(|l| l.state = InstanceState::Running);
                     }
-                    if let Some((host, _)) = first_port {
-                        if health::answers(host, TICK).await {
+                    let target = match (&self.tap, &self.shared.qemu.bridge, first_port) {
+                        (None, _, Some((host, _))) => {
+                            Some(std::net::SocketAddr::from(([127, 0, 0, 1], host)))
+                        }
+                        (Some(tap), Some(bridge), Some((_, guest))) => {
+                            let ip = tap.guest_ipv4(bridge);
+                            self.update(|l| l.bridge_ipv4 = ip);
+                            ip.map(|ip| std::net::SocketAddr::from((ip, guest)))
+                        }
+                        _ => None,
+                    };
+                    if let Some(target) = target {
+                        if health::answers(target, TICK).await {
                             up = true;
                             self.update(|l| l.last_healthy_at = Some(Timestamp::now()));
                         }
@@ -333,16 +367,20 @@ impl Supervisor {
         }
     }
 
-    /// ACPI power-down, then quit after the stop timeout, then SIGKILL.
+    /// ACPI power-down, then quit at 80 % of the stop timeout, then SIGKILL at 90 %: QEMU is
+    /// gone within `VM_STOP_TIMEOUT_MS`, as a process is, also when the guest ignores the
+    /// power button (docs/agent.md, "qemu").
     async fn stop(&self, qemu: &mut QemuProcess) {
         let timeout = self.shared.stop_timeout;
         if qmp::powerdown(&self.files.qmp).await.is_ok()
-            && tokio::time::timeout(timeout, qemu.ended()).await.is_ok()
+            && tokio::time::timeout(timeout * 8 / 10, qemu.ended())
+                .await
+                .is_ok()
         {
             return;
         }
         if qmp::quit(&self.files.qmp).await.is_ok()
-            && tokio::time::timeout(Duration::from_secs(2), qemu.ended())
+            && tokio::time::timeout(timeout / 10, qemu.ended())
                 .await
                 .is_ok()
         {
@@ -355,11 +393,11 @@ impl Supervisor {
     fn ended(&self) {
         let _ = std::fs::remove_file(&self.files.pid);
         self.update(|l| {
-            if let Some((sample, _)) = l.last_sample.take() {
-                l.cpu_ms_ended += sample.cpu_ms;
-            }
+            l.cpu_ms_ended += l.samples.cpu_ms().saturating_sub(l.cpu_ms_found);
+            l.samples = RunSamples::default();
+            l.cpu_ms_found = 0;
+            l.bridge_ipv4 = None;
             l.pid = None;
-            l.cpu_share = None;
         });
     }
 }
@@ -429,14 +467,26 @@ pub async fn supervise(mut sv: Supervisor) {
             }
         };
         let forwards = sv.forwards.clone().unwrap_or_default();
+        // When QEMU started, not when this agent first saw it: one found again after an agent
+        // restart keeps its start.
+        let started_at = crate::drivers::proc_stats::started_at(qemu.pid)
+            .map_or_else(Timestamp::now, |t| {
+                chrono::DateTime::<chrono::Utc>::from(t).into()
+            });
+        // The CPU a found QEMU used before this agent, metered by the previous one.
+        let cpu_ms_found = if adopted {
+            crate::drivers::proc_stats::sample(qemu.pid).map_or(0, |s| s.cpu_ms)
+        } else {
+            0
+        };
         sv.update(|l| {
             l.state = InstanceState::Starting;
             l.pid = Some(qemu.pid);
-            l.started_at = Some(Timestamp::now());
+            l.started_at = Some(started_at);
+            l.cpu_ms_found = cpu_ms_found;
             l.forwards = forwards;
             l.message = cold_boot_note.clone();
-            l.last_sample = None;
-            l.cpu_share = None;
+            l.samples = RunSamples::default();
         });
         let run_started = Instant::now();
 
@@ -461,12 +511,7 @@ pub async fn supervise(mut sv: Supervisor) {
                     sv.spec.forwarded_guest_ports().first().copied().unwrap_or_default(),
                     sv.shared.qemu.boot_timeout.as_secs()
                 );
-                sv.update(|l| {
-                    l.state = InstanceState::Failed;
-                    l.message = Some(with_console(&what, &sv.files.log));
-                });
-                // Stay failed until the desired document asks again (stopped, then running).
-                if sv.wait_for_want(|w| w != Want::Running).await != Some(Want::Stopped) {
+                if !sv.failed_until_asked_again(&what).await {
                     break;
                 }
                 attempt = 0;
@@ -488,11 +533,7 @@ pub async fn supervise(mut sv: Supervisor) {
                         if attempt == 1 { "" } else { "s" },
                         policy.max_restarts
                     );
-                    sv.update(|l| {
-                        l.state = InstanceState::Failed;
-                        l.message = Some(with_console(&what, &sv.files.log));
-                    });
-                    if sv.wait_for_want(|w| w != Want::Running).await != Some(Want::Stopped) {
+                    if !sv.failed_until_asked_again(&what).await {
                         break;
                     }
                     attempt = 0;
@@ -529,6 +570,10 @@ pub async fn supervise(mut sv: Supervisor) {
     // supervisor replaced by a new deployment's leaves them to its successor.)
     if sv.current().want == Want::Gone {
         let _ = std::fs::remove_dir_all(&sv.files.dir);
+        // Its tap device too, made for it on a bridge (by this agent or a previous one).
+        if let Err(why) = Tap::of(&sv.app_id).remove() {
+            tracing::warn!(vm = sv.app_id.as_str(), "{why}");
+        }
         sv.shared.ports.free(&sv.app_id);
         sv.update(|l| l.forwards.clear());
     }

@@ -470,6 +470,8 @@ impl Driver for SmolvmDriver {
                 host_ports: Vec::new(),
                 guest_ipv4: None,
                 last_healthy_at: None,
+                rx_bytes: 0,
+                tx_bytes: 0,
             });
         }
         drop(state);
