@@ -207,3 +207,17 @@ fn loadgen_over_https_without_an_operator_token_fails_with_a_message() {
     );
     assert!(output.stdout.is_empty(), "no report without a token");
 }
+
+/// The production binary carries no load generator: it is `fleetwire-loadgen`, a package of
+/// its own (tests/loadgen).
+#[test]
+fn the_fleetwire_binary_has_no_loadgen_command() {
+    let output = crate::support::fleetwire()
+        .args(["loadgen", "--help"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("unrecognized subcommand 'loadgen'"), "{stderr}");
+}
