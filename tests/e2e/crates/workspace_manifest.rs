@@ -180,8 +180,8 @@ fn every_crate_declares_the_rust_version_its_dependency_tree_needs() {
 
 /// One manifest, parsed.
 fn manifest(path: &std::path::Path) -> toml::Table {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     text.parse()
         .unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
 }

@@ -219,5 +219,8 @@ fn the_fleetwire_binary_has_no_loadgen_command() {
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("unrecognized subcommand 'loadgen'"), "{stderr}");
+    assert!(
+        stderr.contains("unrecognized subcommand 'loadgen'"),
+        "{stderr}"
+    );
 }
