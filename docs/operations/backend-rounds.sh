@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The store backends side by side (docs/operations.md, "Sizing"): one controller on SQLite, one
 # on PostgreSQL, and a leader with a hot standby on PostgreSQL, started once and left running;
-# `fleetwire loadgen` bursts sent to each in turn (to the leader for the pair), the order
+# `fleetwire-loadgen` bursts sent to each in turn (to the leader for the pair), the order
 # reversed every other round.
 #
 #   docs/operations/backend-rounds.sh ROUNDS
 #
 # Environment:
 #   FLEETWIRE  the release binary (default target/release/fleetwire)
+#   FLEETWIRE_LOADGEN  the load generator (default target/release/fleetwire-loadgen:
+#             `cargo build --release -p fleetwire -p fleetwire-loadgen`)
 #   NODES      simulated nodes (10000)
 #   DURATION   measured phase (10s)
 #   PG         the PostgreSQL server, as a URL without a database
@@ -25,6 +27,7 @@ source docs/operations/wait.sh
 
 rounds=${1:?usage: $0 ROUNDS}
 bin=${FLEETWIRE:-target/release/fleetwire}
+loadgen_bin=${FLEETWIRE_LOADGEN:-target/release/fleetwire-loadgen}
 nodes=${NODES:-10000}
 duration=${DURATION:-10s}
 pg=${PG:-postgres://postgres@127.0.0.1:5432}
@@ -88,7 +91,7 @@ pg_counts() {
 
 # A first, unrecorded burst to each: its enrolment (committed heartbeats) is in no round.
 for i in "${!names[@]}"; do
-  "$bin" loadgen --url "${urls[$i]}" --nodes "$nodes" --duration 2s --warmup 1s \
+  "$loadgen_bin" --url "${urls[$i]}" --nodes "$nodes" --duration 2s --warmup 1s \
     "${loadgen_args[@]}" >"$out/enrol-${names[$i]}.txt" 2>&1 || echo "(enrolment burst failed: $out/enrol-${names[$i]}.txt)" >&2
 done
 echo "# $(date -u +%FT%TZ) load=$(cut -d' ' -f1-3 /proc/loadavg) rounds=$rounds nodes=$nodes duration=$duration commit=$(git rev-parse --short HEAD) out=$out"
@@ -101,7 +104,7 @@ for round in $(seq "$rounds"); do
     pid=${measured[$i]}
     before=$(ticks "$pid") store_before=$(store_counts "${urls[$i]}") db_before=$(pg_counts "${dbs[$i]}")
     started=$(date +%s.%N)
-    "$bin" loadgen --url "${urls[$i]}" --nodes "$nodes" --duration "$duration" \
+    "$loadgen_bin" --url "${urls[$i]}" --nodes "$nodes" --duration "$duration" \
       "${loadgen_args[@]}" >"$file" 2>"$file.err" || echo "(loadgen failed: $file.err)" >&2
     ended=$(date +%s.%N)
     after=$(ticks "$pid") store_after=$(store_counts "${urls[$i]}") db_after=$(pg_counts "${dbs[$i]}")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Failover time over several kills (docs/operations.md, "What a failover looks like"): two
-# controllers on one PostgreSQL database, heartbeats from `fleetwire loadgen` at a fixed rate
+# controllers on one PostgreSQL database, heartbeats from `fleetwire-loadgen` at a fixed rate
 # to the leader; the leader is killed with SIGKILL, and the time is taken from the kill until
 # the standby's /readyz says it leads, and until it has taken a heartbeat. The killed one is
 # started again (it comes back as the standby), and the next round kills the other.
@@ -9,6 +9,8 @@
 #
 # Environment:
 #   FLEETWIRE  the release binary (default target/release/fleetwire)
+#   FLEETWIRE_LOADGEN  the load generator (default target/release/fleetwire-loadgen:
+#             `cargo build --release -p fleetwire -p fleetwire-loadgen`)
 #   NODES      simulated nodes (10000)
 #   RATE       heartbeats per second sent to the leader (5000)
 #   PG         the PostgreSQL server, as a URL without a database
@@ -21,6 +23,7 @@ source docs/operations/wait.sh
 
 kills=${1:?usage: $0 KILLS}
 bin=${FLEETWIRE:-target/release/fleetwire}
+loadgen_bin=${FLEETWIRE_LOADGEN:-target/release/fleetwire-loadgen}
 nodes=${NODES:-10000}
 rate=${RATE:-5000}
 pg=${PG:-postgres://postgres@127.0.0.1:5432}
@@ -69,7 +72,7 @@ for k in $(seq "$kills"); do
   standby=$((1 - leader))
   # Load on the leader, long enough to span the kill; heartbeats to a dead port fail, which
   # loadgen counts and carries on.
-  "$bin" loadgen --url "http://127.0.0.1:${ports[$leader]}" --nodes "$nodes" --rate "$rate" \
+  "$loadgen_bin" --url "http://127.0.0.1:${ports[$leader]}" --nodes "$nodes" --rate "$rate" \
     --duration 600s --warmup 1s --fleet-every 0s --fleet-samples 0 >"$out/load$k.txt" 2>&1 &
   loadgen=$!
   sleep 8
@@ -82,7 +85,7 @@ for k in $(seq "$kills"); do
   until leads "$standby"; do sleep 0.02; done
   led_at=$(now)
   # The nodes now heartbeat to the new leader (as a load balancer steered by /readyz sends them).
-  "$bin" loadgen --url "http://127.0.0.1:${ports[$standby]}" --nodes "$nodes" --rate "$rate" \
+  "$loadgen_bin" --url "http://127.0.0.1:${ports[$standby]}" --nodes "$nodes" --rate "$rate" \
     --duration 600s --warmup 1s --fleet-every 0s --fleet-samples 0 >"$out/after$k.txt" 2>&1 &
   loadgen=$!
   until (($(taken "$standby") > 0)); do sleep 0.02; done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Heartbeat latency side by side (docs/reliability/latency.md): servers started once and left
-# running, `fleetwire loadgen` bursts sent to each in turn, the order reversed every other round.
+# running, `fleetwire-loadgen` bursts sent to each in turn, the order reversed every other round.
 #
 #   docs/reliability/latency-rounds.sh ROUNDS NAME=KIND:BINARY [NAME=KIND:BINARY ...]
 #
@@ -9,7 +9,8 @@
 # or `ppn` (PPN's `service-vm-fleet`, which always listens on 0.0.0.0:9203, so at most one).
 # Everything runs in a network namespace of its own (`unshare -n`, root), so the fixed port
 # never meets another PPN on the machine. Environment:
-#   LOADGEN   the `fleetwire` binary whose `loadgen` is used (default: the first fleetwire's)
+#   LOADGEN   the `fleetwire-loadgen` binary (default: the one beside the first fleetwire,
+#             `cargo build --release -p fleetwire-loadgen`)
 #   NODES     simulated nodes (10000); NODES_<NAME> for server NAME alone
 #   DURATION  measured phase (10s)
 #   LOADGEN_ARGS  more loadgen flags (default `--fleet-every 0s --fleet-samples 0`: PPN's
@@ -56,7 +57,7 @@ for server in "$@"; do
   case $kind in
     fleetwire)
       port=$((port + 1))
-      LOADGEN=${LOADGEN:-${command[-1]}}
+      LOADGEN=${LOADGEN:-$(dirname "${command[-1]}")/fleetwire-loadgen}
       mkdir -p "$out/$name-data"
       "${command[@]}" controller --listen "127.0.0.1:$port" --data-dir "$out/$name-data" --plain-http \
         "${controller_args[@]}" >"$out/$name.log" 2>&1 &
@@ -91,10 +92,10 @@ handler_buckets() {
 
 # A first, unrecorded burst to each: its enrolment (committed heartbeats) is not in any round.
 for i in "${!names[@]}"; do
-  "$LOADGEN" loadgen --url "${urls[$i]}" --nodes "$(nodes_for "${names[$i]}")" --duration 2s --warmup 1s \
+  "$LOADGEN" --url "${urls[$i]}" --nodes "$(nodes_for "${names[$i]}")" --duration 2s --warmup 1s \
     "${loadgen_args[@]}" >"$out/enrol-${names[$i]}.txt" 2>&1 || echo "(enrolment burst failed: $out/enrol-${names[$i]}.txt)" >&2
 done
-echo "# $(date -u +%FT%TZ) load=$(cut -d' ' -f1-3 /proc/loadavg) rounds=$rounds nodes=$nodes duration=$duration loadgen=${LOADGEN:?no fleetwire binary given} out=$out"
+echo "# $(date -u +%FT%TZ) load=$(cut -d' ' -f1-3 /proc/loadavg) rounds=$rounds nodes=$nodes duration=$duration loadgen=${LOADGEN:?no fleetwire-loadgen binary given} out=$out"
 printf '%-6s %-12s %10s %9s %9s %9s %9s %9s %8s %6s %s\n' round server per_s p50_ms p99_ms p999_ms max_ms cpu_us wait_us load1 controller_p99
 for round in $(seq "$rounds"); do
   order=$(seq 0 $((${#names[@]} - 1)))
@@ -103,7 +104,7 @@ for round in $(seq "$rounds"); do
     file=$out/round$round-${names[$i]}.txt
     handler_buckets "${kinds[$i]}" "${urls[$i]}" >"$file.before"
     before=$(ticks "${pids[$i]}") waited_before=$(waited "${pids[$i]}")
-    "$LOADGEN" loadgen --url "${urls[$i]}" --nodes "$(nodes_for "${names[$i]}")" --duration "$duration" \
+    "$LOADGEN" --url "${urls[$i]}" --nodes "$(nodes_for "${names[$i]}")" --duration "$duration" \
       "${loadgen_args[@]}" >"$file" 2>"$file.err" || echo "(loadgen failed: $file.err)" >&2
     after=$(ticks "${pids[$i]}") waited_after=$(waited "${pids[$i]}")
     handler_buckets "${kinds[$i]}" "${urls[$i]}" >"$file.after"

@@ -13,7 +13,7 @@ use fleetwire::store::writer::Change;
 use fleetwire_types::{NodeHeartbeat, Timestamp};
 
 fn body(index: usize) -> Vec<u8> {
-    fleetwire::loadgen::heartbeat_body(index, 1).to_vec()
+    fleetwire_loadgen::heartbeat_body(index, 1).to_vec()
 }
 
 fn hot_path(c: &mut Criterion) {

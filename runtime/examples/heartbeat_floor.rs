@@ -1,7 +1,7 @@
 //! The floor the controller's heartbeat path is measured against: the same HTTP stack (axum
 //! on a multi-threaded tokio runtime) answering `POST /v1/nodes/heartbeat` from memory, with a
 //! plain serde parse (no schema validation) and no store. Run it, then point
-//! `fleetwire loadgen` at it; see docs/performance.md.
+//! `fleetwire-loadgen` at it; see docs/performance.md.
 //!
 //! `cargo run --release -p fleetwire --example heartbeat_floor -- 127.0.0.1:19204`
 

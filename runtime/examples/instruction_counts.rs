@@ -163,10 +163,10 @@ fn main() {
             // put them (as the `controller_hot_path` bench does): serving 20,000 heartbeats
             // first would take minutes under callgrind.
             let template: NodeHeartbeat =
-                fleetwire_types::read_strict(&fleetwire::loadgen::heartbeat_body(0, 1)).unwrap();
+                fleetwire_types::read_strict(&fleetwire_loadgen::heartbeat_body(0, 1)).unwrap();
             for i in heartbeat_nodes..FLEET_NODES {
                 let mut heartbeat = template.clone();
-                heartbeat.node_id = fleetwire::loadgen::node_id(i).parse().unwrap();
+                heartbeat.node_id = fleetwire_loadgen::node_id(i).parse().unwrap();
                 let (slot, _) = controller
                     .table
                     .get_or_insert(heartbeat.node_id.as_str(), || {
@@ -188,7 +188,7 @@ fn main() {
                 request(
                     "POST",
                     "/v1/nodes/heartbeat",
-                    &fleetwire::loadgen::heartbeat_body(i, 1),
+                    &fleetwire_loadgen::heartbeat_body(i, 1),
                 )
             })
             .collect();

@@ -215,8 +215,7 @@ mod tests {
     fn a_group_file_gets_its_exact_mode_and_group() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("key.pem");
-        // SAFETY: getegid(2) has no preconditions and cannot fail.
-        let gid = unsafe { libc::getegid() };
+        let gid = rustix::process::getegid().as_raw();
         write_for_group(&path, b"key", 0o640, Some(gid)).unwrap();
         assert_eq!(mode(&path), 0o640);
         assert_eq!(

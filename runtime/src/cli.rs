@@ -25,8 +25,6 @@ enum Command {
     Up(crate::up::UpArgs),
     /// Run the fleet controller (enrollment, heartbeats, placement) on port 9203.
     Controller(Box<crate::controller::ControllerArgs>),
-    /// Simulate many nodes heartbeating against a controller and report throughput and latency.
-    Loadgen(crate::loadgen::LoadgenArgs),
     /// Check a wire document (reported.json, a heartbeat, ...) against its schema.
     Validate(crate::validate::ValidateArgs),
     /// Run the node agent: enroll, heartbeat, run machines, write reported.json.
@@ -50,7 +48,6 @@ pub fn main() -> ExitCode {
         Command::Up(args) => crate::up::run(&args),
         Command::Validate(args) => crate::validate::run(&args),
         Command::Controller(args) => crate::controller::run(*args),
-        Command::Loadgen(args) => crate::loadgen::run(args),
         Command::Agent(args) => crate::agent::run(&args),
         Command::Ca(args) => crate::ca_cli::run(&args),
         Command::Token(args) => crate::token_cli::run(args),

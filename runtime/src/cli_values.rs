@@ -1,5 +1,5 @@
 //! Parsers of command-line values, for clap's `value_parser`. A leaf module: the argument
-//! structs of every subcommand (`controller`, `loadgen`, ...) use it, and `cli` uses those.
+//! structs of every subcommand (`controller`, `agent`, ...) and the `fleetwire-loadgen` crate use it.
 
 use std::time::Duration;
 

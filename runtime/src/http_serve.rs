@@ -51,25 +51,21 @@ const RESERVED_DESCRIPTORS: u64 = 256;
 /// How many connections are served at once: the process's descriptor limit (raised to its hard
 /// limit first, as the soft one is often 1024) less [`RESERVED_DESCRIPTORS`].
 pub fn connection_limit() -> usize {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    // `None` is no limit.
+    let limit = getrlimit(Resource::Nofile);
+    let (soft, hard) = (
+        limit.current.unwrap_or(u64::MAX),
+        limit.maximum.unwrap_or(u64::MAX),
+    );
+    let raised = Rlimit {
+        current: limit.maximum,
+        maximum: limit.maximum,
     };
-    // SAFETY: getrlimit/setrlimit on this process with a valid pointer.
-    let soft = unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return 1024 - RESERVED_DESCRIPTORS as usize;
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: limit.rlim_max,
-                rlim_max: limit.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                limit.rlim_cur = limit.rlim_max;
-            }
-        }
-        limit.rlim_cur
+    let soft = if soft < hard && setrlimit(Resource::Nofile, raised).is_ok() {
+        hard
+    } else {
+        soft
     };
     let usable = soft.saturating_sub(RESERVED_DESCRIPTORS).max(16);
     usize::try_from(usable).unwrap_or(usize::MAX)

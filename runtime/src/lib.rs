@@ -16,7 +16,6 @@ pub mod fleet_tls_client;
 pub mod http;
 pub mod http_serve;
 pub mod ids;
-pub mod loadgen;
 pub mod operator_cli;
 pub mod operator_config;
 pub mod reference_site;

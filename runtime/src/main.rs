@@ -1,4 +1,4 @@
-//! The `fleetwire` binary: controller, agent, `up`, `validate`, `loadgen`.
+//! The `fleetwire` binary: controller, agent, `up`, `validate`, the operator commands.
 
 /// The controller's hot path allocates and frees many small buffers from several threads;
 /// mimalloc does that with far less contention than the system allocator (measured in

@@ -594,14 +594,13 @@ impl Program {
         let notify = NotifySocket::bind(dir, name)?;
         // If `up` itself dies without stopping them (SIGKILL, a crash), the kernel sends each
         // child SIGTERM, so a fleet of one never outlives its `up`.
-        // SAFETY: prctl(2) is async-signal-safe and touches only the child being set up.
+        // SAFETY: the closure makes one system call, prctl(2), which is async-signal-safe and
+        // touches only the child being set up.
+        #[allow(unsafe_code)]
         unsafe {
             command.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == 0 {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::last_os_error())
-                }
+                rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::TERM))
+                    .map_err(std::io::Error::from)
             });
         }
         let mut child = command
@@ -713,9 +712,9 @@ impl Program {
             self.drain_logs().await;
             return;
         };
-        // SAFETY: kill(2) on our own child's pid, which has not been reaped (id() is Some).
-        unsafe {
-            libc::kill(pid as libc::pid_t, libc::SIGTERM);
+        // Our own child's pid, not yet reaped (id() is Some); Err: it has just exited.
+        if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
         }
         match tokio::time::timeout(STOP_TIMEOUT, self.child.wait()).await {
             Ok(status) => {

@@ -2,8 +2,6 @@
 //! holding the state directory (statvfs), /dev/kvm, the kernel's boot id, the host name, and
 //! the agent's version. Registration, heartbeats and reported.json's capacity all read them.
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use fleetwire_types::{AgentVersion, BootId, Hostname};
@@ -37,8 +35,7 @@ impl HostFacts {
             .ok()
             .and_then(|s| s.split_whitespace().next()?.parse().ok())
             .unwrap_or(0.0);
-        // SAFETY: sysconf only reads a configuration value.
-        let cores = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u32;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         let (disk_total_bytes, disk_free_bytes) = statvfs(state_dir).unwrap_or((0, 0));
         HostFacts {
             hostname: hostname(),
@@ -63,14 +60,8 @@ impl HostFacts {
 
 /// Total and free (for unprivileged users) bytes of the filesystem holding `path`.
 fn statvfs(path: &Path) -> Option<(u64, u64)> {
-    let c = CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: a zeroed statvfs is a valid out-parameter; `c` is a NUL-terminated path.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    let frsize = st.f_frsize as u64;
-    Some((st.f_blocks as u64 * frsize, st.f_bavail as u64 * frsize))
+    let st = rustix::fs::statvfs(path).ok()?;
+    Some((st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize))
 }
 
 /// The host's name from /etc/hostname, as PPN agents read it (the kernel's when absent).

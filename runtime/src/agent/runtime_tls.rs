@@ -97,8 +97,7 @@ mod tests {
         let tls = RuntimeTlsExport {
             dir: dir.path().join("runtime-tls"),
             // The test's own group: chown to it needs no privilege.
-            // SAFETY: getegid(2) has no preconditions and cannot fail.
-            gid: Some(unsafe { libc::getegid() }),
+            gid: Some(rustix::process::getegid().as_raw()),
         };
         let identity = ClientTlsFiles {
             cert: state.join("node.crt"),

@@ -15,23 +15,11 @@ pub struct ProcSample {
 }
 
 fn clock_ticks_per_second() -> u64 {
-    // SAFETY: sysconf only reads a configuration value.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 {
-        ticks as u64
-    } else {
-        100
-    }
+    rustix::param::clock_ticks_per_second()
 }
 
 fn page_size() -> u64 {
-    // SAFETY: sysconf only reads a configuration value.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if size > 0 {
-        size as u64
-    } else {
-        4096
-    }
+    rustix::param::page_size() as u64
 }
 
 /// The samples of one run of a process: the last one, and its CPU share between the last two.

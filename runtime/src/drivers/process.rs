@@ -13,6 +13,7 @@ use fleetwire_types::{
     AppId, BootId, DesiredInstance, InstanceState, ReportedRestart, StateMessage, TenantExit,
     Timestamp,
 };
+use rustix::process::Signal;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -509,17 +510,18 @@ fn spawn_tenant(
         .stderr(out)
         .process_group(0);
     let agent = std::process::id();
-    // SAFETY: prctl and getppid are async-signal-safe; prctl only asks the kernel to SIGKILL
-    // the tenant if the agent dies, so a crashed agent leaves no unsupervised tenants behind.
+    // SAFETY: the closure makes two system calls, prctl and getppid, both async-signal-safe;
+    // prctl only asks the kernel to SIGKILL the tenant if the agent dies, so a crashed agent
+    // leaves no unsupervised tenants behind.
     // An agent killed between the fork and the prctl would not be noticed (the child would
     // already belong to init), so the child checks that its parent is still the agent after
     // asking, and does not run the tenant if not (docs/agent.md, "Restarts and crashes").
+    #[allow(unsafe_code)]
     unsafe {
         cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() as u32 != agent {
+            use rustix::process::{getppid, set_parent_process_death_signal};
+            set_parent_process_death_signal(Some(Signal::KILL))?;
+            if getppid().map(|p| p.as_raw_nonzero().get() as u32) != Some(agent) {
                 return Err(std::io::Error::other(
                     "the agent died while starting the tenant",
                 ));
@@ -538,18 +540,10 @@ fn spawn_tenant(
         .name(format!("wait-{pid}"))
         .spawn(move || {
             // Wait without reaping, read the zombie's final CPU time, then reap.
-            // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid.
-            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-            loop {
-                // SAFETY: waitid on our own child with a valid siginfo pointer.
-                let rc = unsafe {
-                    libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT)
-                };
-                if rc == 0
-                    || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
-                {
-                    break;
-                }
+            use rustix::process::{waitid, Pid, WaitId, WaitIdOptions};
+            if let Some(child_pid) = Pid::from_raw(pid as i32) {
+                let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
+                while let Err(rustix::io::Errno::INTR) = waitid(WaitId::Pid(child_pid), options) {}
             }
             let cpu_ms = proc_stats::sample(pid).map_or(0, |s| s.cpu_ms);
             let exit = exit_of(child.wait());
@@ -586,7 +580,7 @@ fn reap_leftover_groups(run_dir: &Path) {
                 pgid,
                 "ending a tenant process group left by a previous agent"
             );
-            signal_group(pgid, libc::SIGKILL);
+            signal_group(pgid, Signal::KILL);
         }
         let _ = std::fs::remove_file(entry.path());
     }
@@ -598,19 +592,19 @@ async fn stop_group(
     timeout: Duration,
     exited: &mut oneshot::Receiver<Ended>,
 ) -> Option<Ended> {
-    signal_group(pid, libc::SIGTERM);
+    signal_group(pid, Signal::TERM);
     match tokio::time::timeout(timeout, &mut *exited).await {
         Ok(ended) => ended.ok(),
         Err(_) => {
-            signal_group(pid, libc::SIGKILL);
+            signal_group(pid, Signal::KILL);
             exited.await.ok()
         }
     }
 }
 
-fn signal_group(pid: u32, signal: libc::c_int) {
-    // SAFETY: kill(2) with a negative pid signals the process group the tenant leads.
-    unsafe {
-        libc::kill(-(pid as libc::pid_t), signal);
+/// `signal` to the process group the tenant leads (Err: the group is gone).
+fn signal_group(pid: u32, signal: Signal) {
+    if let Some(group) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process_group(group, signal);
     }
 }

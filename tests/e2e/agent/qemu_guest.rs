@@ -92,10 +92,7 @@ pub(super) struct Reaper(PathBuf);
 impl Drop for Reaper {
     fn drop(&mut self) {
         for pid in qemu_pids(&self.0) {
-            // SAFETY: kill(2) on a QEMU this test started.
-            unsafe {
-                libc::kill(pid as libc::pid_t, libc::SIGKILL);
-            }
+            crate::support::send_signal(pid, rustix::process::Signal::KILL);
         }
     }
 }
@@ -452,10 +449,7 @@ fn a_placed_vm_boots_a_real_guest_that_serves_through_its_host_port() {
     // kill -9 of QEMU: a cold boot by the host under the restart policy, which is not a
     // restart by a supervisor in the guest (restartCount stays 0, seed 001).
     let started_before = instance(&agent.reported(), "web-1").unwrap().started_at;
-    // SAFETY: kill(2) on the guest's QEMU.
-    unsafe {
-        libc::kill(web_pid as libc::pid_t, libc::SIGKILL);
-    }
+    crate::support::send_signal(web_pid, rustix::process::Signal::KILL);
     let again = agent.wait_reported("web-1 booted again", Duration::from_secs(30), |r| {
         instance(r, "web-1")
             .filter(|i| i.state == InstanceState::Running && i.started_at != started_before)
@@ -695,10 +689,7 @@ fn up_with_the_qemu_runtime_places_the_banners_guest() {
     assert!(body.contains("fleetwire guest"), "{body}");
 
     // Ctrl-C: `up` stops its agent, which stops its guests.
-    // SAFETY: kill(2) on the `up` this test started.
-    unsafe {
-        libc::kill(up.pid() as libc::pid_t, libc::SIGINT);
-    }
+    crate::support::send_signal(up.pid(), rustix::process::Signal::INT);
     let _ = up.child.wait();
     wait_for(
         "the guest's QEMU to stop with the agent",
@@ -714,7 +705,6 @@ fn up_with_the_qemu_runtime_places_the_banners_guest() {
 #[test]
 #[ignore = "needs the real PPN controller (../shared/peers/build.sh) and qemu-system-x86 with the guest (bash tests/qemu/build-guest.sh); run: cargo test -p fleetwire --test e2e -- agent::qemu_guest --ignored"]
 fn ppn_controller_spawns_a_guest_from_the_base_image_on_a_fleetwire_qemu_node() {
-    use std::os::fd::AsRawFd;
     const PPN_PORT: u16 = 9203;
     let Some(guest) = guest_or_skip() else {
         return;
@@ -722,8 +712,8 @@ fn ppn_controller_spawns_a_guest_from_the_base_image_on_a_fleetwire_qemu_node() 
     let fleet_bin = crate::support::real_peers::binary("service-vm-fleet");
     // service-vm-fleet listens on the fixed 9203: the lock ppn_real.rs takes too.
     let lock = std::fs::File::create(std::env::temp_dir().join("fleetwire-ppn-9203.lock")).unwrap();
-    // SAFETY: flock(2) on a file this test opened; released when it is closed.
-    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    // Released when the file is closed.
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
     assert!(
         std::net::TcpListener::bind(("0.0.0.0", PPN_PORT)).is_ok(),
         "port {PPN_PORT} is taken: service-vm-fleet listens on it"

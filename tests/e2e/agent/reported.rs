@@ -164,8 +164,7 @@ fn meters_never_decrease_across_agent_restarts() {
         });
         if round == 1 {
             // A clean stop: SIGTERM, the agent drains and exits 0.
-            // SAFETY: signalling the agent this test started.
-            unsafe { libc::kill(agent.pid() as i32, libc::SIGTERM) };
+            crate::support::send_signal(agent.pid(), rustix::process::Signal::TERM);
             let status =
                 crate::support::wait_for("the agent to exit", Duration::from_secs(20), || {
                     agent.running.child.try_wait().expect("try_wait")

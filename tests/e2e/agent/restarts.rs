@@ -114,8 +114,10 @@ fn a_tenant_killed_by_a_signal_shows_the_signal() {
     let pid = crate::support::wait_for("the tenant's pid", Duration::from_secs(5), || {
         pid_of(&token)
     });
-    // SAFETY: kill(2) on a process this test's agent started.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    assert!(crate::support::send_signal(
+        pid as u32,
+        rustix::process::Signal::KILL
+    ));
     let i = agent.wait_reported("the kill to be reported", Duration::from_secs(10), |r| {
         find(r, "victim").filter(|i| i.restart_count == 1).cloned()
     });
@@ -233,8 +235,7 @@ fn a_restarted_agent_ends_what_a_killed_one_left_running() {
             .map(|_| ())
     });
     // A clean stop ends the whole group, grandchild included.
-    // SAFETY: signalling the agent this test started.
-    unsafe { libc::kill(agent.pid() as i32, libc::SIGTERM) };
+    crate::support::send_signal(agent.pid(), rustix::process::Signal::TERM);
     crate::support::wait_for(
         "the agent to drain and exit",
         Duration::from_secs(20),

@@ -36,17 +36,17 @@ async fn controller_at_1024(dir: &std::path::Path) -> (crate::support::Running, 
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(dir.join("controller.log")).unwrap());
-    // SAFETY: only setrlimit, async-signal-safe, between fork and exec.
+    // SAFETY: the closure makes one system call, setrlimit, async-signal-safe, between fork
+    // and exec.
+    #[allow(unsafe_code)]
     unsafe {
         command.pre_exec(|| {
-            let limit = libc::rlimit {
-                rlim_cur: 1024,
-                rlim_max: 1024,
+            use rustix::process::{setrlimit, Resource, Rlimit};
+            let limit = Rlimit {
+                current: Some(1024),
+                maximum: Some(1024),
             };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
+            Ok(setrlimit(Resource::Nofile, limit)?)
         });
     }
     let running = crate::support::Running::spawn(&mut command);

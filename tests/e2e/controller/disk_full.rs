@@ -67,7 +67,9 @@ fn fill(path: &Path) -> u64 {
         match file.write(&chunk[..size]) {
             Ok(0) => size /= 2,
             Ok(n) => written += n as u64,
-            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => size /= 2,
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOSPC.raw_os_error()) => {
+                size /= 2
+            }
             Err(e) => panic!("filling {}: {e}", path.display()),
         }
     }
@@ -83,7 +85,7 @@ fn create_request(tenant: &str) -> CreateVmRequest {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_refuses_what_must_be_stored_and_the_store_resumes_when_space_returns() {
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         println!(
             "SKIPPED: a_full_disk_refuses_what_must_be_stored… needs root to mount the small \
              filesystem it fills (CI runs as root)"

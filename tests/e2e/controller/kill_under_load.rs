@@ -1,5 +1,5 @@
-//! `kill -9` the controller under load, several times, at random moments: `fleetwire loadgen`
-//! heartbeating a few hundred simulated nodes, registrations and VM placements (and deletions)
+//! `kill -9` the controller under load, several times, at random moments: the load generator
+//! (`fleetwire-loadgen`, in-process: support/loadgen.rs) heartbeating a few hundred simulated nodes, registrations and VM placements (and deletions)
 //! in flight on nodes whose agent is a stand-in. After each restart on the same store, every
 //! acknowledged (2xx) registration, placement and deletion is as it was answered, each node's
 //! disk ledger is the sum of its VMs' footprints (never a VM without its reservation), and no
@@ -8,12 +8,11 @@
 //! the start-up grace go "unreachable" (docs/controller.md, "Statuses after a restart").
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use crate::support::controller_harness::*;
-use crate::support::{fleetwire, Running};
+use crate::support::loadgen::spawn_loadgen;
 use fleetwire_types::{CreateVmRequest, NodeStatusFilter, VmId};
 use rand::RngExt;
 use serde_json::json;
@@ -72,20 +71,29 @@ fn stand_in_heartbeat(
     typed(&body)
 }
 
-/// Starts `fleetwire loadgen` against `url`, its output in `log`: it runs until the controller
-/// it loads is killed (and then fails, as it should: it measures one controller's life).
-fn start_loadgen(url: &str, log: &std::path::Path) -> Running {
-    let out = std::fs::File::create(log).unwrap();
-    Running::spawn(
-        fleetwire()
-            .args(["loadgen", "--url", url])
-            .args(["--nodes", &LOAD_NODES.to_string(), "--connections", "4"])
-            .args(["--rate", "1500", "--warmup", "0s", "--duration", "10m"])
-            .args(["--fleet-every", "300ms", "--fleet-samples", "1"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(out),
-    )
+/// Starts the load generator against `url`, its log in `log`: it runs until the controller it
+/// loads is killed, and then fails, as it should: it measures one controller's life.
+fn start_loadgen(url: &str, log: &std::path::Path) -> std::thread::JoinHandle<bool> {
+    let flags = [
+        "--url",
+        url,
+        "--nodes",
+        &LOAD_NODES.to_string(),
+        "--connections",
+        "4",
+        "--rate",
+        "1500",
+        "--warmup",
+        "0s",
+        "--duration",
+        "10m",
+        "--fleet-every",
+        "300ms",
+        "--fleet-samples",
+        "1",
+    ];
+    let flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+    spawn_loadgen(&flags, std::fs::File::create(log).unwrap())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -277,7 +285,15 @@ async fn acknowledged_work_survives_kill_9_under_load_and_no_node_is_unreachable
         controller.kill_9();
         let killed_at = Instant::now();
         *live.write().unwrap() = None;
-        loadgen.kill();
+        // Its connections die with the controller: it stops on its own, failed, before the
+        // next controller starts (no heartbeat of its outlives the controller it loaded).
+        let succeeded = tokio::task::spawn_blocking(move || loadgen.join().unwrap())
+            .await
+            .unwrap();
+        assert!(
+            !succeeded,
+            "kill {kill}: the load generator outlived its controller"
+        );
         let down_for = started.elapsed();
         // Requests in flight at the kill fail on their own; give them a moment to record.
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -298,6 +314,8 @@ async fn acknowledged_work_survives_kill_9_under_load_and_no_node_is_unreachable
         if kill < KILLS {
             loadgen_log = dir.path().join(format!("loadgen-{kill}.log"));
             loadgen = start_loadgen(&controller.url(""), &loadgen_log);
+        } else {
+            break;
         }
     }
 

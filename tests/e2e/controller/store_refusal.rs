@@ -27,7 +27,7 @@ async fn real_store(dir: &Path) -> Vec<u8> {
         .unwrap();
     // The contact times reach the store's log within a flush interval.
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    unsafe { libc::kill(controller.process.pid() as i32, libc::SIGTERM) };
+    crate::support::send_signal(controller.process.pid(), rustix::process::Signal::TERM);
     let _ = controller.process.child.wait();
     // The last connection to close checkpoints the WAL and removes it.
     drop(Connection::open(db(dir)).unwrap());

@@ -6,7 +6,8 @@
 //!   cargo runs them one after another (CONTRIBUTING.md, "Where a new test goes");
 //! - each crate's `rust-version` is the true one: the newest `rust-version` in the tree of what
 //!   building it compiles (normal and build dependencies, for this platform), so an older
-//!   toolchain is told so by cargo instead of failing in a dependency.
+//!   toolchain is told so by cargo instead of failing in a dependency;
+//! - every member takes the workspace's lints, and they deny `unsafe_code`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
@@ -193,4 +194,52 @@ fn every_crate_declares_the_rust_version_its_dependency_tree_needs() {
         }
     }
     assert!(wrong.is_empty(), "rust-version:\n{}", wrong.join("\n"));
+}
+
+/// One manifest, parsed.
+fn manifest(path: &std::path::Path) -> toml::Table {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    text.parse()
+        .unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
+}
+
+/// `unsafe_code` is denied for the whole workspace, and every member takes the workspace's
+/// lints: new unsafe code needs an `#[allow(unsafe_code)]` a reviewer sees, with its
+/// `// SAFETY:` note (CONTRIBUTING.md; rustix wraps the system calls made by hand).
+#[test]
+fn every_member_takes_the_workspace_lints_which_deny_unsafe_code() {
+    let root = manifest(&workspace().join("Cargo.toml"));
+    let level = root
+        .get("workspace")
+        .and_then(|w| w.get("lints"))
+        .and_then(|l| l.get("rust"))
+        .and_then(|r| r.get("unsafe_code"))
+        .and_then(|u| u.as_str().or_else(|| u.get("level")?.as_str()));
+    assert!(
+        matches!(level, Some("deny" | "forbid")),
+        "[workspace.lints.rust] unsafe_code is {level:?}, not deny"
+    );
+    let metadata = cargo_metadata(&["--no-deps"]);
+    let members: BTreeSet<&str> = strs(&metadata["workspace_members"]).into_iter().collect();
+    let mut without = Vec::new();
+    for package in metadata["packages"].as_array().unwrap() {
+        if !members.contains(package["id"].as_str().unwrap()) {
+            continue;
+        }
+        let path = std::path::Path::new(package["manifest_path"].as_str().unwrap());
+        let takes = manifest(path)
+            .get("lints")
+            .and_then(|l| l.get("workspace"))
+            .and_then(toml::Value::as_bool);
+        if takes != Some(true) {
+            without.push(path.display().to_string());
+        }
+    }
+    assert!(members.len() >= 7, "{members:?}");
+    assert!(
+        without.is_empty(),
+        "without `[lints] workspace = true`:\n{}",
+        without.join("\n")
+    );
 }

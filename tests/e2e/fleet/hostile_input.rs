@@ -1141,18 +1141,19 @@ fn idle_connections(server: &Server) -> Vec<String> {
 /// 5,000, or fewer when this process may not open that many descriptors (said on stderr).
 fn idle_connection_count() -> usize {
     const WANTED: usize = 5_000;
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let raised = Rlimit {
+        current: limit.maximum,
+        maximum: limit.maximum,
     };
-    // SAFETY: getrlimit/setrlimit on this process with a valid pointer.
-    unsafe {
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
-        limit.rlim_cur = limit.rlim_max;
-        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
-    }
-    let usable = (limit.rlim_cur as usize).saturating_sub(512);
+    // Err: the soft limit stays; what it allows is read back below.
+    let _ = setrlimit(Resource::Nofile, raised);
+    // `None` is no limit.
+    let soft = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
+    let usable = usize::try_from(soft)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(512);
     if usable < WANTED {
         eprintln!(
             "hostile_input: the descriptor limit allows {usable} idle connections, not {WANTED}"
@@ -1351,8 +1352,7 @@ fn the_plain_controller_and_the_agent_refuse_hostile_input_and_keep_their_state(
     failures.extend(agent_failures);
 
     // What is persisted is still there after a restart.
-    // SAFETY: kill(2) on the controller this test started.
-    unsafe { libc::kill(controller.process.pid() as i32, libc::SIGTERM) };
+    crate::support::send_signal(controller.process.pid(), rustix::process::Signal::TERM);
     let _ = controller.process.child.wait();
     let args: Vec<&str> = controller.args.iter().map(String::as_str).skip(1).collect();
     let restarted = ControllerProcess::start_in(dir.path(), &args);

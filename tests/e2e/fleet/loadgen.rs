@@ -1,11 +1,10 @@
-//! `fleetwire loadgen` against a real controller: it enrolls every simulated node, measures,
+//! The load generator (`fleetwire-loadgen`, run in-process as its binary runs it:
+//! support/loadgen.rs) against a real controller: it enrolls every simulated node, measures,
 //! reports, and the controller then holds exactly those nodes with the heartbeats counted;
 //! against nothing it fails with a message, not a report.
 
-use std::process::Stdio;
-
 use crate::support::controller_harness::*;
-use crate::support::fleetwire;
+use crate::support::loadgen::run_loadgen;
 
 fn metric(text: &str, name: &str) -> f64 {
     text.lines()
@@ -21,36 +20,28 @@ async fn loadgen_enrolls_its_nodes_and_reports_what_the_controller_took() {
     let output = tokio::task::spawn_blocking({
         let url = controller.url("");
         move || {
-            fleetwire()
-                .args([
-                    "loadgen",
-                    "--url",
-                    &url,
-                    "--nodes",
-                    "60",
-                    "--connections",
-                    "4",
-                ])
-                .args([
-                    "--duration",
-                    "1s",
-                    "--warmup",
-                    "300ms",
-                    "--fleet-every",
-                    "200ms",
-                    "--fleet-samples",
-                    "3",
-                ])
-                .stdin(Stdio::null())
-                .output()
-                .unwrap()
+            run_loadgen(&[
+                "--url",
+                &url,
+                "--nodes",
+                "60",
+                "--connections",
+                "4",
+                "--duration",
+                "1s",
+                "--warmup",
+                "300ms",
+                "--fleet-every",
+                "200ms",
+                "--fleet-samples",
+                "3",
+            ])
         }
     })
     .await
     .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let (stdout, stderr) = (&output.stdout, &output.stderr);
+    assert!(output.success, "{stdout}\n{stderr}");
     assert!(stderr.contains("enrolled 60 nodes"), "{stderr}");
 
     // "heartbeats: N ok, 0 failed, R/s (after W in a 300ms warm-up)"
@@ -86,14 +77,10 @@ async fn loadgen_enrolls_its_nodes_and_reports_what_the_controller_took() {
 #[test]
 fn loadgen_without_a_controller_fails_with_a_message() {
     let port = crate::support::free_port();
-    let output = fleetwire()
-        .args(["loadgen", "--url", &format!("http://127.0.0.1:{port}")])
-        .args(["--nodes", "5", "--duration", "1s"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let url = format!("http://127.0.0.1:{port}");
+    let output = run_loadgen(&["--url", &url, "--nodes", "5", "--duration", "1s"]);
+    assert!(!output.success);
+    let stderr = &output.stderr;
     assert!(
         stderr.contains(&format!("connecting to 127.0.0.1:{port}")),
         "{stderr}"
@@ -101,7 +88,7 @@ fn loadgen_without_a_controller_fails_with_a_message() {
     assert!(output.stdout.is_empty(), "no report without a controller");
 }
 
-/// `fleetwire loadgen` against a controller in its default mode, mTLS: every simulated node
+/// The load generator against a controller in its default mode, mTLS: every simulated node
 /// gets a bootstrap token from the admin, registers with its own key's CSR, heartbeats on its
 /// own connection with the certificate it was issued, and survives the reconnect storm; the
 /// admin token is never printed.
@@ -115,30 +102,31 @@ async fn loadgen_over_mtls_enrolls_by_token_and_reconnects_every_node_in_the_sto
     let output = tokio::task::spawn_blocking({
         let (url, ca) = (controller.url(""), controller.ca_path());
         move || {
-            fleetwire()
-                .args(["loadgen", "--url", &url])
-                .arg("--ca-file")
-                .arg(&ca)
-                .arg("--operator-token-file")
-                .arg(&admin)
-                .args(["--nodes", "50", "--duration", "2s", "--warmup", "1s"])
-                .args([
-                    "--reconnect-storm",
-                    "--fleet-every",
-                    "0s",
-                    "--fleet-samples",
-                    "0",
-                ])
-                .stdin(Stdio::null())
-                .output()
-                .unwrap()
+            run_loadgen(&[
+                "--url",
+                &url,
+                "--ca-file",
+                ca.to_str().unwrap(),
+                "--operator-token-file",
+                admin.to_str().unwrap(),
+                "--nodes",
+                "50",
+                "--duration",
+                "2s",
+                "--warmup",
+                "1s",
+                "--reconnect-storm",
+                "--fleet-every",
+                "0s",
+                "--fleet-samples",
+                "0",
+            ])
         }
     })
     .await
     .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let (stdout, stderr) = (&output.stdout, &output.stderr);
+    assert!(output.success, "{stdout}\n{stderr}");
     assert!(
         !stdout.contains(ADMIN_TOKEN) && !stderr.contains(ADMIN_TOKEN),
         "the admin token was printed"
@@ -197,16 +185,20 @@ async fn loadgen_over_mtls_enrolls_by_token_and_reconnects_every_node_in_the_sto
 
 #[test]
 fn loadgen_over_https_without_an_operator_token_fails_with_a_message() {
+    // The token's other way in, which this test process never sets.
+    assert!(std::env::var_os("FLEETWIRE_LOADGEN_OPERATOR_TOKEN").is_none());
     let port = crate::support::free_port();
-    let output = fleetwire()
-        .args(["loadgen", "--url", &format!("https://127.0.0.1:{port}")])
-        .args(["--ca-file", "/nonexistent/ca.pem", "--nodes", "5"])
-        .env_remove("FLEETWIRE_LOADGEN_OPERATOR_TOKEN")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let url = format!("https://127.0.0.1:{port}");
+    let output = run_loadgen(&[
+        "--url",
+        &url,
+        "--ca-file",
+        "/nonexistent/ca.pem",
+        "--nodes",
+        "5",
+    ]);
+    assert!(!output.success);
+    let stderr = &output.stderr;
     assert!(
         stderr.contains(
             "an https:// URL needs --operator-token-file or FLEETWIRE_LOADGEN_OPERATOR_TOKEN"
@@ -214,4 +206,21 @@ fn loadgen_over_https_without_an_operator_token_fails_with_a_message() {
         "{stderr}"
     );
     assert!(output.stdout.is_empty(), "no report without a token");
+}
+
+/// The production binary carries no load generator: it is `fleetwire-loadgen`, a package of
+/// its own (tests/loadgen).
+#[test]
+fn the_fleetwire_binary_has_no_loadgen_command() {
+    let output = crate::support::fleetwire()
+        .args(["loadgen", "--help"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("unrecognized subcommand 'loadgen'"),
+        "{stderr}"
+    );
 }

@@ -238,9 +238,7 @@ fn up_runs_a_fleet_of_one_places_a_machine_and_stops_on_ctrl_c() {
     );
 
     // Ctrl-C stops both programs, cleanly, and frees the ports.
-    unsafe {
-        libc::kill(up.pid() as i32, libc::SIGINT);
-    }
+    crate::support::send_signal(up.pid(), rustix::process::Signal::INT);
     let status = wait_for("`fleetwire up` to exit", Duration::from_secs(40), || {
         up.child.try_wait().unwrap()
     });

@@ -223,8 +223,7 @@ fn the_controller_says_ready_once_it_answers_and_stopping_when_told_to_stop() {
         .expect("/healthz answers as soon as READY=1 is sent");
     assert_eq!(health.status().as_u16(), 200);
 
-    // SAFETY: kill(2) on the child this test started.
-    unsafe { libc::kill(controller.pid() as i32, libc::SIGTERM) };
+    crate::support::send_signal(controller.pid(), rustix::process::Signal::TERM);
     let stopping = receive(&socket, "STOPPING=1");
     assert_eq!(stopping.trim(), "STOPPING=1");
     let status = controller.child.wait().unwrap();
@@ -259,8 +258,7 @@ fn the_agent_says_ready_once_its_local_api_answers_and_stopping_when_told_to_sto
         .expect("the local API answers as soon as READY=1 is sent");
     assert!(health.status().is_success(), "{}", health.status());
 
-    // SAFETY: kill(2) on the child this test started.
-    unsafe { libc::kill(agent.pid() as i32, libc::SIGTERM) };
+    crate::support::send_signal(agent.pid(), rustix::process::Signal::TERM);
     let stopping = receive(&socket, "STOPPING=1");
     assert_eq!(stopping.trim(), "STOPPING=1");
     let status = agent.child.wait().unwrap();

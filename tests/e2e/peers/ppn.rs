@@ -14,7 +14,6 @@
 //! running it waits; when something else holds 9203 the test fails saying so.
 
 use std::net::TcpListener;
-use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -35,9 +34,9 @@ impl PortLock {
     fn take() -> PortLock {
         let path = std::env::temp_dir().join("fleetwire-ppn-9203.lock");
         let file = std::fs::File::create(&path).expect("creating the lock file");
-        // SAFETY: flock(2) on a file this test opened; released when the file is closed.
-        let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-        assert_eq!(locked, 0, "locking {}", path.display());
+        // Released when the file is closed.
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+            .unwrap_or_else(|e| panic!("locking {}: {e}", path.display()));
         PortLock(file)
     }
 }

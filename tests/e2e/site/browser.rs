@@ -73,10 +73,9 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        let group = self.child.id() as libc::pid_t;
-        // SAFETY: kill(2) on the process group this test created; no memory is involved.
-        unsafe {
-            libc::kill(-group, libc::SIGKILL);
+        // The process group this test created; Err: it is gone already.
+        if let Some(group) = rustix::process::Pid::from_raw(self.child.id() as i32) {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
         }
         let _ = self.child.wait();
     }

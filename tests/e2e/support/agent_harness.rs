@@ -214,8 +214,7 @@ impl Drop for AgentProcess {
     /// so no test leaves a tenant behind; `Running` SIGKILLs it afterwards if it is still there.
     fn drop(&mut self) {
         if let Ok(None) = self.running.child.try_wait() {
-            // SAFETY: kill(2) on the agent this harness started.
-            unsafe { libc::kill(self.running.pid() as i32, libc::SIGTERM) };
+            crate::support::send_signal(self.running.pid(), rustix::process::Signal::TERM);
             let deadline = std::time::Instant::now() + Duration::from_secs(5);
             while std::time::Instant::now() < deadline {
                 if !matches!(self.running.child.try_wait(), Ok(None)) {

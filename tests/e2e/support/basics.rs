@@ -57,6 +57,12 @@ pub fn fleetwire() -> Command {
     Command::new(fleetwire_bin())
 }
 
+/// Sends `signal` to process `pid` (one the test started); false when it is gone already.
+pub fn send_signal(pid: u32, signal: rustix::process::Signal) -> bool {
+    rustix::process::Pid::from_raw(pid as i32)
+        .is_some_and(|pid| rustix::process::kill_process(pid, signal).is_ok())
+}
+
 /// `id` as one URL path segment: every byte but RFC 3986's unreserved ones percent-encoded.
 pub fn url_segment(id: &str) -> String {
     let mut out = String::new();

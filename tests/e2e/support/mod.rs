@@ -6,6 +6,7 @@ pub mod background;
 pub mod basics;
 pub mod controller_harness;
 pub mod cuttable_link;
+pub mod loadgen;
 pub mod real_peers;
 pub mod real_smolvm;
 pub mod reported_watch;

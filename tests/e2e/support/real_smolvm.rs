@@ -101,8 +101,7 @@ impl RealSmolvm {
     }
 
     fn stop(&mut self) {
-        // SAFETY: kill(2) on the process this helper started.
-        unsafe { libc::kill(self.running.pid() as i32, libc::SIGTERM) };
+        crate::support::send_signal(self.running.pid(), rustix::process::Signal::TERM);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while std::time::Instant::now() < deadline {
             if !matches!(self.running.child.try_wait(), Ok(None)) {

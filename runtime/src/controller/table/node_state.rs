@@ -345,7 +345,9 @@ pub fn prefetch(slot: &NodeSlot) {
         let lock = Arc::as_ptr(slot).cast::<i8>();
         let state = slot.data_ptr().cast::<i8>().cast_const();
         // SAFETY: a prefetch only hints the cache; it neither reads nor faults, whatever the
-        // address (these are all inside the live slot).
+        // address (these are all inside the live slot). Still `unsafe` on Rust 1.95 (a raw
+        // pointer argument), so the one block allowed in the controller.
+        #[allow(unsafe_code)]
         unsafe {
             _mm_prefetch::<_MM_HINT_T0>(lock);
             for offset in READ_BY_TO_WRITE {

@@ -82,14 +82,14 @@ pub async fn probe(
     .stdout(std::process::Stdio::null())
     .stderr(std::process::Stdio::null())
     .kill_on_drop(true);
-    // SAFETY: prctl is async-signal-safe; it only asks the kernel to end the probe with the
-    // agent, so a killed agent leaves no probe guest spinning.
+    // SAFETY: the closure makes one system call, prctl, which is async-signal-safe; it only
+    // asks the kernel to end the probe with the agent, so a killed agent leaves no probe guest
+    // spinning.
+    #[allow(unsafe_code)]
     unsafe {
         cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(std::io::Error::from)
         });
     }
     match media {

@@ -93,9 +93,9 @@ impl QemuProcess {
 
     pub fn kill(&self) {
         if self.running() {
-            // SAFETY: kill(2) on the QEMU this process runs (checked by its start time).
-            unsafe {
-                libc::kill(self.pid as libc::pid_t, libc::SIGKILL);
+            // The QEMU this process runs (checked by its start time); Err: it has just gone.
+            if let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
             }
         }
     }

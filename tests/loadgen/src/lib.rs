@@ -1,6 +1,9 @@
-//! `fleetwire loadgen`: simulates N nodes heartbeating against a running controller, then
+//! `fleetwire-loadgen`: simulates N nodes heartbeating against a running controller, then
 //! reports throughput, p50/p99/max latency, and the latency of `GET /v1/fleet` at that fleet
-//! size (idle and under load) (docs/performance.md).
+//! size (idle and under load) (docs/performance.md). A package of its own, beside the tests
+//! that drive it, so the production `fleetwire` binary carries none of it; it reuses the
+//! `fleetwire` library's enrolment CSR, fleet TLS client and duration flags. The end-to-end
+//! tests call [`run`] in a thread of their own and test the parts (tests/e2e/fleet/).
 //!
 //! Plain HTTP (`http://`): the nodes enroll by heartbeat, and their heartbeats share a fixed
 //! number of keep-alive connections, or with `--connection-per-node` each node has its own.
@@ -19,18 +22,19 @@
 //! - `open_files`: the descriptor limit a connection per node needs;
 //! - `report`: what was measured, told.
 
-mod args;
-mod bodies;
-mod dial;
-mod enroll;
-mod fleet_reads;
-mod heartbeat_connection;
-mod open_files;
-mod operator_client;
-mod per_node;
-mod report;
-mod shared_connections;
+pub mod args;
+pub mod bodies;
+pub mod dial;
+pub mod enroll;
+pub mod fleet_reads;
+pub mod heartbeat_connection;
+pub mod open_files;
+pub mod operator_client;
+pub mod per_node;
+pub mod report;
+pub mod shared_connections;
 
+use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -48,7 +52,7 @@ use dial::{Dialer, OperatorToken};
 use report::micros_histogram;
 
 /// Runs the load and returns what it measured.
-pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
+pub async fn measure(args: &LoadgenArgs, log: &mut dyn Write) -> anyhow::Result<Report> {
     let plan = args.plan()?;
     let operator = match plan.transport {
         Transport::Mtls => Some(OperatorToken::load(args.operator_token_file.as_deref())?),
@@ -57,10 +61,11 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
     let dialer = Arc::new(Dialer::new(&args.url, args.ca_file.as_deref())?);
     let limit = open_files::raise_for(plan.connections)?;
     if plan.per_node {
-        eprintln!(
-            "fleetwire loadgen: open-files limit {limit} ({} connections)",
+        writeln!(
+            log,
+            "fleetwire-loadgen: open-files limit {limit} ({} connections)",
             plan.connections
-        );
+        )?;
     }
     let bodies: Arc<Vec<Bytes>> = Arc::new(
         (0..args.nodes)
@@ -80,10 +85,11 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
         }
     };
     let enrollment = enrolling_since.elapsed();
-    eprintln!(
-        "fleetwire loadgen: enrolled {} nodes in {enrollment:.1?}",
+    writeln!(
+        log,
+        "fleetwire-loadgen: enrolled {} nodes in {enrollment:.1?}",
         args.nodes
-    );
+    )?;
 
     let failed = Arc::new(AtomicU64::new(0));
     let warmup_ok = Arc::new(AtomicU64::new(0));
@@ -117,10 +123,11 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
         let mut running = per_node::start(fleet.clone(), args.threads)?;
         running.connected().await?;
         let connecting = connecting_since.elapsed();
-        eprintln!(
-            "fleetwire loadgen: opened {} connections in {connecting:.1?}",
+        writeln!(
+            log,
+            "fleetwire-loadgen: opened {} connections in {connecting:.1?}",
             plan.connections
-        );
+        )?;
         let measure_from = Instant::now() + args.warmup;
         let deadline = measure_from + args.duration;
         let heartbeats = tokio::spawn(async move {
@@ -161,10 +168,11 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
         }
         (measure_from, Heartbeats::Shared(workers), None, None)
     };
-    eprintln!(
-        "fleetwire loadgen: warming up for {:?}, then measuring for {:?}",
+    writeln!(
+        log,
+        "fleetwire-loadgen: warming up for {:?}, then measuring for {:?}",
         args.warmup, args.duration
-    );
+    )?;
 
     // Fleet reads while the heartbeats run.
     let authorization = operator.as_ref().map(OperatorToken::bearer);
@@ -201,16 +209,17 @@ pub async fn measure(args: &LoadgenArgs) -> anyhow::Result<Report> {
     stop.store(true, Ordering::Relaxed);
     let under_load = sampler.await??;
     if let Some(refusal) = first_refusal.and_then(|first| first.lock().take()) {
-        eprintln!("fleetwire loadgen: first refused heartbeat: {refusal}");
+        writeln!(log, "fleetwire-loadgen: first refused heartbeat: {refusal}")?;
     }
 
     // The storm, after the measured phase so that it measures nothing but itself.
     let storm = match running {
         Some(running) if args.reconnect_storm => {
-            eprintln!(
-                "fleetwire loadgen: reconnect storm: closing and reopening {} connections",
+            writeln!(
+                log,
+                "fleetwire-loadgen: reconnect storm: closing and reopening {} connections",
                 plan.connections
-            );
+            )?;
             Some(running.storm().await?)
         }
         _ => None,
@@ -253,8 +262,12 @@ enum Heartbeats {
     Shared(Vec<std::thread::JoinHandle<anyhow::Result<hdrhistogram::Histogram<u64>>>>),
 }
 
-/// `fleetwire loadgen`.
-pub fn run(args: LoadgenArgs) -> ExitCode {
+/// `fleetwire-loadgen` with its flags parsed: the report to `out`, progress and errors to
+/// `log`; what the binary runs, and what the end-to-end tests run in a thread of their own
+/// (tests/e2e/fleet/loadgen.rs). Failure when the run did not complete, a heartbeat was
+/// refused, or a node did not reconnect in the storm.
+pub fn run(args: &LoadgenArgs, out: &mut dyn Write, log: &mut dyn Write) -> ExitCode {
+    fleetwire::tls::install_crypto_provider();
     // Enrollment and the fleet reads; the heartbeats run on threads of their own.
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -262,13 +275,14 @@ pub fn run(args: LoadgenArgs) -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("fleetwire loadgen: {error}");
+            let _ = writeln!(log, "fleetwire-loadgen: {error}");
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(measure(&args)) {
+    match runtime.block_on(measure(args, log)) {
         Ok(report) => {
-            print!("{}", report.render(&args));
+            let _ = write!(out, "{}", report.render(args));
+            let _ = out.flush();
             let storm_failed = report
                 .storm
                 .as_ref()
@@ -280,7 +294,7 @@ pub fn run(args: LoadgenArgs) -> ExitCode {
             }
         }
         Err(error) => {
-            eprintln!("fleetwire loadgen: {error:#}");
+            let _ = writeln!(log, "fleetwire-loadgen: {error:#}");
             ExitCode::FAILURE
         }
     }

@@ -71,7 +71,7 @@ impl Report {
             format!("{} connections", self.plan.connections)
         };
         let mut out = format!(
-            "fleetwire loadgen: {} nodes, {connections}, {:?} against {}\n\
+            "fleetwire-loadgen: {} nodes, {connections}, {:?} against {}\n\
              transport: {}\n\
              enrollment: {} nodes in {:.1?}\n",
             args.nodes,

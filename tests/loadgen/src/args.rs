@@ -1,19 +1,20 @@
-//! `fleetwire loadgen`'s flags, and what they come to once checked together ([`Plan`]).
+//! `fleetwire-loadgen`'s flags, and what they come to once checked together ([`Plan`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::bail;
 
-use crate::cli_values::parse_duration;
+use fleetwire::cli_values::parse_duration;
 
 /// The environment variable an operator token can come in instead of `--operator-token-file`.
 /// Not a clap `env`: clap prints an `env` value in `--help`, and a token is never printed
 /// (docs/security.md).
 pub const OPERATOR_TOKEN_ENV: &str = "FLEETWIRE_LOADGEN_OPERATOR_TOKEN";
 
-/// `fleetwire loadgen`
-#[derive(Debug, Clone, clap::Args)]
+/// Simulate many nodes heartbeating against a controller and report throughput and latency.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(name = "fleetwire-loadgen", version)]
 pub struct LoadgenArgs {
     /// The controller's base URL: `http://` for plain HTTP, `https://` for mTLS (every
     /// simulated node enrolls with a bootstrap token and heartbeats with its own certificate).
@@ -137,63 +138,5 @@ impl LoadgenArgs {
                 self.connections
             },
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use clap::Parser;
-
-    use super::{LoadgenArgs, Transport};
-
-    #[derive(clap::Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: LoadgenArgs,
-    }
-
-    fn args(flags: &[&str]) -> LoadgenArgs {
-        let mut argv = vec!["loadgen"];
-        argv.extend_from_slice(flags);
-        Cli::try_parse_from(argv).unwrap().args
-    }
-
-    #[test]
-    fn https_implies_a_connection_per_node_and_needs_the_ca() {
-        let plan = args(&["--url", "https://127.0.0.1:1", "--ca-file", "ca.pem"])
-            .plan()
-            .unwrap();
-        assert_eq!(plan.transport, Transport::Mtls);
-        assert!(plan.per_node);
-        assert_eq!(plan.connections, 10_000);
-        let error = args(&["--url", "https://127.0.0.1:1"]).plan().unwrap_err();
-        assert!(error.to_string().contains("--ca-file"), "{error}");
-    }
-
-    #[test]
-    fn plain_keeps_shared_connections_unless_asked() {
-        let plan = args(&["--nodes", "10"]).plan().unwrap();
-        assert_eq!((plan.transport, plan.per_node), (Transport::Plain, false));
-        assert_eq!(plan.connections, 32);
-        let plan = args(&[
-            "--nodes",
-            "10",
-            "--connection-per-node",
-            "--reconnect-storm",
-        ])
-        .plan()
-        .unwrap();
-        assert_eq!((plan.per_node, plan.connections), (true, 10));
-    }
-
-    #[test]
-    fn a_storm_needs_a_connection_per_node() {
-        let error = args(&["--reconnect-storm"]).plan().unwrap_err();
-        assert!(
-            error.to_string().contains("--connection-per-node"),
-            "{error}"
-        );
-        let error = args(&["--ca-file", "ca.pem"]).plan().unwrap_err();
-        assert!(error.to_string().contains("https:// URL only"), "{error}");
     }
 }

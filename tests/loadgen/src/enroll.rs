@@ -137,8 +137,11 @@ async fn register(
     let bootstrap = format!("Bearer {}", issued.token.as_str());
 
     let key = rcgen::KeyPair::generate().context("generating the node key")?;
-    let csr =
-        crate::agent::enroll::csr_pem(&key, &node_id(index), std::net::Ipv4Addr::LOCALHOST.into())?;
+    let csr = fleetwire::agent::enroll::csr_pem(
+        &key,
+        &node_id(index),
+        std::net::Ipv4Addr::LOCALHOST.into(),
+    )?;
     let (status, body) = client
         .call(
             Method::POST,

@@ -12,7 +12,7 @@ use anyhow::{anyhow, bail, Context};
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 
-use crate::fleet_tls_client::{client_config, ServerRole};
+use fleetwire::fleet_tls_client::{client_config, ServerRole};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
@@ -225,53 +225,5 @@ impl Dialer {
                 Ok(Stream::Tls(Box::new(stream)))
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Dialer, OperatorToken};
-
-    const TOKEN: &str = "abcdefghijklmnopqrstuvwxyz0123456789._~-";
-
-    #[test]
-    fn an_operator_token_is_checked_and_never_shown() {
-        let token = OperatorToken::parse(&format!("{TOKEN}\n"), "f").unwrap();
-        assert_eq!(token.bearer(), format!("Bearer {TOKEN}"));
-        assert_eq!(format!("{token:?}"), "OperatorToken(..)");
-        for (text, says) in [
-            (format!("{TOKEN},ops,admin"), "more than a token"),
-            ("short".to_string(), "not an operator token"),
-            (format!("{TOKEN}!"), "not an operator token"),
-        ] {
-            let error = OperatorToken::parse(&text, "tokens.txt")
-                .unwrap_err()
-                .to_string();
-            assert!(
-                error.starts_with("tokens.txt: ") && error.contains(says),
-                "{error}"
-            );
-            assert!(!error.contains(TOKEN), "the error shows the token: {error}");
-        }
-    }
-
-    #[test]
-    fn urls_are_http_or_https_with_a_ca() {
-        let plain = Dialer::new("http://127.0.0.1:9203", None).unwrap();
-        assert_eq!(plain.host, "127.0.0.1:9203");
-        let error = Dialer::new("ftp://127.0.0.1", None).err().unwrap();
-        assert!(
-            error.to_string().contains("only http:// and https://"),
-            "{error}"
-        );
-        let error = Dialer::new("https://127.0.0.1", None).err().unwrap();
-        assert!(error.to_string().contains("--ca-file"), "{error}");
-        let error = Dialer::new("https://127.0.0.1", Some("/nonexistent/ca.pem".as_ref()))
-            .err()
-            .unwrap();
-        assert!(
-            format!("{error:#}").contains("/nonexistent/ca.pem"),
-            "{error:#}"
-        );
     }
 }
