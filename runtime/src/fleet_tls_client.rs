@@ -1,8 +1,8 @@
-//! TLS towards another member of the fleet (docs/security.md): trust only the fleet CA, and
-//! take only a server whose certificate carries the mark its role needs. A node certificate is
-//! valid for the addresses that node registered, so a chain that merely verifies is not
-//! enough: an enrolled node must not pass for the controller (the agent's side), nor the
-//! controller's own certificate for a node (the controller's side).
+//! TLS towards another member of the fleet (docs/security.md): trust only the CA that issues
+//! the server's kind (the controller CA for the controller, the node CA for nodes), and take
+//! only a server whose certificate carries the mark its role needs: an enrolled node must not
+//! pass for the controller (the agent's side), nor the controller's own certificate for a node,
+//! nor one node for another (the controller's side).
 
 use std::sync::Arc;
 
@@ -53,13 +53,21 @@ pub fn client_config(
         ServerRole::Node => MarkVerifier::new(chain, |der| {
             matches!(identify(der), Some(PeerIdentity::Node { .. }))
         }),
-        // The node called, by the id its certificate names.
+        // The node called, by the id its certificate names, whatever address it is called at
+        // (its record's, unique among nodes): a node certificate names no loopback address.
         ServerRole::TheNode(wanted) => {
+            let name =
+                rustls::pki_types::ServerName::try_from(wanted.to_string()).map_err(|error| {
+                    TlsSetupError::ServerVerifier(format!(
+                        "node id {wanted:?} as a DNS name: {error}"
+                    ))
+                })?;
             let wanted = wanted.to_string();
             MarkVerifier::new(
                 chain,
                 move |der| matches!(identify(der), Some(PeerIdentity::Node { node_id, .. }) if node_id == wanted),
             )
+            .for_name(name)
         }
     };
     let builder = rustls::ClientConfig::builder()

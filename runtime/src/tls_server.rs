@@ -8,7 +8,8 @@
 //!   (the agent: only the controller may call it);
 //! - [`TlsListener`]: an `axum::serve` listener that runs every handshake on a task of its
 //!   own, so a storm of reconnecting nodes is absorbed in parallel and a slow or silent client
-//!   never holds up the next one, and that hands each connection's verified identity on;
+//!   never holds up the next one, and that hands each connection's verified identity on
+//!   ([`PlainListener`] is the same for plain HTTP, the first byte standing for the handshake);
 //! - [`IdentifyPeers`]: puts that identity on every request of the connection as a [`Peer`]
 //!   extension, read once per connection, never per request.
 
@@ -31,6 +32,7 @@ use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
 use crate::fleet_identity::{identify, PeerIdentity};
+use crate::unknown_fields::Caller;
 
 /// Why TLS could not be set up from the given certificates.
 #[derive(Debug, thiserror::Error)]
@@ -160,7 +162,7 @@ pub struct Peer {
     pub identity: Option<Arc<PeerIdentity>>,
 }
 
-/// How long a client gets to finish its handshake.
+/// How long a client gets to finish its handshake (over plain TCP: to send its first byte).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Finished handshakes waiting for the server to take them.
 const HANDSHAKE_QUEUE: usize = 1024;
@@ -170,30 +172,86 @@ const HANDSHAKE_QUEUE: usize = 1024;
 /// say nothing cannot keep a node's fresh connection out (issue 28).
 const ACCEPTED_UNSERVED: usize = 128;
 
-/// A TLS listener for `axum::serve`: TCP connections are accepted by a task of their own and
-/// each handshake runs on its own task; finished ones are handed to the server in the order
-/// they finish. Dropping the listener stops accepting.
-pub struct TlsListener {
-    local: SocketAddr,
-    finished: mpsc::Receiver<(TlsStream<TcpStream>, Peer)>,
+/// A listener for `axum::serve` and `http_serve::serve` whose TCP connections are accepted by
+/// a task of their own, each going through its handshake on its own task (TLS: [`TlsListener`];
+/// plain HTTP: [`PlainListener`], whose "handshake" is the client's first byte), and handed
+/// to the server in the order they finish. At most [`ACCEPTED_UNSERVED`] are accepted and not
+/// yet taken, the oldest still in its handshake dropped for a newcomer, and a handshake has
+/// [`HANDSHAKE_TIMEOUT`]: so a storm of reconnecting nodes is absorbed in parallel, and a slow
+/// or silent client never holds up the next one nor a server slot. Dropping the listener stops
+/// accepting.
+pub struct QueuedListener<Io, Addr> {
+    finished: mpsc::Receiver<(Io, Addr)>,
     acceptor_task: tokio::task::JoinHandle<()>,
+    /// What [`axum::serve::Listener::local_addr`] answers.
+    local_addr: Addr,
 }
+
+/// TLS connections, each with its client's verified identity ([`Peer`]).
+pub type TlsListener = QueuedListener<TlsStream<TcpStream>, Peer>;
+
+/// Plain TCP connections that have sent something, with their client's address. Every one of
+/// them waits for a server slot (`http_serve::Admission`), as nothing tells a node from a
+/// stranger here; a client that connects and says nothing never gets one.
+pub type PlainListener = QueuedListener<TcpStream, SocketAddr>;
 
 impl TlsListener {
     pub fn new(tcp: TcpListener, config: Arc<rustls::ServerConfig>) -> std::io::Result<Self> {
-        let local = tcp.local_addr()?;
-        let (tx, finished) = mpsc::channel(HANDSHAKE_QUEUE);
         let acceptor = TlsAcceptor::from(config);
-        let acceptor_task = tokio::spawn(accept_loop(tcp, acceptor, tx));
-        Ok(TlsListener {
-            local,
-            finished,
-            acceptor_task,
+        let local = tcp.local_addr()?;
+        QueuedListener::start(
+            tcp,
+            Peer {
+                address: local,
+                identity: None,
+            },
+            move |stream, address| {
+                let acceptor = acceptor.clone();
+                async move {
+                    let tls = acceptor.accept(stream).await?;
+                    let identity = tls
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|chain| chain.first())
+                        .and_then(|leaf| identify(leaf))
+                        .map(Arc::new);
+                    Ok((tls, Peer { address, identity }))
+                }
+            },
+        )
+    }
+}
+
+impl PlainListener {
+    pub fn new(tcp: TcpListener) -> std::io::Result<Self> {
+        let local = tcp.local_addr()?;
+        QueuedListener::start(tcp, local, |stream: TcpStream, address| async move {
+            // Readable: a byte came, or the client closed (then the server reads the end).
+            stream.readable().await?;
+            Ok((stream, address))
         })
     }
 }
 
-impl Drop for TlsListener {
+impl<Io: Send + 'static, Addr: Clone + Send + 'static> QueuedListener<Io, Addr> {
+    /// Starts accepting on `tcp`, each connection through `handshake`.
+    fn start<H, F>(tcp: TcpListener, local_addr: Addr, handshake: H) -> std::io::Result<Self>
+    where
+        H: Fn(TcpStream, SocketAddr) -> F + Send + 'static,
+        F: std::future::Future<Output = std::io::Result<(Io, Addr)>> + Send + 'static,
+    {
+        let (tx, finished) = mpsc::channel(HANDSHAKE_QUEUE);
+        let acceptor_task = tokio::spawn(accept_loop(tcp, handshake, tx));
+        Ok(QueuedListener {
+            finished,
+            acceptor_task,
+            local_addr,
+        })
+    }
+}
+
+impl<Io, Addr> Drop for QueuedListener<Io, Addr> {
     fn drop(&mut self) {
         self.acceptor_task.abort();
     }
@@ -216,7 +274,7 @@ async fn unserved_permit(
     handshakes.retain(|(task, done)| !task.is_finished() && !done.load(Ordering::Relaxed));
     if let Some((oldest, _)) = handshakes.pop_front() {
         oldest.abort();
-        tracing::debug!("dropped the oldest unfinished TLS handshake for a new connection");
+        tracing::debug!("dropped the oldest unfinished handshake for a new connection");
     }
     budget
         .clone()
@@ -225,11 +283,16 @@ async fn unserved_permit(
         .expect("the semaphore is never closed")
 }
 
-async fn accept_loop(
+async fn accept_loop<Io, Addr, H, F>(
     tcp: TcpListener,
-    acceptor: TlsAcceptor,
-    finished: mpsc::Sender<(TlsStream<TcpStream>, Peer)>,
-) {
+    handshake: H,
+    finished: mpsc::Sender<(Io, Addr)>,
+) where
+    Io: Send + 'static,
+    Addr: Send + 'static,
+    H: Fn(TcpStream, SocketAddr) -> F,
+    F: std::future::Future<Output = std::io::Result<(Io, Addr)>> + Send + 'static,
+{
     let budget = Arc::new(tokio::sync::Semaphore::new(ACCEPTED_UNSERVED));
     let mut handshakes = std::collections::VecDeque::new();
     loop {
@@ -248,29 +311,22 @@ async fn accept_loop(
         }
         // Answers go out as soon as they are written (no Nagle delay).
         let _ = stream.set_nodelay(true);
-        let acceptor = acceptor.clone();
         let finished = finished.clone();
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let handshake_done = done.clone();
+        let shaking = handshake(stream, address);
         let task = tokio::spawn(async move {
             // Held until the server takes the connection (or it is dropped).
             let _permit = permit;
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => {
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, shaking).await {
+                Ok(Ok(connection)) => {
                     handshake_done.store(true, std::sync::atomic::Ordering::Relaxed);
-                    let identity = tls
-                        .get_ref()
-                        .1
-                        .peer_certificates()
-                        .and_then(|chain| chain.first())
-                        .and_then(|leaf| identify(leaf))
-                        .map(Arc::new);
-                    let _ = finished.send((tls, Peer { address, identity })).await;
+                    let _ = finished.send(connection).await;
                 }
                 // A stranger's certificate, plain HTTP on the TLS port, a scanner: the client
                 // was told by the TLS alert; nothing for the server's log above debug.
-                Ok(Err(error)) => tracing::debug!(%address, %error, "TLS handshake refused"),
-                Err(_) => tracing::debug!(%address, "TLS handshake timed out"),
+                Ok(Err(error)) => tracing::debug!(%address, %error, "handshake refused"),
+                Err(_) => tracing::debug!(%address, "handshake timed out"),
             }
         });
         handshakes.push_back((task.abort_handle(), done));
@@ -291,9 +347,13 @@ impl crate::http_serve::Admission for Peer {
     }
 }
 
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = Peer;
+impl<Io, Addr> axum::serve::Listener for QueuedListener<Io, Addr>
+where
+    Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    Addr: Clone + Send + 'static,
+{
+    type Io = Io;
+    type Addr = Addr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         match self.finished.recv().await {
@@ -304,10 +364,7 @@ impl axum::serve::Listener for TlsListener {
     }
 
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(Peer {
-            address: self.local,
-            identity: None,
-        })
+        Ok(self.local_addr.clone())
     }
 }
 
@@ -334,25 +391,36 @@ impl<S: Clone> tower::Service<IncomingStream<'_, TlsListener>> for IdentifyPeers
     }
 
     fn call(&mut self, incoming: IncomingStream<'_, TlsListener>) -> Self::Future {
-        std::future::ready(Ok(WithPeer {
-            service: self.service.clone(),
-            peer: incoming.remote_addr().clone(),
-        }))
+        std::future::ready(Ok(WithPeer::new(
+            self.service.clone(),
+            incoming.remote_addr().clone(),
+        )))
     }
 }
 
-/// `service`, with `peer` put on each request.
+/// `service`, with `peer` put on each request, and who it is as the [`Caller`] its body's
+/// unknown fields are charged to (an operator route names the operator instead).
 #[derive(Clone)]
 pub struct WithPeer<S> {
     service: S,
     peer: Peer,
+    caller: Caller,
 }
 
 impl<S> WithPeer<S> {
     /// `service` for the connection of `peer` (what `crate::http_serve::serve` makes per
     /// connection; [`IdentifyPeers`] is the same for `axum::serve`).
     pub fn new(service: S, peer: Peer) -> Self {
-        WithPeer { service, peer }
+        let caller = Caller(Arc::from(match peer.identity.as_deref() {
+            Some(PeerIdentity::Node { node_id, .. }) => format!("node {node_id}"),
+            Some(PeerIdentity::Controller) => "the controller".to_string(),
+            None => format!("client {}", peer.address.ip()),
+        }));
+        WithPeer {
+            service,
+            peer,
+            caller,
+        }
     }
 }
 
@@ -367,6 +435,7 @@ impl<S: tower::Service<Request>> tower::Service<Request> for WithPeer<S> {
 
     fn call(&mut self, mut request: Request) -> Self::Future {
         request.extensions_mut().insert(self.peer.clone());
+        request.extensions_mut().insert(self.caller.clone());
         self.service.call(request)
     }
 }

@@ -164,7 +164,7 @@ impl Client {
     ///
     /// Enrolls a fleetwire agent's node, or updates its record when the node_id is already known; called by the agent at start, before its first heartbeat, and again to renew its certificate. A new node is listed as "registering" until its first heartbeat makes it "ready". In mTLS mode (the default) the request must prove the node: either a bootstrap token for this node_id in `Authorization: Bearer` (single-use: a first enrollment, or a re-enrollment after the node was forgotten or its certificate expired), or the node's current certificate as the TLS client certificate (a restart or a renewal). When the request carries csr_pem and the controller has a node CA (always, in mTLS mode), the controller signs a certificate for the node, with a subject and subject alternative names it sets itself from the node_id, wg_ip and addresses (never what the CSR asks for), and returns it with the CA certificate, which the agent trusts from then on; otherwise the registration succeeds without one. A refused registration changes nothing. PPN agents never call this: their first heartbeat enrolls them, in --plain-http mode.
     ///
-    /// `POST /v1/nodes/register` (access `node`, credential [`Bearer::Bootstrap`]). Answers `200` with a [`fleetwire_types::RegisterNodeResponse`]; `400`, `401`, `403`, `413`, `415`, `422` and every other status are an `ApiError`: [`Error::Api`].
+    /// `POST /v1/nodes/register` (access `node`, credential [`Bearer::Bootstrap`]). Answers `200` with a [`fleetwire_types::RegisterNodeResponse`]; `400`, `401`, `403`, `409`, `413`, `415`, `422` and every other status are an `ApiError`: [`Error::Api`].
     pub async fn register_node(
         &self,
         body: &fleetwire_types::RegisterNodeRequest,
