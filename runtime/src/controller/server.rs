@@ -19,7 +19,7 @@ use crate::controller::leadership::standby::{self, Standby};
 use crate::controller::metrics::Metrics;
 use crate::controller::shared::{Controller, Credentials, Started};
 use crate::controller::table::node_table::DirtyNode;
-use crate::controller::trust::certs::NodeCa;
+use crate::controller::trust::certs::FleetCa;
 use crate::controller::trust::operator_tokens::OperatorTokens;
 use crate::controller::trust::own_certs::{self, issue_server, server_names};
 use crate::fleet_identity::renewal_due;
@@ -30,7 +30,9 @@ use crate::store::postgres::{Fence, PostgresStore};
 use crate::store::tokens::BootstrapTokenStore;
 use crate::store::writer::Writer;
 use crate::store::Store;
-use crate::tls_server::{server_config, ClientCerts, Peer, ReloadableCert, TlsListener, WithPeer};
+use crate::tls_server::{
+    server_config, ClientCerts, Peer, PlainListener, ReloadableCert, TlsListener, WithPeer,
+};
 
 /// `fleetwire controller`.
 pub fn run(args: ControllerArgs) -> ExitCode {
@@ -90,6 +92,8 @@ struct Start {
     operator_token_file: Option<PathBuf>,
     /// mTLS: the leader renews its client certificate towards the agents.
     mtls: bool,
+    /// `--tls-name`: names of the controller's server certificate, never a node's.
+    tls_names: Vec<String>,
 }
 
 impl Start {
@@ -100,13 +104,16 @@ impl Start {
         })
     }
 
-    fn ca(&self) -> anyhow::Result<Option<NodeCa>> {
+    fn ca(&self) -> anyhow::Result<Option<FleetCa>> {
         self.ca_dir
             .as_ref()
             .map(|dir| {
-                NodeCa::open_or_create(dir, self.settings.cert_validity)
-                    .map(|ca| ca.with_controller_validity(self.settings.own_cert_validity))
-                    .with_context(|| format!("node CA in {}", dir.display()))
+                FleetCa::open_or_create(dir, self.settings.cert_validity)
+                    .map(|ca| {
+                        ca.with_controller_validity(self.settings.own_cert_validity)
+                            .with_controller_names(&server_names(&self.tls_names), &self.tls_names)
+                    })
+                    .with_context(|| format!("the CAs in {}", dir.display()))
             })
             .transpose()
     }
@@ -203,6 +210,7 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
         ca_dir: ca_dir.clone(),
         operator_token_file: args.operator_token_file.clone(),
         mtls: !plain_http,
+        tls_names: args.tls_names.clone(),
     };
     // Checked before anything is served: a bad CA or token file stops a standby too.
     let ca = start.ca()?;
@@ -224,9 +232,10 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
         let names = server_names(&args.tls_names);
         let (key, issued) = issue_server(ca, &names)?;
         let served = ReloadableCert::new(key);
+        // Client certificates are nodes' (the node CA's, or the fleet CA's from before it).
         tls_config = Some(server_config(
             served.clone(),
-            ca.ca_pem(),
+            &ca.node_trust_pem(),
             ClientCerts::Optional,
         )?);
         server_cert = Some((
@@ -240,7 +249,7 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
             "--plain-http with a CA (--ca-dir): every registration gets a certificate of that CA without proving anything; never share this CA with a fleet in mTLS mode"
         );
     }
-    let ca_sha256 = ca.as_ref().map(NodeCa::fingerprint_sha256);
+    let ca_sha256 = ca.as_ref().map(FleetCa::fingerprint_sha256);
     let leading: Arc<tokio::sync::Mutex<Option<Leading>>> = Arc::default();
     let (served, roles) = match &db {
         Database::Sqlite(_) => {
@@ -317,13 +326,9 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
                 tracing::warn!("--plain-http without --operator-token-file: routes that change the fleet (placing and deleting VMs, cordons, unenrolling, minting bootstrap tokens) answer only clients on this host");
             }
             tracing::info!(listen = %listen, db = %db, ca = ?ca_dir, transport = "plain_http", "controller serving");
-            // Answers go out as soon as they are written (no Nagle delay behind an
-            // unacknowledged segment, which a large `GET /v1/fleet` answer would otherwise meet).
-            let listener = axum::serve::ListenerExt::tap_io(tcp, |stream| {
-                if let Err(error) = stream.set_nodelay(true) {
-                    tracing::debug!(%error, "cannot set TCP_NODELAY");
-                }
-            });
+            // A connection reaches a server slot once its client spoke (issue 28); answers go
+            // out as soon as they are written (no Nagle delay).
+            let listener = PlainListener::new(tcp)?;
             // The client's address, for the routes plain mode serves to loopback only.
             crate::http_serve::serve(
                 listener,
