@@ -140,7 +140,8 @@ mod tests {
             .unwrap();
         let node_port = serve(&ca, &node.cert_pem, &key.serialize_pem()).await;
         let nodes = ca.node_trust_pem();
-        assert!(reaches(&nodes, node_port, ServerRole::Node).await);
+        // Its certificate names no loopback address: at 127.0.0.1 it is a node only by its id.
+        assert!(!reaches(&nodes, node_port, ServerRole::Node).await);
         assert!(!reaches(&nodes, node_port, ServerRole::Controller).await);
         // Asked for that node, it answers (its certificate names no loopback address: it is
         // checked by its id); asked for another node at its address, it does not.
@@ -148,7 +149,7 @@ mod tests {
         assert!(!reaches(&nodes, node_port, ServerRole::TheNode("n2")).await);
         assert!(!reaches(&nodes, node_port, ServerRole::TheNode("N1")).await);
         // The fleet CA, which operators and agents trust, validates no node certificate.
-        assert!(!reaches(ca.ca_pem(), node_port, ServerRole::Node).await);
+        assert!(!reaches(ca.ca_pem(), node_port, ServerRole::TheNode("n1")).await);
 
         let names = [crate::controller::trust::certs::ServerName::Ip(
             "127.0.0.1".parse().unwrap(),

@@ -262,7 +262,9 @@ fn local_client(roots: &str, identity: Option<String>) -> reqwest::blocking::Cli
         .no_proxy()
         .timeout(Duration::from_secs(10))
         .tls_info(true)
-        .tls_certs_only(reqwest::Certificate::from_pem_bundle(roots.as_bytes()).unwrap());
+        .tls_certs_only(reqwest::Certificate::from_pem_bundle(roots.as_bytes()).unwrap())
+        // The agent's certificate names the node, not loopback: reached by its id.
+        .resolve(NODE, std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
     if let Some(pem) = identity {
         builder = builder.identity(reqwest::Identity::from_pem(pem.as_bytes()).unwrap());
     }
@@ -494,7 +496,7 @@ fn the_agent_enrolls_with_its_token_renews_over_mtls_and_serves_only_the_control
     // The local API: no certificate, no handshake; another node's certificate (the node CA's,
     // which the agent does not trust for clients), no handshake; the controller's, served.
     let nodes = ca.node_trust_pem();
-    let url = |path: &str| format!("https://127.0.0.1:{port}{path}");
+    let url = |path: &str| format!("https://{NODE}:{port}{path}");
     let stranger = local_client(&nodes, None).get(url("/v1/vms")).send();
     assert!(
         stranger.is_err(),

@@ -174,7 +174,7 @@ mod tests {
 
     #[test]
     fn a_valid_heartbeat_sets_nothing_aside() {
-        let (hb, rejected) = read(&heartbeat(json!([vm("a.b-1764600000")]))).unwrap();
+        let (hb, rejected) = read(&heartbeat(json!([vm("a.b-1764600000")])), "test").unwrap();
         assert_eq!(hb.value.vms.len(), 1);
         assert!(rejected.is_empty());
     }
@@ -215,7 +215,7 @@ mod tests {
         let mut body: Value =
             serde_json::from_slice(&heartbeat(json!([vm(&"x".repeat(200))]))).unwrap();
         body["node_id"] = json!("bad id");
-        let failure = read(&serde_json::to_vec(&body).unwrap()).unwrap_err();
+        let failure = read(&serde_json::to_vec(&body).unwrap(), "test").unwrap_err();
         assert_eq!(failure.status, 400);
         assert!(failure
             .body
@@ -224,8 +224,8 @@ mod tests {
             .any(|v| v.instance_path.as_str() == "/node_id"));
         body["node_id"] = json!("n1");
         body["vms"] = json!("not an array");
-        assert!(read(&serde_json::to_vec(&body).unwrap()).is_err());
-        assert!(read(b"{").is_err());
+        assert!(read(&serde_json::to_vec(&body).unwrap(), "test").is_err());
+        assert!(read(b"{", "test").is_err());
     }
 
     #[test]
