@@ -8,8 +8,7 @@
 //!   (the agent: only the controller may call it);
 //! - [`TlsListener`]: an `axum::serve` listener that runs every handshake on a task of its
 //!   own, so a storm of reconnecting nodes is absorbed in parallel and a slow or silent client
-//!   never holds up the next one, and that hands each connection's verified identity on
-//!   ([`PlainListener`] is the same for plain HTTP, the first byte standing for the handshake);
+//!   never holds up the next one, and that hands each connection's verified identity on;
 //! - [`IdentifyPeers`]: puts that identity on every request of the connection as a [`Peer`]
 //!   extension, read once per connection, never per request.
 
@@ -162,7 +161,7 @@ pub struct Peer {
     pub identity: Option<Arc<PeerIdentity>>,
 }
 
-/// How long a client gets to finish its handshake (over plain TCP: to send its first byte).
+/// How long a client gets to finish its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Finished handshakes waiting for the server to take them.
 const HANDSHAKE_QUEUE: usize = 1024;
@@ -172,86 +171,30 @@ const HANDSHAKE_QUEUE: usize = 1024;
 /// say nothing cannot keep a node's fresh connection out (issue 28).
 const ACCEPTED_UNSERVED: usize = 128;
 
-/// A listener for `axum::serve` and `http_serve::serve` whose TCP connections are accepted by
-/// a task of their own, each going through its handshake on its own task (TLS: [`TlsListener`];
-/// plain HTTP: [`PlainListener`], whose "handshake" is the client's first byte), and handed
-/// to the server in the order they finish. At most [`ACCEPTED_UNSERVED`] are accepted and not
-/// yet taken, the oldest still in its handshake dropped for a newcomer, and a handshake has
-/// [`HANDSHAKE_TIMEOUT`]: so a storm of reconnecting nodes is absorbed in parallel, and a slow
-/// or silent client never holds up the next one nor a server slot. Dropping the listener stops
-/// accepting.
-pub struct QueuedListener<Io, Addr> {
-    finished: mpsc::Receiver<(Io, Addr)>,
+/// A TLS listener for `axum::serve`: TCP connections are accepted by a task of their own and
+/// each handshake runs on its own task; finished ones are handed to the server in the order
+/// they finish. Dropping the listener stops accepting.
+pub struct TlsListener {
+    local: SocketAddr,
+    finished: mpsc::Receiver<(TlsStream<TcpStream>, Peer)>,
     acceptor_task: tokio::task::JoinHandle<()>,
-    /// What [`axum::serve::Listener::local_addr`] answers.
-    local_addr: Addr,
 }
-
-/// TLS connections, each with its client's verified identity ([`Peer`]).
-pub type TlsListener = QueuedListener<TlsStream<TcpStream>, Peer>;
-
-/// Plain TCP connections that have sent something, with their client's address. Every one of
-/// them waits for a server slot (`http_serve::Admission`), as nothing tells a node from a
-/// stranger here; a client that connects and says nothing never gets one.
-pub type PlainListener = QueuedListener<TcpStream, SocketAddr>;
 
 impl TlsListener {
     pub fn new(tcp: TcpListener, config: Arc<rustls::ServerConfig>) -> std::io::Result<Self> {
-        let acceptor = TlsAcceptor::from(config);
         let local = tcp.local_addr()?;
-        QueuedListener::start(
-            tcp,
-            Peer {
-                address: local,
-                identity: None,
-            },
-            move |stream, address| {
-                let acceptor = acceptor.clone();
-                async move {
-                    let tls = acceptor.accept(stream).await?;
-                    let identity = tls
-                        .get_ref()
-                        .1
-                        .peer_certificates()
-                        .and_then(|chain| chain.first())
-                        .and_then(|leaf| identify(leaf))
-                        .map(Arc::new);
-                    Ok((tls, Peer { address, identity }))
-                }
-            },
-        )
-    }
-}
-
-impl PlainListener {
-    pub fn new(tcp: TcpListener) -> std::io::Result<Self> {
-        let local = tcp.local_addr()?;
-        QueuedListener::start(tcp, local, |stream: TcpStream, address| async move {
-            // Readable: a byte came, or the client closed (then the server reads the end).
-            stream.readable().await?;
-            Ok((stream, address))
-        })
-    }
-}
-
-impl<Io: Send + 'static, Addr: Clone + Send + 'static> QueuedListener<Io, Addr> {
-    /// Starts accepting on `tcp`, each connection through `handshake`.
-    fn start<H, F>(tcp: TcpListener, local_addr: Addr, handshake: H) -> std::io::Result<Self>
-    where
-        H: Fn(TcpStream, SocketAddr) -> F + Send + 'static,
-        F: std::future::Future<Output = std::io::Result<(Io, Addr)>> + Send + 'static,
-    {
         let (tx, finished) = mpsc::channel(HANDSHAKE_QUEUE);
-        let acceptor_task = tokio::spawn(accept_loop(tcp, handshake, tx));
-        Ok(QueuedListener {
+        let acceptor = TlsAcceptor::from(config);
+        let acceptor_task = tokio::spawn(accept_loop(tcp, acceptor, tx));
+        Ok(TlsListener {
+            local,
             finished,
             acceptor_task,
-            local_addr,
         })
     }
 }
 
-impl<Io, Addr> Drop for QueuedListener<Io, Addr> {
+impl Drop for TlsListener {
     fn drop(&mut self) {
         self.acceptor_task.abort();
     }
@@ -274,7 +217,7 @@ async fn unserved_permit(
     handshakes.retain(|(task, done)| !task.is_finished() && !done.load(Ordering::Relaxed));
     if let Some((oldest, _)) = handshakes.pop_front() {
         oldest.abort();
-        tracing::debug!("dropped the oldest unfinished handshake for a new connection");
+        tracing::debug!("dropped the oldest unfinished TLS handshake for a new connection");
     }
     budget
         .clone()
@@ -283,16 +226,11 @@ async fn unserved_permit(
         .expect("the semaphore is never closed")
 }
 
-async fn accept_loop<Io, Addr, H, F>(
+async fn accept_loop(
     tcp: TcpListener,
-    handshake: H,
-    finished: mpsc::Sender<(Io, Addr)>,
-) where
-    Io: Send + 'static,
-    Addr: Send + 'static,
-    H: Fn(TcpStream, SocketAddr) -> F,
-    F: std::future::Future<Output = std::io::Result<(Io, Addr)>> + Send + 'static,
-{
+    acceptor: TlsAcceptor,
+    finished: mpsc::Sender<(TlsStream<TcpStream>, Peer)>,
+) {
     let budget = Arc::new(tokio::sync::Semaphore::new(ACCEPTED_UNSERVED));
     let mut handshakes = std::collections::VecDeque::new();
     loop {
@@ -311,22 +249,29 @@ async fn accept_loop<Io, Addr, H, F>(
         }
         // Answers go out as soon as they are written (no Nagle delay).
         let _ = stream.set_nodelay(true);
+        let acceptor = acceptor.clone();
         let finished = finished.clone();
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let handshake_done = done.clone();
-        let shaking = handshake(stream, address);
         let task = tokio::spawn(async move {
             // Held until the server takes the connection (or it is dropped).
             let _permit = permit;
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, shaking).await {
-                Ok(Ok(connection)) => {
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => {
                     handshake_done.store(true, std::sync::atomic::Ordering::Relaxed);
-                    let _ = finished.send(connection).await;
+                    let identity = tls
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|chain| chain.first())
+                        .and_then(|leaf| identify(leaf))
+                        .map(Arc::new);
+                    let _ = finished.send((tls, Peer { address, identity })).await;
                 }
                 // A stranger's certificate, plain HTTP on the TLS port, a scanner: the client
                 // was told by the TLS alert; nothing for the server's log above debug.
-                Ok(Err(error)) => tracing::debug!(%address, %error, "handshake refused"),
-                Err(_) => tracing::debug!(%address, "handshake timed out"),
+                Ok(Err(error)) => tracing::debug!(%address, %error, "TLS handshake refused"),
+                Err(_) => tracing::debug!(%address, "TLS handshake timed out"),
             }
         });
         handshakes.push_back((task.abort_handle(), done));
@@ -347,13 +292,9 @@ impl crate::http_serve::Admission for Peer {
     }
 }
 
-impl<Io, Addr> axum::serve::Listener for QueuedListener<Io, Addr>
-where
-    Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-    Addr: Clone + Send + 'static,
-{
-    type Io = Io;
-    type Addr = Addr;
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = Peer;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         match self.finished.recv().await {
@@ -364,7 +305,10 @@ where
     }
 
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local_addr.clone())
+        Ok(Peer {
+            address: self.local,
+            identity: None,
+        })
     }
 }
 

@@ -30,9 +30,7 @@ use crate::store::postgres::{Fence, PostgresStore};
 use crate::store::tokens::BootstrapTokenStore;
 use crate::store::writer::Writer;
 use crate::store::Store;
-use crate::tls_server::{
-    server_config, ClientCerts, Peer, PlainListener, ReloadableCert, TlsListener, WithPeer,
-};
+use crate::tls_server::{server_config, ClientCerts, Peer, ReloadableCert, TlsListener, WithPeer};
 
 /// `fleetwire controller`.
 pub fn run(args: ControllerArgs) -> ExitCode {
@@ -326,9 +324,13 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
                 tracing::warn!("--plain-http without --operator-token-file: routes that change the fleet (placing and deleting VMs, cordons, unenrolling, minting bootstrap tokens) answer only clients on this host");
             }
             tracing::info!(listen = %listen, db = %db, ca = ?ca_dir, transport = "plain_http", "controller serving");
-            // A connection reaches a server slot once its client spoke (issue 28); answers go
-            // out as soon as they are written (no Nagle delay).
-            let listener = PlainListener::new(tcp)?;
+            // Answers go out as soon as they are written (no Nagle delay behind an
+            // unacknowledged segment, which a large `GET /v1/fleet` answer would otherwise meet).
+            let listener = axum::serve::ListenerExt::tap_io(tcp, |stream| {
+                if let Err(error) = stream.set_nodelay(true) {
+                    tracing::debug!(%error, "cannot set TCP_NODELAY");
+                }
+            });
             // The client's address, for the routes plain mode serves to loopback only.
             crate::http_serve::serve(
                 listener,
