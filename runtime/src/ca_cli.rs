@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use crate::controller::trust::certs::NodeCa;
+use crate::controller::trust::certs::FleetCa;
 
 #[derive(Args, Debug, Clone)]
 pub struct CaArgs {
@@ -18,8 +18,10 @@ pub struct CaArgs {
 
 #[derive(Subcommand, Debug, Clone)]
 pub enum CaCommand {
-    /// Create the fleet CA (ca.pem, ca.key with mode 0600) in DIR, or check the one there,
-    /// and print where its certificate is and its SHA-256 fingerprint.
+    /// Create the fleet CA (ca.pem, ca.key) and the node CA (node-ca.pem, node-ca.key; keys
+    /// mode 0600) in DIR, or check the ones there (adding the node CA to a directory of an
+    /// older release), and print where the fleet CA's certificate is and its SHA-256
+    /// fingerprint.
     Init {
         /// The controller's CA directory: its --ca-dir, by default <data-dir>/ca.
         #[arg(
@@ -36,15 +38,16 @@ pub fn run(args: &CaArgs) -> ExitCode {
         CaCommand::Init { dir } => {
             let existed = dir.join("ca.pem").exists();
             // The issuing validity does not matter here: nothing is issued.
-            match NodeCa::open_or_create(dir, Duration::from_secs(3600)) {
+            match FleetCa::open_or_create(dir, Duration::from_secs(3600)) {
                 Ok(ca) => {
                     let verb = if existed { "uses" } else { "created" };
                     println!("{}", dir.join("ca.pem").display());
                     eprintln!(
-                        "fleetwire ca init: {verb} the fleet CA in {}\n  certificate: {} (copy it to each node as VM_FLEET_CA_FILE)\n  sha256 fingerprint: {}",
+                        "fleetwire ca init: {verb} the fleet CA in {}\n  certificate: {} (copy it to each node as VM_FLEET_CA_FILE; operators trust it too)\n  sha256 fingerprint: {}\n  the node CA ({}) signs node certificates only and stays with the controller",
                         dir.display(),
                         dir.join("ca.pem").display(),
-                        ca.fingerprint_sha256()
+                        ca.fingerprint_sha256(),
+                        dir.join("node-ca.pem").display()
                     );
                     ExitCode::SUCCESS
                 }

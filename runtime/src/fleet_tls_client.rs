@@ -1,8 +1,8 @@
-//! TLS towards another member of the fleet (docs/security.md): trust only the fleet CA, and
-//! take only a server whose certificate carries the mark its role needs. A node certificate is
-//! valid for the addresses that node registered, so a chain that merely verifies is not
-//! enough: an enrolled node must not pass for the controller (the agent's side), nor the
-//! controller's own certificate for a node (the controller's side).
+//! TLS towards another member of the fleet (docs/security.md): trust only the CA that issues
+//! the server's kind (the controller CA for the controller, the node CA for nodes), and take
+//! only a server whose certificate carries the mark its role needs: an enrolled node must not
+//! pass for the controller (the agent's side), nor the controller's own certificate for a node,
+//! nor one node for another (the controller's side).
 
 use std::sync::Arc;
 
@@ -53,13 +53,21 @@ pub fn client_config(
         ServerRole::Node => MarkVerifier::new(chain, |der| {
             matches!(identify(der), Some(PeerIdentity::Node { .. }))
         }),
-        // The node called, by the id its certificate names.
+        // The node called, by the id its certificate names, whatever address it is called at
+        // (its record's, unique among nodes): a node certificate names no loopback address.
         ServerRole::TheNode(wanted) => {
+            let name =
+                rustls::pki_types::ServerName::try_from(wanted.to_string()).map_err(|error| {
+                    TlsSetupError::ServerVerifier(format!(
+                        "node id {wanted:?} as a DNS name: {error}"
+                    ))
+                })?;
             let wanted = wanted.to_string();
             MarkVerifier::new(
                 chain,
                 move |der| matches!(identify(der), Some(PeerIdentity::Node { node_id, .. }) if node_id == wanted),
             )
+            .for_name(name)
         }
     };
     let builder = rustls::ClientConfig::builder()
@@ -84,15 +92,15 @@ pub fn client_config(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::trust::certs::NodeCa;
+    use crate::controller::trust::certs::FleetCa;
     use crate::tls_server::{
         certified_key, server_config, ClientCerts, ReloadableCert, TlsListener,
     };
 
     /// Serves `GET /` over TLS with `chain_pem`/`key_pem`; returns the port.
-    async fn serve(ca: &NodeCa, chain_pem: &str, key_pem: &str) -> u16 {
+    async fn serve(ca: &FleetCa, chain_pem: &str, key_pem: &str) -> u16 {
         let served = ReloadableCert::new(certified_key(chain_pem, key_pem, "test").unwrap());
-        let config = server_config(served, ca.ca_pem(), ClientCerts::Optional).unwrap();
+        let config = server_config(served, &ca.node_trust_pem(), ClientCerts::Optional).unwrap();
         let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = tcp.local_addr().unwrap().port();
         let listener = TlsListener::new(tcp, config).unwrap();
@@ -101,8 +109,9 @@ mod tests {
         port
     }
 
-    async fn reaches(ca: &NodeCa, port: u16, role: ServerRole<'_>) -> bool {
-        let tls = client_config(ca.ca_pem(), role, None).unwrap();
+    /// Whether a client trusting `roots` and asking for `role` gets an answer at `port`.
+    async fn reaches(roots: &str, port: u16, role: ServerRole<'_>) -> bool {
+        let tls = client_config(roots, role, None).unwrap();
         let client = crate::tls::client_builder()
             .tls_backend_preconfigured(tls)
             .build()
@@ -117,7 +126,7 @@ mod tests {
     #[tokio::test]
     async fn a_node_certificate_never_passes_for_the_controller_nor_the_reverse() {
         let dir = tempfile::tempdir().unwrap();
-        let ca = NodeCa::open_or_create(dir.path(), std::time::Duration::from_secs(3600)).unwrap();
+        let ca = FleetCa::open_or_create(dir.path(), std::time::Duration::from_secs(3600)).unwrap();
         // A node that registered the controller's address among its own.
         let key = rcgen::KeyPair::generate().unwrap();
         let csr = rcgen::CertificateParams::new(vec!["n1".to_string()])
@@ -130,12 +139,17 @@ mod tests {
             .sign(&csr, "n1", "127.0.0.1".parse().unwrap(), &[])
             .unwrap();
         let node_port = serve(&ca, &node.cert_pem, &key.serialize_pem()).await;
-        assert!(reaches(&ca, node_port, ServerRole::Node).await);
-        assert!(!reaches(&ca, node_port, ServerRole::Controller).await);
-        // Asked for that node, it answers; asked for another node at its address, it does not.
-        assert!(reaches(&ca, node_port, ServerRole::TheNode("n1")).await);
-        assert!(!reaches(&ca, node_port, ServerRole::TheNode("n2")).await);
-        assert!(!reaches(&ca, node_port, ServerRole::TheNode("N1")).await);
+        let nodes = ca.node_trust_pem();
+        // Its certificate names no loopback address: at 127.0.0.1 it is a node only by its id.
+        assert!(!reaches(&nodes, node_port, ServerRole::Node).await);
+        assert!(!reaches(&nodes, node_port, ServerRole::Controller).await);
+        // Asked for that node, it answers (its certificate names no loopback address: it is
+        // checked by its id); asked for another node at its address, it does not.
+        assert!(reaches(&nodes, node_port, ServerRole::TheNode("n1")).await);
+        assert!(!reaches(&nodes, node_port, ServerRole::TheNode("n2")).await);
+        assert!(!reaches(&nodes, node_port, ServerRole::TheNode("N1")).await);
+        // The fleet CA, which operators and agents trust, validates no node certificate.
+        assert!(!reaches(ca.ca_pem(), node_port, ServerRole::TheNode("n1")).await);
 
         let names = [crate::controller::trust::certs::ServerName::Ip(
             "127.0.0.1".parse().unwrap(),
@@ -143,8 +157,8 @@ mod tests {
         let controller = ca.issue_controller_server(&names).unwrap();
         let chain = format!("{}{}", controller.cert_pem, ca.ca_pem());
         let controller_port = serve(&ca, &chain, &controller.key_pem).await;
-        assert!(reaches(&ca, controller_port, ServerRole::Controller).await);
-        assert!(!reaches(&ca, controller_port, ServerRole::Node).await);
-        assert!(!reaches(&ca, controller_port, ServerRole::TheNode("n1")).await);
+        assert!(reaches(ca.ca_pem(), controller_port, ServerRole::Controller).await);
+        assert!(!reaches(&nodes, controller_port, ServerRole::Node).await);
+        assert!(!reaches(&nodes, controller_port, ServerRole::TheNode("n1")).await);
     }
 }

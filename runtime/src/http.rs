@@ -126,8 +126,9 @@ impl<S: Send + Sync, T: WireDocument> FromRequest<S> for Valid<T> {
             .extensions()
             .get::<crate::unknown_fields::WarningSlot>()
             .cloned();
+        let caller = crate::unknown_fields::Caller::of(req.extensions());
         let JsonBody(bytes) = JsonBody::from_request(req, state).await?;
-        let accepted = read_body::<T>(&bytes)?;
+        let accepted = read_body::<T>(&bytes, &caller)?;
         if let (Some(slot), true) = (slot, accepted.has_unknown_fields()) {
             slot.put(&accepted.unknown_fields);
         }
@@ -227,11 +228,12 @@ pub fn unreadable_body(message: String) -> ApiFailure {
 }
 
 /// A `T` through the validated reader, or `400` with every violation's pointer. Unknown fields
-/// are counted and logged here; the caller answers them (`Warning` headers).
-pub fn read_body<T: WireDocument>(bytes: &[u8]) -> Result<Accepted<T>, ApiFailure> {
+/// are counted and logged here, charged to `caller` (`unknown_fields::Caller`); the caller
+/// answers them (`Warning` headers).
+pub fn read_body<T: WireDocument>(bytes: &[u8], caller: &str) -> Result<Accepted<T>, ApiFailure> {
     match fleetwire_types::read::<T>(bytes) {
         Ok(accepted) => {
-            crate::unknown_fields::note(&accepted, "request body");
+            crate::unknown_fields::note(&accepted, caller);
             Ok(accepted)
         }
         Err(rejection) => Err(ApiFailure::rejected(T::INFO.name, rejection)),

@@ -18,6 +18,7 @@ pub mod http_serve;
 pub mod ids;
 pub mod operator_cli;
 pub mod operator_config;
+pub mod pg_password;
 pub mod reference_site;
 pub mod reported;
 pub mod runtimes;

@@ -31,6 +31,7 @@ use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
 use crate::fleet_identity::{identify, PeerIdentity};
+use crate::unknown_fields::Caller;
 
 /// Why TLS could not be set up from the given certificates.
 #[derive(Debug, thiserror::Error)]
@@ -334,25 +335,36 @@ impl<S: Clone> tower::Service<IncomingStream<'_, TlsListener>> for IdentifyPeers
     }
 
     fn call(&mut self, incoming: IncomingStream<'_, TlsListener>) -> Self::Future {
-        std::future::ready(Ok(WithPeer {
-            service: self.service.clone(),
-            peer: incoming.remote_addr().clone(),
-        }))
+        std::future::ready(Ok(WithPeer::new(
+            self.service.clone(),
+            incoming.remote_addr().clone(),
+        )))
     }
 }
 
-/// `service`, with `peer` put on each request.
+/// `service`, with `peer` put on each request, and who it is as the [`Caller`] its body's
+/// unknown fields are charged to (an operator route names the operator instead).
 #[derive(Clone)]
 pub struct WithPeer<S> {
     service: S,
     peer: Peer,
+    caller: Caller,
 }
 
 impl<S> WithPeer<S> {
     /// `service` for the connection of `peer` (what `crate::http_serve::serve` makes per
     /// connection; [`IdentifyPeers`] is the same for `axum::serve`).
     pub fn new(service: S, peer: Peer) -> Self {
-        WithPeer { service, peer }
+        let caller = Caller(Arc::from(match peer.identity.as_deref() {
+            Some(PeerIdentity::Node { node_id, .. }) => format!("node {node_id}"),
+            Some(PeerIdentity::Controller) => "the controller".to_string(),
+            None => format!("client {}", peer.address.ip()),
+        }));
+        WithPeer {
+            service,
+            peer,
+            caller,
+        }
     }
 }
 
@@ -367,6 +379,7 @@ impl<S: tower::Service<Request>> tower::Service<Request> for WithPeer<S> {
 
     fn call(&mut self, mut request: Request) -> Self::Future {
         request.extensions_mut().insert(self.peer.clone());
+        request.extensions_mut().insert(self.caller.clone());
         self.service.call(request)
     }
 }

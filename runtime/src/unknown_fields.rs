@@ -4,11 +4,13 @@
 //! keeps what its schema knows and sets aside the fields a closed object does not define
 //! ([`fleetwire_types::read`]); every program reports them here. The metric counts every field
 //! set aside, by document; the log names each (document, field) once per process, with array
-//! indices folded, so a chatty peer sending the same field in every heartbeat writes one line,
-//! and a peer inventing names writes at most [`MAX_LOGGED`] lines; an HTTP answer carries one
-//! `Warning: 299` header per field, at most [`MAX_WARNINGS`], as Kubernetes does.
+//! indices folded, so a chatty peer sending the same field in every heartbeat writes one line;
+//! a peer inventing names writes at most [`MAX_LOGGED_PER_PEER`] lines, charged to who it is
+//! (a node, an operator, a client's address: [`Caller`]), so one stranger never uses up the
+//! lines of everybody else (issue 28), and the process at most [`MAX_LOGGED`]; an HTTP answer
+//! carries one `Warning: 299` header per field, at most [`MAX_WARNINGS`], as Kubernetes does.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::extract::Request;
@@ -23,8 +25,11 @@ use prometheus_client::registry::Registry;
 
 /// At most this many `Warning` headers on one answer; one more says how many were left out.
 pub const MAX_WARNINGS: usize = 20;
-/// At most this many distinct (document, field) pairs are logged per process.
-pub const MAX_LOGGED: usize = 256;
+/// At most this many distinct (document, field) pairs are logged per process: a bound on the
+/// memory the log's memory of them takes.
+pub const MAX_LOGGED: usize = 4096;
+/// At most this many of them are logged for one peer (one [`Caller`], one file, one URL).
+pub const MAX_LOGGED_PER_PEER: usize = 32;
 /// A field's pointer is cut to this many characters in headers and logs.
 const MAX_POINTER_CHARS: usize = 200;
 
@@ -73,37 +78,78 @@ pub fn note<T: WireDocument>(accepted: &Accepted<T>, peer: &str) {
     }
 }
 
-/// [`note`] for a document known by name. Returns how many log lines it wrote (for tests).
+/// Who sent a request, as the server learned it before reading the body (the connection's
+/// certificate, the operator token's name, else the client's address): put on the request by
+/// the server, read by the body's reader, so that what the body's unknown fields cost in log
+/// lines is charged to its sender.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller(pub Arc<str>);
+
+impl Caller {
+    /// What a request without a [`Caller`] is charged to.
+    pub const UNKNOWN: &'static str = "request body";
+
+    /// The caller of `request`, or [`Caller::UNKNOWN`].
+    pub fn of(extensions: &axum::http::Extensions) -> Arc<str> {
+        extensions
+            .get::<Caller>()
+            .map_or_else(|| Arc::from(Self::UNKNOWN), |caller| caller.0.clone())
+    }
+}
+
+/// The log lines written so far: each (document, field) once, and how many each peer used.
+#[derive(Default)]
+struct Logged {
+    fields: HashSet<(&'static str, String)>,
+    /// Lines by peer; only peers that wrote one are here, so it is no larger than `fields`.
+    by_peer: HashMap<String, usize>,
+}
+
+/// [`note`] for a document known by name, charged to `peer`. Returns how many log lines it
+/// wrote (for tests).
 pub fn note_fields(document: &'static str, fields: &[JsonPointer], peer: &str) -> usize {
     counter()
         .get_or_create(&DocumentLabels { document })
         .inc_by(fields.len() as u64);
-    static LOGGED: OnceLock<Mutex<HashSet<(&'static str, String)>>> = OnceLock::new();
+    static LOGGED: OnceLock<Mutex<Logged>> = OnceLock::new();
     let mut logged = LOGGED
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let logged = &mut *logged;
+    let peer = printable(peer);
+    let mut used = logged.by_peer.get(&peer).copied().unwrap_or(0);
     let mut lines = 0;
     for field in fields {
-        if logged.len() >= MAX_LOGGED {
+        if logged.fields.len() >= MAX_LOGGED || used >= MAX_LOGGED_PER_PEER {
             break;
         }
         // Cut to a printable, bounded form before it is kept: a peer chooses the name.
         let shape = printable(&fold_indices(field.as_str()));
-        if logged.insert((document, shape.clone())) {
+        if logged.fields.insert((document, shape.clone())) {
             lines += 1;
+            used += 1;
             tracing::warn!(
                 document,
                 field = %shape,
-                peer = %printable(peer),
+                peer = %peer,
                 "unknown field set aside: the schema does not define it (logged once per document and field)"
             );
-            if logged.len() == MAX_LOGGED {
+            if used == MAX_LOGGED_PER_PEER {
+                tracing::warn!(
+                    peer = %peer,
+                    "{MAX_LOGGED_PER_PEER} distinct unknown fields logged for this peer; its further ones are only counted (fleetwire_*_unknown_fields_total)"
+                );
+            }
+            if logged.fields.len() == MAX_LOGGED {
                 tracing::warn!(
                     "{MAX_LOGGED} distinct unknown fields logged; further ones are only counted (fleetwire_*_unknown_fields_total)"
                 );
             }
         }
+    }
+    if lines > 0 {
+        logged.by_peer.insert(peer, used);
     }
     lines
 }
@@ -237,6 +283,35 @@ mod tests {
         // The same field in another document is another line.
         assert_eq!(
             note_fields("VmRecord", &pointers(&["/logOnceTop"]), "n1"),
+            1
+        );
+    }
+
+    #[test]
+    fn one_peer_uses_up_its_own_lines_and_not_the_others() {
+        let many: Vec<String> = (0..MAX_LOGGED_PER_PEER + 10)
+            .map(|i| format!("/perPeerProbe{i}"))
+            .collect();
+        let refs: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert_eq!(
+            note_fields("NodeHeartbeat", &pointers(&refs), "node chatty"),
+            MAX_LOGGED_PER_PEER
+        );
+        // Its next new field is only counted; another peer's is logged.
+        assert_eq!(
+            note_fields(
+                "NodeHeartbeat",
+                &pointers(&["/perPeerProbeNew"]),
+                "node chatty"
+            ),
+            0
+        );
+        assert_eq!(
+            note_fields(
+                "NodeHeartbeat",
+                &pointers(&["/perPeerProbeNew"]),
+                "node quiet"
+            ),
             1
         );
     }

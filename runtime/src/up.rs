@@ -20,7 +20,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use fleetwire_types::{read, NodeId, NodeRecord};
 
-use crate::controller::trust::certs::NodeCa;
+use crate::controller::trust::certs::FleetCa;
 use crate::store::{sqlite::tokens::SqliteBootstrapTokens, tokens::BootstrapTokenStore};
 use tokio::io::AsyncBufReadExt;
 use tokio::net::UnixDatagram;
@@ -190,7 +190,7 @@ async fn up(args: &UpArgs) -> Result<()> {
         (Access { api, tls: None }, http, None, None)
     } else {
         // The CA first, so that this process trusts it before the controller answers.
-        let ca = NodeCa::open_or_create(&ca_dir, Duration::from_secs(3600))
+        let ca = FleetCa::open_or_create(&ca_dir, Duration::from_secs(3600))
             .with_context(|| format!("the fleet CA in {}", ca_dir.display()))?;
         let (tokens, token_file, header_file) = operator_token(&dir)?;
         command

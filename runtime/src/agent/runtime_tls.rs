@@ -1,5 +1,6 @@
 //! Fleet mode's hand-over to the runtime (docs/agent.md, "smolvm's fleet mode (mTLS)"): the
-//! node certificate, its key and the fleet CA copied to where smolvm reads them, readable by
+//! node certificate, its key and the CAs of its clients (the fleet CA, for the controller, and
+//! the node CA, for the agent) copied to where smolvm reads them, readable by
 //! the runtime's group and nobody else. Done at every registration and start.
 
 use std::os::unix::fs::PermissionsExt;
@@ -40,6 +41,10 @@ pub fn export_runtime_tls(
     let dir = &tls.dir;
     std::fs::create_dir_all(dir).map_err(FileError::doing("creating", dir))?;
     set_owner_and_mode(dir, tls.gid, 0o750)?;
+    // smolvm takes client certificates of the fleet CA (the controller's) and of the node CA
+    // (the agent's own, whose issuer the controller sends after it in the chain).
+    let mut ca = ca;
+    ca.extend_from_slice(issuers_after_leaf(&cert));
     for (name, bytes, mode) in [
         (RUNTIME_KEY_FILE, &key, 0o640),
         (RUNTIME_CERT_FILE, &cert, 0o644),
@@ -58,6 +63,21 @@ pub fn export_runtime_tls(
         );
     }
     Ok(())
+}
+
+/// The certificates of a PEM chain after its first (the leaf's issuers), as PEM; empty when
+/// the chain is the leaf alone.
+fn issuers_after_leaf(chain: &[u8]) -> &[u8] {
+    const BEGIN: &[u8] = b"-----BEGIN CERTIFICATE-----";
+    let second = chain
+        .windows(BEGIN.len())
+        .enumerate()
+        .filter(|(_, window)| *window == BEGIN)
+        .nth(1);
+    match second {
+        Some((at, _)) => &chain[at..],
+        None => &[],
+    }
 }
 
 /// The first directory above `dir` that neither everyone nor group `gid` may traverse, if
@@ -88,6 +108,15 @@ fn set_owner_and_mode(path: &Path, gid: Option<u32>, mode: u32) -> Result<(), Fi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_issuers_after_the_leaf_are_what_follows_its_block() {
+        let leaf = "-----BEGIN CERTIFICATE-----\nLEAF\n-----END CERTIFICATE-----\n";
+        let issuer = "-----BEGIN CERTIFICATE-----\nNODECA\n-----END CERTIFICATE-----\n";
+        assert_eq!(issuers_after_leaf(leaf.as_bytes()), b"");
+        let chain = format!("{leaf}{issuer}");
+        assert_eq!(issuers_after_leaf(chain.as_bytes()), issuer.as_bytes());
+    }
 
     #[test]
     fn the_runtime_gets_the_certificate_key_and_ca_with_the_key_0640_for_its_group() {

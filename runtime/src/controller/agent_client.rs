@@ -10,7 +10,7 @@ use fleetwire_types::{CreateVmRequest, RuntimeHealth, VmRecord, WireDocument};
 
 use parking_lot::RwLock;
 
-use crate::controller::trust::certs::{ControllerIdentity, NodeCa};
+use crate::controller::trust::certs::{ControllerIdentity, FleetCa};
 use crate::fleet_tls_client::{client_config, ServerRole};
 
 /// Why a call to a node's agent or runtime failed; the message names the call.
@@ -128,7 +128,7 @@ impl AgentClient {
     /// probe runtimes in smolvm's fleet mode (docs/security.md).
     pub fn new(
         timeout: Duration,
-        ca: Option<&NodeCa>,
+        ca: Option<&FleetCa>,
         agents_over_tls: bool,
     ) -> anyhow::Result<AgentClient> {
         let client = AgentClient {
@@ -145,17 +145,18 @@ impl AgentClient {
 
     /// Issues the controller a new client certificate and calls with it from now on; calls
     /// already under way finish with the old one. Returns when the new one expires.
-    pub fn renew_identity(&self, ca: &NodeCa) -> anyhow::Result<ControllerIdentity> {
+    pub fn renew_identity(&self, ca: &FleetCa) -> anyhow::Result<ControllerIdentity> {
         let me = ca.issue_controller_client()?;
         // Checked once here, so that a call fails only for its own node's reasons.
+        let node_trust = ca.node_trust_pem();
         client_config(
-            ca.ca_pem(),
+            &node_trust,
             ServerRole::Node,
             Some((&me.cert_pem, &me.key_pem)),
         )
         .context("the controller's client certificate")?;
         *self.mtls.write() = Some(Mtls {
-            ca_pem: ca.ca_pem().to_string(),
+            ca_pem: node_trust,
             cert_pem: me.cert_pem.clone(),
             key_pem: me.key_pem.clone(),
             dates: ControllerIdentityDates {

@@ -19,7 +19,7 @@ use crate::controller::leadership::standby::{self, Standby};
 use crate::controller::metrics::Metrics;
 use crate::controller::shared::{Controller, Credentials, Started};
 use crate::controller::table::node_table::DirtyNode;
-use crate::controller::trust::certs::NodeCa;
+use crate::controller::trust::certs::FleetCa;
 use crate::controller::trust::operator_tokens::WatchedOperatorTokens;
 use crate::controller::trust::own_certs::{self, issue_server, server_names};
 use crate::fleet_identity::renewal_due;
@@ -92,16 +92,21 @@ struct Start {
     operators: Arc<WatchedOperatorTokens>,
     /// mTLS: the leader renews its client certificate towards the agents.
     mtls: bool,
+    /// `--tls-name`: names of the controller's server certificate, never a node's.
+    tls_names: Vec<String>,
 }
 
 impl Start {
-    fn ca(&self) -> anyhow::Result<Option<NodeCa>> {
+    fn ca(&self) -> anyhow::Result<Option<FleetCa>> {
         self.ca_dir
             .as_ref()
             .map(|dir| {
-                NodeCa::open_or_create(dir, self.settings.cert_validity)
-                    .map(|ca| ca.with_controller_validity(self.settings.own_cert_validity))
-                    .with_context(|| format!("node CA in {}", dir.display()))
+                FleetCa::open_or_create(dir, self.settings.cert_validity)
+                    .map(|ca| {
+                        ca.with_controller_validity(self.settings.own_cert_validity)
+                            .with_controller_names(&server_names(&self.tls_names), &self.tls_names)
+                    })
+                    .with_context(|| format!("the CAs in {}", dir.display()))
             })
             .transpose()
     }
@@ -206,6 +211,7 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
         ca_dir: ca_dir.clone(),
         operators: operators.clone(),
         mtls: !plain_http,
+        tls_names: args.tls_names.clone(),
     };
     let ca = start.ca()?;
     let no_operators = operators.is_empty();
@@ -225,9 +231,10 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
         let names = server_names(&args.tls_names);
         let (key, issued) = issue_server(ca, &names)?;
         let served = ReloadableCert::new(key);
+        // Client certificates are nodes' (the node CA's, or the fleet CA's from before it).
         tls_config = Some(server_config(
             served.clone(),
-            ca.ca_pem(),
+            &ca.node_trust_pem(),
             ClientCerts::Optional,
         )?);
         server_cert = Some((
@@ -241,7 +248,7 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
             "--plain-http with a CA (--ca-dir): every registration gets a certificate of that CA without proving anything; never share this CA with a fleet in mTLS mode"
         );
     }
-    let ca_sha256 = ca.as_ref().map(NodeCa::fingerprint_sha256);
+    let ca_sha256 = ca.as_ref().map(FleetCa::fingerprint_sha256);
     let leading: Arc<tokio::sync::Mutex<Option<Leading>>> = Arc::default();
     let (served, roles) = match &db {
         Database::Sqlite(_) => {

@@ -17,7 +17,7 @@ use crate::controller::table::fleet_document::FleetDocument;
 use crate::controller::table::node_table::{DirtyNode, NodeTable};
 use crate::controller::table::restore::restore;
 use crate::controller::table::table_source::TableSource;
-use crate::controller::trust::certs::NodeCa;
+use crate::controller::trust::certs::FleetCa;
 use crate::controller::trust::node_identity::NodeCaller;
 use crate::controller::trust::operator_tokens::WatchedOperatorTokens;
 use crate::fleet_identity::PeerIdentity;
@@ -32,10 +32,13 @@ pub struct Controller {
     pub table: NodeTable,
     pub writer: WriterHandle<DirtyNode>,
     pub metrics: Metrics,
-    pub ca: Option<NodeCa>,
+    pub ca: Option<FleetCa>,
     pub agents: AgentClient,
     /// Operator tokens and the bootstrap-token store.
     pub credentials: Credentials,
+    /// Held from a registration's last check that its agent endpoint is no other node's to
+    /// its record (`fleet::enrollment`), so two registrations cannot take one endpoint.
+    pub endpoint_claims: parking_lot::Mutex<()>,
     probe_requests: tokio::sync::mpsc::UnboundedSender<String>,
 }
 
@@ -77,7 +80,7 @@ impl Controller {
     pub fn start(
         settings: Settings,
         mut store: Box<dyn Store>,
-        ca: Option<NodeCa>,
+        ca: Option<FleetCa>,
         credentials: Credentials,
     ) -> anyhow::Result<Started> {
         let table = NodeTable::default();
@@ -113,6 +116,7 @@ impl Controller {
                 ca,
                 agents,
                 credentials,
+                endpoint_claims: parking_lot::Mutex::new(()),
                 probe_requests: probe_tx,
             }
         });

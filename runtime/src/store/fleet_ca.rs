@@ -21,7 +21,7 @@ pub enum Pinned {
     Same,
 }
 
-/// Records `sha256` (the CA certificate's, as `NodeCa::fingerprint_sha256` writes it) as the
+/// Records `sha256` (the CA certificate's, as `FleetCa::fingerprint_sha256` writes it) as the
 /// fleet's CA when none is, else checks that it is the recorded one: `StoreError::OtherCa`
 /// when not. Controllers starting together record one CA: the insert keeps the first.
 pub fn pin(db: &Database, sha256: &str) -> Result<Pinned, StoreError> {

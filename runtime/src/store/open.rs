@@ -157,10 +157,10 @@ mod tests {
     }
 
     #[test]
-    fn an_unreachable_server_is_named_without_the_password() {
+    fn an_unreachable_server_is_named_and_a_password_in_the_url_refused_unshown() {
         // Port 1 on loopback: nothing listens there.
         let Err(error) = open(&Database::Postgres(
-            "postgres://fw:hunter2@127.0.0.1:1/fleet".into(),
+            "postgres://fw@127.0.0.1:1/fleet".into(),
         )) else {
             panic!("connected to port 1");
         };
@@ -169,6 +169,14 @@ mod tests {
             message.starts_with("cannot connect to PostgreSQL at 127.0.0.1:1: "),
             "{message}"
         );
+        // A password belongs in a password file, never in the URL (docs/controller.md).
+        let Err(error) = open(&Database::Postgres(
+            "postgres://fw:hunter2@127.0.0.1:1/fleet".into(),
+        )) else {
+            panic!("connected to port 1");
+        };
+        let message = error.to_string();
+        assert!(message.contains("password file"), "{message}");
         assert!(!message.contains("hunter2"), "{message}");
     }
 

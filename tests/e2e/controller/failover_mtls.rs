@@ -60,9 +60,9 @@ async fn a_standby_renews_its_certificate_redirects_a_node_and_leads_over_https(
     let a_args = controller_args(&schema.url, a_port);
     let a_args: Vec<&str> = a_args.iter().map(String::as_str).collect();
     let mut a = ControllerProcess::start_secure_in(a_dir.path(), &a_args);
-    // The standby gets the leader's CA, as docs/operations.md says to do.
+    // The standby gets the leader's CAs, as docs/operations.md says to do.
     std::fs::create_dir(b_dir.path().join("ca")).unwrap();
-    for file in ["ca.pem", "ca.key"] {
+    for file in ["ca.pem", "ca.key", "node-ca.pem", "node-ca.key"] {
         std::fs::copy(
             a_dir.path().join("ca").join(file),
             b_dir.path().join("ca").join(file),

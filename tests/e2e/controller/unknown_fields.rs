@@ -138,3 +138,80 @@ async fn unknown_fields_are_set_aside_answered_as_warnings_and_counted() {
         assert!(metrics.contains(line), "missing {line:?} in\n{metrics}");
     }
 }
+
+/// Enrolls `node_id` on a controller in mTLS mode (a bootstrap token minted by the admin, a
+/// registration at 127.0.0.1:`spawn_port`); its HTTP client, presenting its certificate.
+async fn enrolled(
+    controller: &ControllerProcess,
+    node_id: &str,
+    spawn_port: u16,
+) -> reqwest::Client {
+    let token = controller
+        .admin_api()
+        .create_bootstrap_token(&fleetwire_types::CreateBootstrapTokenRequest {
+            node_id: node_id.parse().unwrap(),
+            ttl_s: Some(600),
+        })
+        .await
+        .unwrap()
+        .token
+        .to_string();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut body = registration(node_id, spawn_port, 100);
+    body["csr_pem"] = plain_csr(&key, node_id).into();
+    let request: fleetwire_types::RegisterNodeRequest = typed(&body);
+    let cert = controller
+        .api(None)
+        .with_bootstrap_token(token.as_str())
+        .unwrap()
+        .register_node(&request)
+        .await
+        .unwrap()
+        .into_inner()
+        .cert_pem
+        .unwrap()
+        .to_string();
+    tls_client(&controller.ca_pem(), Some((&cert, &key.serialize_pem())))
+}
+
+/// The log lines unknown fields cost are charged to who sent them (issue 28): a node inventing
+/// hundreds of field names uses up its own share, and another node's new field is still
+/// logged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_node_inventing_field_names_does_not_use_up_the_log_for_another() {
+    let controller = ControllerProcess::start_secure(&[]);
+    let chatty = enrolled(&controller, "chatty", 9).await;
+    let quiet = enrolled(&controller, "quiet", 10).await;
+    let mut invented = ppn_heartbeat("chatty", "127.0.0.1", 9);
+    for i in 0..300 {
+        invented[format!("inventedField{i}")] = json!(i);
+    }
+    let (status, answer) =
+        post_json(&chatty, &controller.url("/v1/nodes/heartbeat"), &invented).await;
+    assert_eq!(status, 200, "{answer}");
+    let mut body = ppn_heartbeat("quiet", "127.0.0.1", 10);
+    body["quietNodesNewField"] = json!(1);
+    let (status, answer) = post_json(&quiet, &controller.url("/v1/nodes/heartbeat"), &body).await;
+    assert_eq!(status, 200, "{answer}");
+    eventually(
+        "the quiet node's unknown field in the log",
+        std::time::Duration::from_secs(10),
+        || async {
+            controller
+                .log()
+                .contains("quietNodesNewField")
+                .then_some(())
+        },
+    )
+    .await;
+    let log = controller.log();
+    let chatty_lines = log.matches("inventedField").count();
+    assert!(
+        (1..=64).contains(&chatty_lines),
+        "the chatty node's fields took {chatty_lines} lines"
+    );
+    assert!(
+        log.contains("node quiet"),
+        "the line names the node it came from"
+    );
+}

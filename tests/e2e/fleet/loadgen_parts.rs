@@ -68,8 +68,16 @@ mod bodies {
             let body = fleetwire_loadgen::bodies::heartbeat_body(7, vms);
             let hb: fleetwire_types::NodeHeartbeat = fleetwire_types::read_strict(&body).unwrap();
             assert_eq!(hb.vms.len(), vms);
-            assert_eq!(hb.wg_ip.0, std::net::Ipv4Addr::LOCALHOST);
+            assert_eq!(hb.wg_ip.0.to_string(), "127.0.0.8");
         }
+    }
+
+    #[test]
+    fn every_simulated_node_has_an_address_of_its_own() {
+        let addresses: std::collections::HashSet<String> =
+            (0..70_000).map(fleetwire_loadgen::bodies::address).collect();
+        assert_eq!(addresses.len(), 70_000);
+        assert_eq!(fleetwire_loadgen::bodies::address(0), "127.0.0.1");
     }
 
     #[test]

@@ -182,3 +182,148 @@ async fn an_agent_enrolls_with_a_token_is_placed_on_over_mtls_and_rotates_its_ce
         assert!(!log.contains("PRIVATE KEY"), "a key in a log");
     }
 }
+
+/// The issuer of the first certificate of a PEM file, and the subject of another's.
+fn issuer_and_subject(cert: &std::path::Path, ca: &std::path::Path) -> (String, String) {
+    let read = |path: &std::path::Path| std::fs::read(path).unwrap();
+    let cert = read(cert);
+    let ca = read(ca);
+    let (_, cert) = x509_parser::pem::parse_x509_pem(&cert).unwrap();
+    let (_, ca) = x509_parser::pem::parse_x509_pem(&ca).unwrap();
+    (
+        cert.parse_x509().unwrap().issuer().to_string(),
+        ca.parse_x509().unwrap().subject().to_string(),
+    )
+}
+
+/// A fleet whose CA directory holds one CA for everything, as releases before the node CA had
+/// it (`ca.pem` signing the nodes too), keeps working when its controller is upgraded (issue
+/// 28; docs/security.md, "Upgrading a fleet of one CA"): the controller creates the node CA
+/// beside `ca.pem` and keeps `ca.pem` as the fleet CA; the agent's certificate from `ca.pem` is
+/// still taken; machines are placed through the agent before and after it renews into a
+/// certificate of the node CA, with no step on the node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_enrolled_under_one_ca_keeps_working_when_the_node_ca_is_created() {
+    let temp = tempfile::tempdir().unwrap();
+    let data = temp.path().join("controller");
+    let ca_dir = data.join("ca");
+    // The older layout: one CA, signing the nodes and the controller alike.
+    let init = fleetwire()
+        .args(["ca", "init", "--dir"])
+        .arg(&ca_dir)
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    std::fs::copy(ca_dir.join("ca.pem"), ca_dir.join("node-ca.pem")).unwrap();
+    std::fs::copy(ca_dir.join("ca.key"), ca_dir.join("node-ca.key")).unwrap();
+    let fleet_ca = std::fs::read(ca_dir.join("ca.pem")).unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    // Node certificates of 30 s: the agent renews them 20 s in.
+    let args = [
+        "--listen",
+        listen.as_str(),
+        "--cert-validity",
+        "30s",
+        "--disk-cordon-below",
+        "1",
+        "--disk-uncordon-above",
+        "2",
+    ];
+    let controller = ControllerProcess::start_secure_in(&data, &args);
+    let token = token_create(&controller, "node-1");
+    let node_dir = temp.path().join("node");
+    std::fs::create_dir_all(&node_dir).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let path = node_dir.join("bootstrap-token");
+        std::fs::write(&path, format!("{token}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let port = free_port();
+    let _agent = Running::spawn(&mut secure_agent(&controller, &node_dir, port));
+    let admin = controller.admin_api();
+    eventually("the node to be ready", Duration::from_secs(30), || async {
+        let (status, node) = get_node(&admin, "node-1").await;
+        (status == 200 && node["status"] == "ready").then_some(())
+    })
+    .await;
+    let state = node_dir.join("state");
+    let (issuer, fleet) = issuer_and_subject(&state.join("node.crt"), &ca_dir.join("ca.pem"));
+    assert_eq!(issuer, fleet, "enrolled under the one CA");
+
+    // The upgrade: the controller stops, the CA directory is as the older release left it
+    // (no node CA), and the controller starts again on it.
+    drop(admin);
+    drop(controller);
+    std::fs::remove_file(ca_dir.join("node-ca.pem")).unwrap();
+    std::fs::remove_file(ca_dir.join("node-ca.key")).unwrap();
+    let controller = ControllerProcess::start_secure_in(&data, &args);
+    assert!(
+        controller.log().contains("created the node CA"),
+        "{}",
+        controller.log()
+    );
+    assert_eq!(
+        std::fs::read(ca_dir.join("ca.pem")).unwrap(),
+        fleet_ca,
+        "ca.pem is kept"
+    );
+    let admin = controller.admin_api();
+    let place = |name: &str| {
+        let pid_file = node_dir.join(format!("{name}.pid"));
+        let command = format!("echo $$ > {}; exec sleep 600", pid_file.display());
+        let request: CreateVmRequest = typed(&json!({
+            "vm_id": name, "vm_type": "process", "ram_mb": 64, "vcpu_count": 1,
+            "command": ["/bin/sh", "-c", command]
+        }));
+        (request, pid_file)
+    };
+    // Before its renewal: the agent's certificate from ca.pem is taken, both ways.
+    eventually(
+        "a heartbeat to the upgraded controller",
+        Duration::from_secs(20),
+        || async {
+            let (status, node) = get_node(&admin, "node-1").await;
+            (status == 200 && node["status"] == "ready").then_some(())
+        },
+    )
+    .await;
+    let (request, pid_file) = place("before-renewal");
+    admin.create_vm(&request).await.unwrap();
+    eventually(
+        "the first tenant to run",
+        Duration::from_secs(20),
+        || async { std::fs::read_to_string(&pid_file).ok().map(|_| ()) },
+    )
+    .await;
+    // After it: a certificate of the node CA, and the agent is still placed on.
+    eventually(
+        "the agent's certificate from the node CA",
+        Duration::from_secs(40),
+        || async {
+            let (issuer, node_ca) =
+                issuer_and_subject(&state.join("node.crt"), &ca_dir.join("node-ca.pem"));
+            (issuer == node_ca).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        std::fs::read(state.join("ca.crt")).unwrap(),
+        fleet_ca,
+        "the agent still pins ca.pem"
+    );
+    let (request, pid_file) = place("after-renewal");
+    admin.create_vm(&request).await.unwrap();
+    eventually(
+        "the second tenant to run",
+        Duration::from_secs(20),
+        || async { std::fs::read_to_string(&pid_file).ok().map(|_| ()) },
+    )
+    .await;
+    let (_, node) = get_node(&admin, "node-1").await;
+    assert_eq!(node["status"], "ready", "{node}");
+}

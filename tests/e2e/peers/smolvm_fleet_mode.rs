@@ -153,8 +153,12 @@ fn fleet_mode_serves_the_agent_and_the_controller_over_mtls_with_the_certificate
     );
     assert_eq!(
         std::fs::read_to_string(&ca).unwrap(),
-        std::fs::read_to_string(ca_dir.join("ca.pem")).unwrap(),
-        "smolvm trusts the controller's node CA"
+        format!(
+            "{}{}",
+            std::fs::read_to_string(ca_dir.join("ca.pem")).unwrap(),
+            std::fs::read_to_string(ca_dir.join("node-ca.pem")).unwrap()
+        ),
+        "smolvm trusts the fleet CA (the controller's certificate) and the node CA (the agent's)"
     );
 
     // Before smolvm runs, the controller explains why it has no engine version yet.

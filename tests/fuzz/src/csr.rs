@@ -1,4 +1,4 @@
-//! Target 3: the controller's CSR path, `NodeCa::sign` (what a registration's `csr_pem` goes
+//! Target 3: the controller's CSR path, `FleetCa::sign` (what a registration's `csr_pem` goes
 //! through: the PEM and the request parsed, the key's strength, the signature, the signing).
 //!
 //! The first input byte picks how the rest is given: even, as the PEM text itself (the PEM
@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use base64::Engine;
-use fleetwire::controller::trust::certs::NodeCa;
+use fleetwire::controller::trust::certs::FleetCa;
 use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::{FromDer, X509Certificate};
 use x509_parser::public_key::PublicKey;
@@ -34,7 +34,7 @@ const VALIDITY: Duration = Duration::from_secs(86_400);
 
 struct Ca {
     _dir: tempfile::TempDir,
-    ca: NodeCa,
+    ca: FleetCa,
     subject_der: Vec<u8>,
 }
 
@@ -42,8 +42,9 @@ fn ca() -> &'static Ca {
     static CA: OnceLock<Ca> = OnceLock::new();
     CA.get_or_init(|| {
         let dir = tempfile::tempdir().expect("a scratch directory");
-        let ca = NodeCa::open_or_create(dir.path(), VALIDITY).expect("a node CA");
-        let (_, pem) = x509_parser::pem::parse_x509_pem(ca.ca_pem().as_bytes()).expect("CA PEM");
+        let ca = FleetCa::open_or_create(dir.path(), VALIDITY).expect("a node CA");
+        let (_, pem) =
+            x509_parser::pem::parse_x509_pem(ca.node_ca_pem().as_bytes()).expect("CA PEM");
         let cert = pem.parse_x509().expect("the CA certificate");
         let subject_der = cert.subject().as_raw().to_vec();
         Ca {

@@ -20,6 +20,13 @@ pub fn node_id(index: usize) -> String {
     format!("load-{index:07}")
 }
 
+/// Simulated node `index`'s address: its own on the loopback network (127.0.0.0/8), as node
+/// addresses are unique among nodes (docs/security.md); nothing is ever sent to it.
+pub fn address(index: usize) -> String {
+    let n = index + 1;
+    format!("127.{}.{}.{}", (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff)
+}
+
 /// A heartbeat body for simulated node `index`, the PPN fields plus fleetwire's.
 pub fn heartbeat_body(index: usize, vms: usize) -> Bytes {
     let node_id = node_id(index);
@@ -34,8 +41,7 @@ pub fn heartbeat_body(index: usize, vms: usize) -> Bytes {
         .collect();
     let body = serde_json::json!({
         "node_id": node_id,
-        // Simulated nodes claim the loopback address: nothing is ever sent to them.
-        "wg_ip": "127.0.0.1",
+        "wg_ip": address(index),
         "hostname": format!("host-{index}"),
         "ram_total_mb": 65536, "ram_used_mb": RAM_USED_MIN + (index % 1024) as u64,
         "cpu_cores": 16, "cpu_load_pct": 12.5, "kvm_available": index.is_multiple_of(2),
@@ -64,7 +70,7 @@ pub fn register_body(index: usize, csr_pem: &str) -> Bytes {
     let body = serde_json::json!({
         "node_id": node_id(index),
         "hostname": format!("host-{index}"),
-        "wg_ip": "127.0.0.1",
+        "wg_ip": address(index),
         "spawn_port": 9204,
         "csr_pem": csr_pem,
         "total_cpus": 16, "total_memory_mb": 65536, "total_disk_gb": 1000,

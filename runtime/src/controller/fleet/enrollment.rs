@@ -13,7 +13,7 @@ use fleetwire_types::{
 
 use crate::controller::rules::nodes;
 use crate::controller::shared::Controller;
-use crate::controller::table::node_state::WhenStored;
+use crate::controller::table::node_state::{NodeState, WhenStored};
 use crate::controller::table::node_table::DirtyNode;
 use crate::controller::trust::certs::CsrRejected;
 use crate::controller::trust::node_identity::{self, NodeCaller, NodeIdentityError};
@@ -49,6 +49,9 @@ pub enum EnrollmentError {
     /// The node id is reserved (`ids::reserved_node_id`).
     #[error("not a valid RegisterNodeRequest: /node_id: {node_id:?} is reserved: {why}")]
     ReservedNodeId { node_id: String, why: &'static str },
+    /// mTLS mode: another node's record holds the agent endpoint the registration names.
+    #[error("not a valid RegisterNodeRequest: /spawn_port: the agent endpoint {endpoint} is node {holder:?}'s, and node addresses are unique among nodes: use another port (or address), or unenroll {holder:?} first (DELETE /v1/nodes/{holder})")]
+    EndpointTaken { endpoint: String, holder: String },
     /// The signing or token task did not finish.
     #[error("the signing task failed: {0}")]
     SigningTask(#[source] tokio::task::JoinError),
@@ -138,6 +141,18 @@ pub async fn register(
             why,
         });
     }
+    if controller
+        .ca
+        .as_ref()
+        .is_some_and(|ca| ca.is_controller_name(request.node_id.as_str()))
+    {
+        return Err(EnrollmentError::ReservedNodeId {
+            node_id: request.node_id.to_string(),
+            why: "it is a name of the controller's server certificate (--tls-name)",
+        });
+    }
+    // Before the CSR is signed and the token spent; checked again as it is applied.
+    claim_endpoint(controller, &request)?;
     if !runtimes::is_known(&request.runtime) {
         return Err(EnrollmentError::UnknownRuntime {
             runtime: request.runtime.as_str().to_string(),
@@ -171,6 +186,10 @@ pub async fn register(
     let probe = request.smolvm_address.is_some();
     let now = Instant::now();
     let received = Timestamp::now();
+    // From the last check of the endpoint to its record: one registration at a time, so two
+    // registrations racing for one endpoint cannot both take it.
+    let claims = controller.endpoint_claims.lock();
+    claim_endpoint(controller, &request)?;
     let (slot, new) = match credential {
         // A renewal never brings back a node unenrolled since its certificate was checked.
         Credential::Certificate(serial) => match controller.table.get(&node_id) {
@@ -222,6 +241,7 @@ pub async fn register(
         let change = controller.node_changed(node, &mut state, WhenStored::BeforeAnswer);
         (state.record.clone(), outcome, change)
     };
+    drop(claims);
     change.stored().await?;
     tracing::info!(
         node_id,
@@ -244,6 +264,68 @@ pub async fn register(
         cert_pem,
         node: record,
     })
+}
+
+/// Whether `token` may still enroll some node (well formed, known, unused, unexpired),
+/// changing nothing: asked from the request's head, before the body names the node.
+pub async fn admit_token(controller: &Arc<Controller>, token: &str) -> Result<(), EnrollmentError> {
+    // No node id is empty (the schema's NodeId), so a token refused only as bound to another
+    // node passed every other check.
+    match with_tokens(controller, token, "", |tokens, token, node_id, now| {
+        tokens.check(token, node_id, now)
+    })
+    .await
+    {
+        Ok(_) | Err(EnrollmentError::Token(TokenRefusal::OtherNode { .. })) => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
+/// mTLS mode: the node other than `node_id` whose record holds the agent endpoint
+/// `wg_ip:spawn_port`, if any (node addresses are unique among nodes, docs/security.md).
+/// `None` at once when `node_id` itself holds it (a restart or a renewal).
+fn endpoint_holder(
+    controller: &Controller,
+    node_id: &str,
+    wg_ip: std::net::Ipv4Addr,
+    spawn_port: u16,
+) -> Option<String> {
+    let holds = |state: &NodeState| {
+        state.record.wg_ip.0 == wg_ip && state.record.spawn_port.0.get() == spawn_port
+    };
+    if controller
+        .table
+        .get(node_id)
+        .is_some_and(|slot| holds(&slot.lock()))
+    {
+        return None;
+    }
+    let mut holder = None;
+    controller.table.for_each(|id, state| {
+        if holder.is_none() && id != node_id && holds(state) {
+            holder = Some(id.to_string());
+        }
+    });
+    holder
+}
+
+/// [`endpoint_holder`] as the refusal, in mTLS mode.
+fn claim_endpoint(
+    controller: &Controller,
+    request: &RegisterNodeRequest,
+) -> Result<(), EnrollmentError> {
+    if controller.settings.plain_http {
+        return Ok(());
+    }
+    let wg_ip = request.wg_ip.0;
+    let spawn_port = request.spawn_port.0.get();
+    match endpoint_holder(controller, request.node_id.as_str(), wg_ip, spawn_port) {
+        Some(holder) => Err(EnrollmentError::EndpointTaken {
+            endpoint: format!("{wg_ip}:{spawn_port}"),
+            holder,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Whether `token` would enroll `node_id`, changing nothing.

@@ -18,9 +18,10 @@ pub async fn answer(
     controller: &Controller,
     body: &[u8],
     presented: Option<&PeerIdentity>,
+    caller: &str,
 ) -> Result<Response, ApiFailure> {
     let started = std::time::Instant::now();
-    let (heartbeat, rejected) = heartbeat_entries::read(body)?;
+    let (heartbeat, rejected) = heartbeat_entries::read(body, caller)?;
     controller
         .metrics
         .heartbeat_phases

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, RawQuery, Request, State};
+use axum::extract::{FromRequestParts, Path, RawQuery, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
@@ -62,11 +62,34 @@ fn node_not_found(node_id: &str) -> ApiFailure {
     ApiFailure::not_found(format!("no node with id {node_id:?}"))
 }
 
+/// A registration's bearer token, judged from the request's head before its body is read
+/// (issue 28; docs/security.md, "Every request is somebody"): in mTLS mode it must be a
+/// bootstrap token that may still enroll a node. Which node is checked once the body is read.
+pub struct RegistrationAdmitted;
+
+impl FromRequestParts<Arc<Controller>> for RegistrationAdmitted {
+    type Rejection = ApiFailure;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        controller: &Arc<Controller>,
+    ) -> Result<RegistrationAdmitted, ApiFailure> {
+        match operator_access::bearer(&parts.headers) {
+            Some(token) if !controller.settings.plain_http => {
+                enrollment::admit_token(controller, token).await?;
+                Ok(RegistrationAdmitted)
+            }
+            _ => Ok(RegistrationAdmitted),
+        }
+    }
+}
+
 /// `POST /v1/nodes/register`
 pub async fn register_node(
     State(controller): Shared,
     peer: Option<Extension<Peer>>,
     headers: HeaderMap,
+    _admitted: RegistrationAdmitted,
     Valid(request): Valid<RegisterNodeRequest>,
 ) -> Result<Json<RegisterNodeResponse>, ApiFailure> {
     let presented = peer.as_ref().and_then(|p| p.identity.as_deref());
@@ -134,6 +157,7 @@ pub async fn heartbeat(controller: &Controller, request: Request) -> Response {
         .extensions()
         .get::<Peer>()
         .and_then(|peer| peer.identity.clone());
+    let caller = crate::unknown_fields::Caller::of(request.extensions());
     // mTLS mode: a caller without a node certificate is refused before its body is read
     // (issue 28); whether it is the body's node, and its current certificate, is checked on.
     if !controller.settings.plain_http
@@ -145,7 +169,7 @@ pub async fn heartbeat(controller: &Controller, request: Request) -> Response {
         Ok(body) => body,
         Err(failure) => return failure.into_response(),
     };
-    heartbeat_answer::answer(controller, &body, presented.as_deref())
+    heartbeat_answer::answer(controller, &body, presented.as_deref(), &caller)
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }

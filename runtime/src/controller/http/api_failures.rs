@@ -125,6 +125,19 @@ impl From<EnrollmentError> for ApiFailure {
             EnrollmentError::ReservedNodeId { node_id, why } => {
                 ApiFailure::reserved_node_id("RegisterNodeRequest", &node_id, why)
             }
+            EnrollmentError::EndpointTaken { .. } => {
+                let mut failure =
+                    ApiFailure::new(StatusCode::CONFLICT, ApiErrorCode::Conflict, &message);
+                failure.body.violations = vec![Violation {
+                    instance_path: "/spawn_port".parse().expect("a JSON pointer"),
+                    schema_path: "/$defs/RegisterNodeRequest/properties/spawn_port"
+                        .parse()
+                        .expect("a JSON pointer"),
+                    keyword: "x-fleetwire-unique".into(),
+                    message,
+                }];
+                failure
+            }
             EnrollmentError::SigningTask(_) => ApiFailure::internal(message),
             EnrollmentError::Store(error) => error.into(),
         }

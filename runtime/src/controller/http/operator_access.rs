@@ -18,6 +18,7 @@ use crate::controller::trust::operator_tokens::OperatorScope;
 use crate::fleet_identity::PeerIdentity;
 use crate::http::ApiFailure;
 use crate::tls_server::Peer;
+use crate::unknown_fields::Caller;
 
 /// Who may call a route: the API document's `x-fleetwire-access`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,21 +139,27 @@ pub fn authorize(
 /// each change an operator makes, by the token's name (never the token).
 pub async fn require(
     State((controller, access)): State<(Arc<Controller>, Access)>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let peer = request.extensions().get::<Peer>();
     match authorize(&controller, access, request.headers(), peer) {
-        Ok(Some(operator)) if access == Access::Admin => {
-            tracing::info!(
-                operator,
-                method = %request.method(),
-                path = request.uri().path(),
-                "operator request"
-            );
+        Ok(Some(operator)) => {
+            if access == Access::Admin {
+                tracing::info!(
+                    operator,
+                    method = %request.method(),
+                    path = request.uri().path(),
+                    "operator request"
+                );
+            }
+            // The log lines its body's unknown fields cost are the operator's.
+            request
+                .extensions_mut()
+                .insert(Caller(Arc::from(format!("operator {operator}"))));
             next.run(request).await
         }
-        Ok(_) => next.run(request).await,
+        Ok(None) => next.run(request).await,
         Err(failure) => failure.into_response(),
     }
 }

@@ -19,14 +19,18 @@ use crate::http::ApiFailure;
 pub const MAX_KEPT: usize = 64;
 
 /// A heartbeat read from `bytes` (with the unknown fields it carried, already counted and
-/// logged), and the entries of its `vms` that were set aside (all of them, in order; the
+/// logged, charged to `caller`: `unknown_fields::Caller`), and the entries of its `vms` that
+/// were set aside (all of them, in order; the
 /// caller keeps the first [`MAX_KEPT`]).
-pub fn read(bytes: &[u8]) -> Result<(Accepted<NodeHeartbeat>, Vec<RejectedVm>), ApiFailure> {
+pub fn read(
+    bytes: &[u8],
+    caller: &str,
+) -> Result<(Accepted<NodeHeartbeat>, Vec<RejectedVm>), ApiFailure> {
     let (heartbeat, rejected) = match fleetwire_types::read::<NodeHeartbeat>(bytes) {
         Ok(heartbeat) => (heartbeat, Vec::new()),
         Err(rejection) => set_aside(bytes, rejection)?,
     };
-    crate::unknown_fields::note(&heartbeat, "request body");
+    crate::unknown_fields::note(&heartbeat, caller);
     Ok((heartbeat, rejected))
 }
 
@@ -170,7 +174,7 @@ mod tests {
 
     #[test]
     fn a_valid_heartbeat_sets_nothing_aside() {
-        let (hb, rejected) = read(&heartbeat(json!([vm("a.b-1764600000")]))).unwrap();
+        let (hb, rejected) = read(&heartbeat(json!([vm("a.b-1764600000")])), "test").unwrap();
         assert_eq!(hb.value.vms.len(), 1);
         assert!(rejected.is_empty());
     }
@@ -181,7 +185,7 @@ mod tests {
         let mut no_state = vm("ok-2");
         no_state.as_object_mut().unwrap().remove("state");
         let body = heartbeat(json!([vm("ok-1"), vm(&long), no_state, vm("bad\nid"), 7]));
-        let (hb, rejected) = read(&body).unwrap();
+        let (hb, rejected) = read(&body, "test").unwrap();
         let kept: Vec<&str> = hb.value.vms.iter().map(|v| v.vm_id.as_str()).collect();
         assert_eq!(kept, ["ok-1"]);
         let indexes: Vec<u32> = rejected.iter().map(|r| r.index).collect();
@@ -211,7 +215,7 @@ mod tests {
         let mut body: Value =
             serde_json::from_slice(&heartbeat(json!([vm(&"x".repeat(200))]))).unwrap();
         body["node_id"] = json!("bad id");
-        let failure = read(&serde_json::to_vec(&body).unwrap()).unwrap_err();
+        let failure = read(&serde_json::to_vec(&body).unwrap(), "test").unwrap_err();
         assert_eq!(failure.status, 400);
         assert!(failure
             .body
@@ -220,14 +224,14 @@ mod tests {
             .any(|v| v.instance_path.as_str() == "/node_id"));
         body["node_id"] = json!("n1");
         body["vms"] = json!("not an array");
-        assert!(read(&serde_json::to_vec(&body).unwrap()).is_err());
-        assert!(read(b"{").is_err());
+        assert!(read(&serde_json::to_vec(&body).unwrap(), "test").is_err());
+        assert!(read(b"{", "test").is_err());
     }
 
     #[test]
     fn positions_among_the_kept_entries_map_back_to_the_heartbeat_as_sent() {
         let body = heartbeat(json!([vm("k0"), 7, vm("k1"), 8, 9, vm("k2")]));
-        let (hb, rejected) = read(&body).unwrap();
+        let (hb, rejected) = read(&body, "test").unwrap();
         let sent: Vec<usize> = (0..hb.value.vms.len())
             .map(|kept| original_index(kept, &rejected))
             .collect();

@@ -1,14 +1,28 @@
-//! The node CA: signs the CSR a node sends at registration as the node's mTLS server
-//! certificate. Like kubelet TLS bootstrapping, only the CSR's public key is used: the subject
-//! and subject alternative names come from the validated node id and addresses, the
-//! certificate is never a CA, its validity is bounded and its serial random.
+//! The fleet's two CAs (docs/security.md, "Identities"), as Kubernetes keeps separate CAs:
 //!
-//! A node certificate serves on every side of the node (docs/security.md): the agent presents
-//! it to the controller and to smolvm's fleet-mode port, and serves it on its local API (as
-//! smolvm does on its mTLS port), so it carries both the serverAuth and the clientAuth usage.
-//! The controller issues itself a client certificate, to call the agents and probe the
-//! runtimes, and its HTTPS server certificate; both are kept in memory only and renewed while
-//! it runs. The subject's organization says which kind a certificate is (`fleet_identity`).
+//! - the **controller CA** (`ca.pem`, `ca.key`): signs only the controller's own certificates
+//!   (its HTTPS server certificate, and its client certificate towards the agents and
+//!   runtimes). It is the fleet CA that operators (`curl --cacert`, the operator config) and
+//!   nodes (`VM_FLEET_CA_FILE`, pinned at enrollment) trust, so nothing it validates is a node;
+//! - the **node CA** (`node-ca.pem`, `node-ca.key`): signs the CSR a node sends at registration
+//!   as the node's certificate, and nothing else. Only the controller trusts it (for its node
+//!   routes and the agents it calls); a node learns it as the issuer after its certificate in
+//!   the chain the controller sends, for smolvm's fleet mode.
+//!
+//! A CA directory from a release that had one CA for both (`ca.pem` signing nodes too) is
+//! migrated by opening it: the node CA is created next to it, and certificates the nodes hold
+//! from `ca.pem` are still taken for them until they are renewed (the controller checks each
+//! node's current serial, so a renewal retires the old one).
+//!
+//! Like kubelet TLS bootstrapping, only the CSR's public key is used: the subject and subject
+//! alternative names come from the validated node id and addresses (never loopback,
+//! unspecified, nor the controller's own addresses), the certificate is never a CA, its
+//! validity is bounded and its serial random. A node certificate serves on every side of the
+//! node: the agent presents it to the controller and to smolvm's fleet-mode port, and serves
+//! it on its local API (as smolvm does on its mTLS port), so it carries both the serverAuth and
+//! the clientAuth usage. The controller's own certificates are kept in memory only and renewed
+//! while it runs. The subject's organization says which kind a certificate is
+//! (`fleet_identity`).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
@@ -25,8 +39,12 @@ use x509_parser::public_key::PublicKey;
 
 use crate::fleet_identity::{serial_hex, CONTROLLER_ORGANIZATION, NODE_ORGANIZATION};
 
+/// The controller CA: the fleet CA operators and nodes are given.
 const CA_CERT_FILE: &str = "ca.pem";
 const CA_KEY_FILE: &str = "ca.key";
+/// The node CA.
+const NODE_CA_CERT_FILE: &str = "node-ca.pem";
+const NODE_CA_KEY_FILE: &str = "node-ca.key";
 /// The CA's own validity.
 const CA_VALIDITY: time::Duration = time::Duration::days(3650);
 /// Tolerated clock skew between the controller and its nodes.
@@ -40,20 +58,100 @@ fn backdate(validity: time::Duration) -> time::Duration {
     BACKDATE.min(validity / 10)
 }
 
-pub struct NodeCa {
+/// One CA: its key (as rcgen signs with it) and its certificate, PEM.
+struct Authority {
     issuer: Issuer<'static, KeyPair>,
-    ca_pem: String,
+    pem: String,
+}
+
+impl Authority {
+    /// Opens the CA of `cert_file` and `key_file` in `dir`, creating its key and self-signed
+    /// certificate (named `common_name`) when missing. Whether it was created.
+    fn open_or_create(
+        dir: &Path,
+        cert_file: &str,
+        key_file: &str,
+        common_name: &str,
+    ) -> anyhow::Result<(Authority, bool)> {
+        let cert_path = dir.join(cert_file);
+        let key_path = dir.join(key_file);
+        if cert_path.exists() {
+            let pem = std::fs::read_to_string(&cert_path)
+                .with_context(|| format!("reading {}", cert_path.display()))?;
+            let key_pem = std::fs::read_to_string(&key_path)
+                .with_context(|| format!("reading {}", key_path.display()))?;
+            let key = KeyPair::from_pem(&key_pem)
+                .with_context(|| format!("{} is not a private key", key_path.display()))?;
+            let issuer = Issuer::from_ca_cert_pem(&pem, key)
+                .with_context(|| format!("{} is not a CA certificate", cert_path.display()))?;
+            return Ok((Authority { issuer, pem }, false));
+        }
+        crate::atomic_file::create_private_dir(dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
+        // The key is written first: a key without its certificate is a creation that stopped
+        // half way, finished now with the same key.
+        let key = match std::fs::read_to_string(&key_path) {
+            Ok(pem) => KeyPair::from_pem(&pem)
+                .with_context(|| format!("{} is not a private key", key_path.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let key = KeyPair::generate().context("generating the CA key")?;
+                write_private(&key_path, key.serialize_pem().as_bytes())?;
+                key
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("reading {}", key_path.display()));
+            }
+        };
+        let mut params = CertificateParams::default();
+        let mut name = DistinguishedName::new();
+        name.push(DnType::CommonName, common_name);
+        params.distinguished_name = name;
+        params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let now = OffsetDateTime::now_utc();
+        params.not_before = now - BACKDATE;
+        params.not_after = now + CA_VALIDITY;
+        params.serial_number = Some(random_serial().0);
+        let cert = params
+            .self_signed(&key)
+            .with_context(|| format!("self-signing {common_name}"))?;
+        let pem = cert.pem();
+        write_file(&cert_path, pem.as_bytes())?;
+        Ok((
+            Authority {
+                issuer: Issuer::new(params, key),
+                pem,
+            },
+            true,
+        ))
+    }
+}
+
+/// The fleet's CAs, and what the node CA may name.
+pub struct FleetCa {
+    controller: Authority,
+    node: Authority,
     validity: time::Duration,
     /// How long the controller's own certificates last ([`CONTROLLER_CERT_VALIDITY`] unless
     /// `--own-cert-validity` says otherwise).
     controller_validity: Duration,
+    /// The controller's own addresses (its server certificate's): never in a node certificate.
+    controller_ips: Vec<IpAddr>,
+    /// The DNS names `--tls-name` gave the controller's server certificate: never a node id.
+    controller_dns: Vec<String>,
     dir: PathBuf,
 }
 
 /// A certificate issued to a node.
 #[derive(Debug, Clone)]
 pub struct IssuedCert {
+    /// The node's certificate, then the node CA's (its issuer, for smolvm's fleet mode).
     pub cert_pem: String,
+    /// The fleet CA (the controller CA) the node pins.
     pub ca_pem: String,
     /// Lower-case hex, as the schema's `CertSerial`.
     pub serial_hex: String,
@@ -80,69 +178,35 @@ pub enum CsrRejected {
     Signing(String),
 }
 
-impl NodeCa {
-    /// Opens the CA in `dir`, creating the directory, key and self-signed certificate on first
-    /// use. Issued certificates are valid for `validity`.
-    pub fn open_or_create(dir: &Path, validity: Duration) -> anyhow::Result<NodeCa> {
-        let cert_path = dir.join(CA_CERT_FILE);
-        let key_path = dir.join(CA_KEY_FILE);
+impl FleetCa {
+    /// Opens the CAs in `dir`, creating the directory, keys and self-signed certificates on
+    /// first use, and the node CA beside a controller CA of an older release (see the module's
+    /// comment). Issued certificates are valid for `validity`.
+    pub fn open_or_create(dir: &Path, validity: Duration) -> anyhow::Result<FleetCa> {
         let validity = time::Duration::try_from(validity).context("certificate validity")?;
-        if cert_path.exists() {
-            let ca_pem = std::fs::read_to_string(&cert_path)
-                .with_context(|| format!("reading {}", cert_path.display()))?;
-            let key_pem = std::fs::read_to_string(&key_path)
-                .with_context(|| format!("reading {}", key_path.display()))?;
-            let key = KeyPair::from_pem(&key_pem)
-                .with_context(|| format!("{} is not a private key", key_path.display()))?;
-            let issuer = Issuer::from_ca_cert_pem(&ca_pem, key)
-                .with_context(|| format!("{} is not a CA certificate", cert_path.display()))?;
-            return Ok(NodeCa {
-                issuer,
-                ca_pem,
-                validity,
-                controller_validity: CONTROLLER_CERT_VALIDITY,
-                dir: dir.to_path_buf(),
-            });
+        let (controller, created) =
+            Authority::open_or_create(dir, CA_CERT_FILE, CA_KEY_FILE, "fleetwire controller CA")?;
+        let (node, node_created) = Authority::open_or_create(
+            dir,
+            NODE_CA_CERT_FILE,
+            NODE_CA_KEY_FILE,
+            "fleetwire node CA",
+        )?;
+        match (created, node_created) {
+            (true, _) => tracing::info!(dir = %dir.display(), "fleet CAs created"),
+            (false, true) => tracing::warn!(
+                dir = %dir.display(),
+                "created the node CA ({NODE_CA_CERT_FILE}): node certificates are issued by it from now on, and {CA_CERT_FILE} signs only the controller's; certificates nodes hold from {CA_CERT_FILE} are taken until they are renewed"
+            ),
+            (false, false) => {}
         }
-        crate::atomic_file::create_private_dir(dir)
-            .with_context(|| format!("creating {}", dir.display()))?;
-        // The key is written first: a key without its certificate is a creation that stopped
-        // half way, finished now with the same key.
-        let key = match std::fs::read_to_string(&key_path) {
-            Ok(pem) => KeyPair::from_pem(&pem)
-                .with_context(|| format!("{} is not a private key", key_path.display()))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let key = KeyPair::generate().context("generating the CA key")?;
-                write_private(&key_path, key.serialize_pem().as_bytes())?;
-                key
-            }
-            Err(e) => {
-                return Err(e).with_context(|| format!("reading {}", key_path.display()));
-            }
-        };
-        let mut params = CertificateParams::default();
-        let mut name = DistinguishedName::new();
-        name.push(DnType::CommonName, "fleetwire node CA");
-        params.distinguished_name = name;
-        params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let now = OffsetDateTime::now_utc();
-        params.not_before = now - BACKDATE;
-        params.not_after = now + CA_VALIDITY;
-        params.serial_number = Some(random_serial().0);
-        let cert = params.self_signed(&key).context("self-signing the CA")?;
-        let ca_pem = cert.pem();
-        write_file(&cert_path, ca_pem.as_bytes())?;
-        tracing::info!(dir = %dir.display(), "node CA created");
-        Ok(NodeCa {
-            issuer: Issuer::new(params, key),
-            ca_pem,
+        Ok(FleetCa {
+            controller,
+            node,
             validity,
             controller_validity: CONTROLLER_CERT_VALIDITY,
+            controller_ips: Vec::new(),
+            controller_dns: Vec::new(),
             dir: dir.to_path_buf(),
         })
     }
@@ -151,23 +215,67 @@ impl NodeCa {
         &self.dir
     }
 
+    /// The fleet CA: the controller CA's certificate, which operators and nodes trust.
     pub fn ca_pem(&self) -> &str {
-        &self.ca_pem
+        &self.controller.pem
     }
 
-    /// The SHA-256 of the CA certificate's DER, as `openssl x509 -fingerprint -sha256` writes
-    /// it: for an operator to check the CA a node was given.
-    pub fn fingerprint_sha256(&self) -> String {
-        let der = x509_parser::pem::parse_x509_pem(self.ca_pem.as_bytes())
-            .map(|(_, pem)| pem.contents)
-            .unwrap_or_default();
-        let digest = ring::digest::digest(&ring::digest::SHA256, &der);
-        digest
-            .as_ref()
+    /// The node CA's certificate.
+    pub fn node_ca_pem(&self) -> &str {
+        &self.node.pem
+    }
+
+    /// What the controller trusts a node's certificate from: the node CA, and the controller
+    /// CA for certificates issued before the node CA existed (a node's current serial is
+    /// checked on every request, so a renewal retires them).
+    pub fn node_trust_pem(&self) -> String {
+        format!("{}{}", self.node.pem, self.controller.pem)
+    }
+
+    /// The same CAs, never naming an address of `names` (the controller's server
+    /// certificate's) in a node certificate, nor taking a DNS name of `tls_names`
+    /// (`--tls-name`) as a node id.
+    pub fn with_controller_names(mut self, names: &[ServerName], tls_names: &[String]) -> FleetCa {
+        self.controller_ips = names
             .iter()
-            .map(|b| format!("{b:02X}"))
-            .collect::<Vec<_>>()
-            .join(":")
+            .filter_map(|name| match name {
+                ServerName::Ip(ip) => Some(*ip),
+                ServerName::Dns(_) => None,
+            })
+            .collect();
+        self.controller_dns = tls_names
+            .iter()
+            .filter(|name| name.parse::<IpAddr>().is_err())
+            .cloned()
+            .collect();
+        self
+    }
+
+    /// Whether `node_id` is a DNS name `--tls-name` gave the controller's server certificate:
+    /// refused as a node id (`localhost` is refused as every reserved id is). This host's own
+    /// name is not: a fleet of one (`fleetwire up`) names its node after the host, and no
+    /// operator's trust anchor validates a node certificate, whatever it names.
+    pub fn is_controller_name(&self, node_id: &str) -> bool {
+        self.controller_dns
+            .iter()
+            .any(|name| name.eq_ignore_ascii_case(node_id))
+    }
+
+    /// The SHA-256 of the fleet CA certificate's DER, as `openssl x509 -fingerprint -sha256`
+    /// writes it: for an operator to check the CA a node was given.
+    pub fn fingerprint_sha256(&self) -> String {
+        fingerprint(&self.controller.pem)
+    }
+
+    /// The node CA's, as [`FleetCa::fingerprint_sha256`].
+    pub fn node_fingerprint_sha256(&self) -> String {
+        fingerprint(&self.node.pem)
+    }
+
+    /// Whether a node certificate may name `ip`: not loopback, not unspecified, not one of the
+    /// controller's own addresses, so that it can never pass for the controller by address.
+    fn may_name(&self, ip: Ipv4Addr) -> bool {
+        !ip.is_loopback() && !ip.is_unspecified() && !self.controller_ips.contains(&IpAddr::V4(ip))
     }
 
     /// Signs `csr_pem`'s public key for `node_id`, valid for `wg_ip` and `addresses` only.
@@ -218,9 +326,11 @@ impl NodeCa {
             vec![SanType::DnsName(node_id.to_string().try_into().map_err(
                 |e: rcgen::Error| CsrRejected::NodeIdNotDns(e.to_string()),
             )?)];
-        let mut ips = vec![wg_ip];
-        for ip in addresses {
-            if !ips.contains(ip) {
+        // The controller calls a node at its record's address and checks the certificate by
+        // the node id (`fleet_tls_client`), so an address left out costs the node nothing.
+        let mut ips = Vec::new();
+        for ip in std::iter::once(&wg_ip).chain(addresses) {
+            if !ips.contains(ip) && self.may_name(*ip) {
                 ips.push(*ip);
             }
         }
@@ -242,13 +352,13 @@ impl NodeCa {
         params.serial_number = Some(serial);
         params.use_authority_key_identifier_extension = true;
         let cert = params
-            .signed_by(&public_key, &self.issuer)
+            .signed_by(&public_key, &self.node.issuer)
             .map_err(|e| CsrRejected::Signing(e.to_string()))?;
         let not_after = chrono::DateTime::from_timestamp(params.not_after.unix_timestamp(), 0)
             .expect("a representable time");
         Ok(IssuedCert {
-            cert_pem: cert.pem(),
-            ca_pem: self.ca_pem.clone(),
+            cert_pem: format!("{}{}", cert.pem(), self.node.pem),
+            ca_pem: self.controller.pem.clone(),
             serial_hex,
             not_after,
         })
@@ -268,9 +378,9 @@ pub struct ControllerIdentity {
 /// years never serves an expired one.
 pub const CONTROLLER_CERT_VALIDITY: Duration = Duration::from_secs(30 * 24 * 3600);
 
-impl NodeCa {
-    /// The same CA, issuing the controller's own certificates for `validity`.
-    pub fn with_controller_validity(mut self, validity: Duration) -> NodeCa {
+impl FleetCa {
+    /// The same CAs, issuing the controller's own certificates for `validity`.
+    pub fn with_controller_validity(mut self, validity: Duration) -> FleetCa {
         self.controller_validity = validity;
         self
     }
@@ -333,7 +443,7 @@ impl NodeCa {
         params.serial_number = Some(random_serial().0);
         params.use_authority_key_identifier_extension = true;
         let cert = params
-            .signed_by(&key, &self.issuer)
+            .signed_by(&key, &self.controller.issuer)
             .with_context(|| format!("signing {what}"))?;
         Ok(ControllerIdentity {
             cert_pem: cert.pem(),
@@ -422,6 +532,20 @@ fn random_serial() -> (SerialNumber, String) {
     (SerialNumber::from_slice(&bytes), serial_hex(&bytes))
 }
 
+/// The SHA-256 of a PEM certificate's DER, colon-separated upper-case hex.
+fn fingerprint(pem: &str) -> String {
+    let der = x509_parser::pem::parse_x509_pem(pem.as_bytes())
+        .map(|(_, pem)| pem.contents)
+        .unwrap_or_default();
+    let digest = ring::digest::digest(&ring::digest::SHA256, &der);
+    digest
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     crate::atomic_file::write(path, bytes, 0o644)
         .with_context(|| format!("writing {}", path.display()))
@@ -453,7 +577,7 @@ mod tests {
     #[test]
     fn signs_only_the_key_with_our_subject_sans_and_bounds() {
         let dir = tempfile::tempdir().unwrap();
-        let ca = NodeCa::open_or_create(&dir.path().join("ca"), Duration::from_secs(86400 * 30))
+        let ca = FleetCa::open_or_create(&dir.path().join("ca"), Duration::from_secs(86400 * 30))
             .unwrap();
         let (csr, key) = csr_asking_for_too_much();
         let wg: Ipv4Addr = "10.0.0.7".parse().unwrap();
@@ -519,7 +643,7 @@ mod tests {
 
         // Re-opening uses the same CA; serials differ.
         let again =
-            NodeCa::open_or_create(&dir.path().join("ca"), Duration::from_secs(3600)).unwrap();
+            FleetCa::open_or_create(&dir.path().join("ca"), Duration::from_secs(3600)).unwrap();
         assert_eq!(again.ca_pem(), ca.ca_pem());
         let second = again.sign(&csr, "node-7", wg, &[]).unwrap();
         assert_ne!(second.serial_hex, issued.serial_hex);
@@ -537,7 +661,7 @@ mod tests {
     #[test]
     fn the_controller_client_certificate_is_for_client_auth_only_and_chains_to_the_ca() {
         let dir = tempfile::tempdir().unwrap();
-        let ca = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        let ca = FleetCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
         let me = ca.issue_controller_client().unwrap();
         let (_, pem) = x509_parser::pem::parse_x509_pem(me.cert_pem.as_bytes()).unwrap();
         let cert = pem.parse_x509().unwrap();
@@ -556,7 +680,7 @@ mod tests {
     #[test]
     fn a_short_lived_certificate_is_backdated_by_a_tenth_of_its_life_at_most() {
         let dir = tempfile::tempdir().unwrap();
-        let ca = NodeCa::open_or_create(dir.path(), Duration::from_secs(30)).unwrap();
+        let ca = FleetCa::open_or_create(dir.path(), Duration::from_secs(30)).unwrap();
         let (csr, _key) = csr_asking_for_too_much();
         let issued = ca
             .sign(&csr, "n", "10.0.0.1".parse().unwrap(), &[])
@@ -571,23 +695,23 @@ mod tests {
     #[test]
     fn a_creation_stopped_after_the_key_is_finished_with_that_key() {
         let dir = tempfile::tempdir().unwrap();
-        let first = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        let first = FleetCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
         let key = std::fs::read_to_string(dir.path().join(CA_KEY_FILE)).unwrap();
         std::fs::remove_file(dir.path().join(CA_CERT_FILE)).unwrap();
-        let again = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        let again = FleetCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
         assert_eq!(
             std::fs::read_to_string(dir.path().join(CA_KEY_FILE)).unwrap(),
             key
         );
         assert_ne!(again.ca_pem(), first.ca_pem(), "a new certificate");
-        let reopened = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        let reopened = FleetCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
         assert_eq!(reopened.ca_pem(), again.ca_pem());
     }
 
     #[test]
     fn a_weak_key_is_refused_and_a_strong_rsa_key_signed() {
         let dir = tempfile::tempdir().unwrap();
-        let ca = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        let ca = FleetCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
         let wg: Ipv4Addr = "10.0.0.1".parse().unwrap();
         // Made with `openssl req -new -newkey rsa:1024` (ring makes no RSA keys).
         let weak = include_str!("../../../testdata/rsa-1024.csr.pem");
@@ -602,7 +726,7 @@ mod tests {
     #[test]
     fn a_p384_key_in_a_request_signed_with_sha256_is_certified_as_it_is() {
         let dir = tempfile::tempdir().unwrap();
-        let ca = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        let ca = FleetCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
         // Made with `openssl req -new -sha256` on a P-384 key; found by the CSR fuzz target.
         let csr_pem = include_str!("../../../testdata/p384-sha256.csr.pem");
         let issued = ca
@@ -624,7 +748,7 @@ mod tests {
     #[test]
     fn a_request_in_a_pem_block_of_another_kind_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let ca = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        let ca = FleetCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
         let (csr, _key) = csr_asking_for_too_much();
         let relabelled = csr.replace("CERTIFICATE REQUEST", "PUBLIC KEY");
         let refused = ca
@@ -639,7 +763,7 @@ mod tests {
     #[test]
     fn refuses_what_is_not_a_csr() {
         let dir = tempfile::tempdir().unwrap();
-        let ca = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        let ca = FleetCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
         let bogus =
             "-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n";
         assert!(ca
@@ -651,7 +775,7 @@ mod tests {
     fn a_node_id_past_64_characters_is_named_by_its_dns_san_alone() {
         let dir = tempfile::tempdir().unwrap();
         let ca =
-            NodeCa::open_or_create(&dir.path().join("ca"), Duration::from_secs(86400)).unwrap();
+            FleetCa::open_or_create(&dir.path().join("ca"), Duration::from_secs(86400)).unwrap();
         let (csr, _key) = csr_asking_for_too_much();
         let node_id = format!("gpu-01.{}.example.org", "dc".repeat(40));
         assert!(node_id.len() > 64);
@@ -673,7 +797,7 @@ mod tests {
     fn the_ca_files_are_written_whole_with_the_key_owner_only() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
-        let ca = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        let ca = FleetCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
         let mode = |name: &str| {
             std::fs::metadata(dir.path().join(name))
                 .unwrap()
@@ -687,8 +811,90 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         names.sort();
-        assert_eq!(names, [CA_KEY_FILE, CA_CERT_FILE]);
-        let again = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        assert_eq!(
+            names,
+            [
+                CA_KEY_FILE,
+                CA_CERT_FILE,
+                NODE_CA_KEY_FILE,
+                NODE_CA_CERT_FILE
+            ]
+        );
+        assert_eq!(mode(NODE_CA_KEY_FILE), 0o600);
+        let again = FleetCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
         assert_eq!(again.ca_pem(), ca.ca_pem());
+    }
+
+    #[test]
+    fn a_node_certificate_names_no_loopback_nor_controller_address_and_only_the_node_ca_validates_it(
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = FleetCa::open_or_create(dir.path(), Duration::from_secs(3600))
+            .unwrap()
+            .with_controller_names(
+                &[
+                    ServerName::Ip("10.0.0.1".parse().unwrap()),
+                    ServerName::Dns("fleet.example".into()),
+                ],
+                &["fleet.example".into()],
+            );
+        assert!(ca.is_controller_name("Fleet.Example"));
+        assert!(!ca.is_controller_name("n1"));
+        let (csr, _key) = csr_asking_for_too_much();
+        let issued = ca
+            .sign(
+                &csr,
+                "n1",
+                "127.0.0.1".parse().unwrap(),
+                &[
+                    "0.0.0.0".parse().unwrap(),
+                    "10.0.0.1".parse().unwrap(),
+                    "10.0.0.9".parse().unwrap(),
+                ],
+            )
+            .unwrap();
+        let blocks: Vec<_> = x509_parser::pem::Pem::iter_from_buffer(issued.cert_pem.as_bytes())
+            .map(|pem| pem.unwrap())
+            .collect();
+        assert_eq!(blocks.len(), 2, "the leaf, then the node CA");
+        let cert = blocks[0].parse_x509().unwrap();
+        let sans = cert.subject_alternative_name().unwrap().unwrap();
+        let ips: Vec<_> = sans
+            .value
+            .general_names
+            .iter()
+            .filter_map(|name| match name {
+                GeneralName::IPAddress(bytes) => {
+                    Some(Ipv4Addr::from(<[u8; 4]>::try_from(*bytes).unwrap()).to_string())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ips, ["10.0.0.9"]);
+        let node_ca = blocks[1].parse_x509().unwrap();
+        assert_eq!(cert.issuer(), node_ca.subject());
+        assert_eq!(issued.ca_pem, ca.ca_pem());
+        let (_, fleet) = x509_parser::pem::parse_x509_pem(ca.ca_pem().as_bytes()).unwrap();
+        assert_ne!(cert.issuer(), fleet.parse_x509().unwrap().subject());
+        assert_ne!(ca.fingerprint_sha256(), ca.node_fingerprint_sha256());
+    }
+
+    #[test]
+    fn a_ca_directory_of_one_ca_gets_a_node_ca_and_keeps_its_fleet_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = FleetCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        // What an older release left: ca.pem and ca.key alone.
+        std::fs::remove_file(dir.path().join(NODE_CA_CERT_FILE)).unwrap();
+        std::fs::remove_file(dir.path().join(NODE_CA_KEY_FILE)).unwrap();
+        let migrated = FleetCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        assert_eq!(
+            migrated.ca_pem(),
+            first.ca_pem(),
+            "the fleet CA nodes pinned"
+        );
+        assert!(dir.path().join(NODE_CA_CERT_FILE).exists());
+        assert_ne!(migrated.node_ca_pem(), migrated.ca_pem());
+        let trust = migrated.node_trust_pem();
+        assert!(trust.contains(migrated.node_ca_pem()) && trust.contains(migrated.ca_pem()));
     }
 }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::controller::trust::certs::{ControllerIdentity, NodeCa, ServerName};
+use crate::controller::trust::certs::{ControllerIdentity, FleetCa, ServerName};
 use crate::fleet_identity::renewal_due;
 use crate::tls_server::{certified_key, ReloadableCert};
 
@@ -42,7 +42,7 @@ pub fn server_names(extra: &[String]) -> Vec<ServerName> {
 
 /// Issues the server certificate for `names`, as rustls serves it (leaf, then the CA).
 pub fn issue_server(
-    ca: &NodeCa,
+    ca: &FleetCa,
     names: &[ServerName],
 ) -> anyhow::Result<(Arc<rustls::sign::CertifiedKey>, ControllerIdentity)> {
     let issued = ca.issue_controller_server(names)?;
@@ -66,7 +66,7 @@ pub const RETRY: Duration = Duration::from_secs(60);
 /// Renews the server certificate (in `served`) as it comes due, for as long as the process
 /// serves: on a standby too, whose `/readyz` a load balancer checks over HTTPS.
 pub async fn renew_server(
-    ca: NodeCa,
+    ca: FleetCa,
     served: Arc<ReloadableCert>,
     names: Vec<ServerName>,
     mut due: SystemTime,
@@ -116,7 +116,7 @@ mod tests {
     #[test]
     fn the_server_certificate_is_served_with_its_ca_and_names_the_controller() {
         let dir = tempfile::tempdir().unwrap();
-        let ca = NodeCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
+        let ca = FleetCa::open_or_create(dir.path(), Duration::from_secs(3600)).unwrap();
         let (key, issued) = issue_server(&ca, &server_names(&[])).unwrap();
         assert_eq!(key.cert.len(), 2, "leaf and CA");
         assert_eq!(

@@ -77,7 +77,8 @@ pub enum FleetTlsError {
     Client(reqwest::Error),
 }
 
-/// A client that presents `files.cert` and trusts only `files.ca`.
+/// A client that presents `files.cert` and trusts only `files.ca` and the issuers `files.cert`
+/// carries after its leaf.
 fn mtls_client(files: &ClientTlsFiles) -> Result<Client, FleetTlsError> {
     let read = |path: &Path, what: &'static str| {
         std::fs::read(path).map_err(|error| {
@@ -89,7 +90,8 @@ fn mtls_client(files: &ClientTlsFiles) -> Result<Client, FleetTlsError> {
             }
         })
     };
-    let mut identity = read(&files.cert, "node certificate")?;
+    let chain = read(&files.cert, "node certificate")?;
+    let mut identity = chain.clone();
     identity.push(b'\n');
     identity.extend_from_slice(&read(&files.key, "node key")?);
     let ca = read(&files.ca, "fleet CA")?;
@@ -98,10 +100,17 @@ fn mtls_client(files: &ClientTlsFiles) -> Result<Client, FleetTlsError> {
         path: files.ca.clone(),
         error,
     })?;
+    // smolvm serves the node certificate, issued by the node CA, which the controller sends
+    // after it in the chain (docs/security.md); the fleet CA stays trusted for a certificate
+    // a controller issued before the node CA existed.
+    let issuers =
+        reqwest::Certificate::from_pem_bundle(&chain).map_err(|error| FleetTlsError::Ca {
+            path: files.cert.clone(),
+            error,
+        })?;
     builder()
         .identity(identity)
-        // Only the fleet CA: smolvm's certificate is the node certificate it issued.
-        .tls_certs_only([ca])
+        .tls_certs_only(std::iter::once(ca).chain(issuers.into_iter().skip(1)))
         .build()
         .map_err(FleetTlsError::Client)
 }

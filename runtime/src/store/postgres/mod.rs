@@ -215,6 +215,7 @@ fn target(url: &str) -> Result<Target, StoreError> {
     };
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
     let mut mode = None;
+    let mut passfile = None;
     // The other parameters go to the client library as they were written (re-encoding could
     // change what it decodes).
     let mut kept = Vec::new();
@@ -224,6 +225,7 @@ fn target(url: &str) -> Result<Target, StoreError> {
             .unwrap_or_default();
         match &*key {
             "sslmode" => mode = Some(value.into_owned()),
+            "passfile" => passfile = Some(value.into_owned()),
             "sslrootcert" => {
                 return Err(bad(
                     "sslrootcert is not supported: add the CA to the system's roots".into(),
@@ -265,8 +267,34 @@ fn target(url: &str) -> Result<Target, StoreError> {
         }
     };
     config.ssl_mode(ssl);
-    if config.get_user().is_none() {
+    let Some(user) = config.get_user().map(str::to_string) else {
         return Err(bad("it names no user (postgres://USER@HOST/DB)".into()));
+    };
+    // Never a password in the URL: `--db` is in the process list for every user of the host
+    // (docs/controller.md, "The database"); it comes from a password file.
+    if config.get_password().is_some() {
+        return Err(bad(
+            "it holds a password, which every user of this host could read in the process list: put it in a password file readable by its owner only (libpq's format, HOST:PORT:DATABASE:USER:PASSWORD) named by the URL's passfile=FILE or by PGPASSFILE, or in ~/.pgpass".into(),
+        ));
+    }
+    if let Some((file, named)) = crate::pg_password::password_file(passfile.as_deref()) {
+        // libpq matches a Unix socket as `localhost`.
+        let matched_host = match config.get_hosts().first() {
+            Some(Host::Unix(_)) => "localhost".to_string(),
+            _ => host.trim_matches(['[', ']']).to_string(),
+        };
+        let database = config.get_dbname().unwrap_or(&user).to_string();
+        let connection = crate::pg_password::Connection {
+            host: &matched_host,
+            port,
+            database: &database,
+            user: &user,
+        };
+        if let Some(password) = crate::pg_password::lookup(&file, named, &connection)
+            .map_err(|error| bad(error.to_string()))?
+        {
+            config.password(password);
+        }
     }
     Ok(Target {
         config,
