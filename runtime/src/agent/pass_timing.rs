@@ -28,14 +28,7 @@ impl Default for PassTiming {
 /// CPU time of the calling thread. The pass runs on one thread while it does not wait; the
 /// process and qemu drivers' converge never waits, so this is its CPU alone.
 fn thread_cpu() -> Duration {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the time into the timespec it is given.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } != 0 {
-        return Duration::ZERO;
-    }
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 

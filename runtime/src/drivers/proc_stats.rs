@@ -100,14 +100,7 @@ pub fn start_time(pid: u32) -> Option<u64> {
 pub fn started_at(pid: u32) -> Option<std::time::SystemTime> {
     let ticks = start_time(pid)?;
     let since_boot = Duration::from_nanos(ticks * 1_000_000_000 / clock_ticks_per_second());
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the time into the timespec it is given.
-    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut now) } != 0 {
-        return None;
-    }
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
     let boot_now = Duration::new(now.tv_sec as u64, now.tv_nsec as u32);
     std::time::SystemTime::now().checked_sub(boot_now.checked_sub(since_boot)?)
 }
@@ -164,8 +157,10 @@ mod tests {
         let started = started_at(std::process::id()).unwrap();
         let now = std::time::SystemTime::now();
         assert!(started <= now);
-        // SAFETY: getppid only reads this process's parent id.
-        let parent = unsafe { libc::getppid() } as u32;
+        let parent = rustix::process::getppid()
+            .expect("a parent")
+            .as_raw_nonzero()
+            .get() as u32;
         assert!(started_at(parent).unwrap() <= started + Duration::from_millis(20));
         // Asked twice, the same instant (to the clock tick).
         let again = started_at(std::process::id()).unwrap();

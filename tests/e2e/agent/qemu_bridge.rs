@@ -93,8 +93,7 @@ fn counter(device: &str, name: &str) -> u64 {
 }
 
 fn is_root() -> bool {
-    // SAFETY: geteuid only reads this process's effective user id.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }
 
 #[test]

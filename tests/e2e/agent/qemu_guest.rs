@@ -493,8 +493,7 @@ fn a_placed_vm_boots_a_real_guest_that_serves_through_its_host_port() {
             .filter_map(|f| f.parse().ok())
             .collect();
         // utime and stime (fields 14 and 15 of proc(5); field 3, the state, is no number).
-        // SAFETY: sysconf only reads a configuration value.
-        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        let ticks = rustix::param::clock_ticks_per_second() as i64;
         ((fields[10] + fields[11]) * 1000 / ticks) as u64
     };
     let qemu_cpu_at_kill = qemu_cpu_ms();

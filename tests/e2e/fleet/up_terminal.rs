@@ -4,35 +4,30 @@
 //! same steps are plain lines, never frames (`fleet::up`).
 
 use std::io::Read;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::up_process::up_command;
 use crate::support::{free_port, wait_for, Running};
 
-/// A pseudo-terminal: (the side a terminal emulator reads, the side a program is given).
+/// A pseudo-terminal: (the side a terminal emulator reads, the side a program is given), as
+/// openpty(3) makes one: posix_openpt, grantpt, unlockpt, then the other side opened by name.
 fn openpty() -> (std::fs::File, OwnedFd) {
-    let (mut master, mut slave) = (-1, -1);
-    // SAFETY: openpty(3) writes two descriptors into the integers given; no name, termios or
-    // window size is passed.
-    let done = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(done, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: both descriptors were just opened by openpty and are owned by nobody else.
-    unsafe {
-        (
-            std::fs::File::from_raw_fd(master),
-            OwnedFd::from_raw_fd(slave),
-        )
-    }
+    use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).expect("posix_openpt");
+    grantpt(&master).expect("grantpt");
+    unlockpt(&master).expect("unlockpt");
+    let name = ptsname(&master, Vec::new()).expect("ptsname");
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(rustix::fs::OFlags::NOCTTY.bits() as i32)
+        .open(std::ffi::OsStr::from_bytes(name.as_bytes()))
+        .expect("opening the terminal's other side");
+    (std::fs::File::from(master), OwnedFd::from(slave))
 }
 
 #[test]
@@ -93,10 +88,8 @@ fn up_on_a_terminal_redraws_each_step_in_place_and_ends_it_on_a_line() {
         text[..banner].ends_with("\r\n\r\n") || text[..banner].ends_with("\n\n"),
         "the banner starts on a fresh line after the last step:\n{text:?}"
     );
-    // SAFETY: kill(2) on the child this test started: Ctrl-C.
-    unsafe {
-        libc::kill(up.pid() as i32, libc::SIGINT);
-    }
+    // Ctrl-C.
+    crate::support::send_signal(up.pid(), rustix::process::Signal::INT);
     let status = wait_for("`fleetwire up` to stop", Duration::from_secs(40), || {
         up.child.try_wait().unwrap()
     });

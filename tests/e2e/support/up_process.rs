@@ -123,10 +123,7 @@ impl UpProcess {
 
     /// SIGINT, as Ctrl-C sends it; waits for the exit.
     pub fn ctrl_c(&mut self) -> ExitStatus {
-        // SAFETY: kill(2) on the child this test started.
-        unsafe {
-            libc::kill(self.running.pid() as i32, libc::SIGINT);
-        }
+        crate::support::send_signal(self.running.pid(), rustix::process::Signal::INT);
         self.exit_status()
     }
 }
