@@ -56,13 +56,14 @@ fn type_path(name: &str) -> String {
 fn description(op: &Operation) -> String {
     let bearer: Vec<String> = op.bearer.iter().map(|b| format!("Bearer::{b}")).collect();
     format!(
-        "/// `{method} {path}`.\npub const {constant}: Operation = Operation {{ id: {id:?}, method: reqwest::Method::{method}, path: {path:?}, access: {access:?}, bearer: &[{bearer}] }};\n\n",
+        "/// `{method} {path}`.\npub const {constant}: Operation = Operation {{ id: {id:?}, method: reqwest::Method::{method}, path: {path:?}, access: {access:?}, bearer: &[{bearer}], field_validation: {field_validation} }};\n\n",
         method = op.method,
         path = op.path,
         constant = constant(op),
         id = op.id,
         access = op.access,
         bearer = bearer.join(", "),
+        field_validation = op.field_validation,
     )
 }
 

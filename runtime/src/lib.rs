@@ -17,6 +17,7 @@ pub mod http;
 pub mod http_serve;
 pub mod ids;
 pub mod loadgen;
+pub mod log_output;
 pub mod operator_cli;
 pub mod reference_site;
 pub mod reported;

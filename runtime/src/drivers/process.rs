@@ -157,17 +157,21 @@ impl ProcessDriver {
         })
     }
 
+    /// Where a tenant's stdout and stderr go: `<state dir>/logs/<app id>.log`.
+    fn log_file(&self, app_id: &AppId) -> PathBuf {
+        self.settings
+            .state_dir
+            .join("logs")
+            .join(format!("{}.log", app_id.as_str()))
+    }
+
     fn start_machine(&self, d: &DesiredInstance, predecessor: Option<JoinHandle<()>>) -> Machine {
         let volume = self
             .settings
             .state_dir
             .join("volumes")
             .join(d.app_id.as_str());
-        let log = self
-            .settings
-            .state_dir
-            .join("logs")
-            .join(format!("{}.log", d.app_id.as_str()));
+        let log = self.log_file(&d.app_id);
         let control = Control {
             want: want_of(d),
             policy: d.restart_policy.clone().unwrap_or_default(),
@@ -283,6 +287,10 @@ pub(super) fn want_of(d: &DesiredInstance) -> Want {
 impl Driver for ProcessDriver {
     fn runtime(&self) -> Runtime {
         Runtime::Process
+    }
+
+    fn output_file(&self, app_id: &AppId) -> Option<PathBuf> {
+        Some(self.log_file(app_id))
     }
 
     async fn converge(&self, desired: &[DesiredInstance]) {

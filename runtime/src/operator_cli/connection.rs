@@ -66,7 +66,10 @@ impl Connection {
         if let Some(token) = &self.token {
             builder = builder.operator_token(token.clone());
         }
-        builder.build()
+        // A mistyped field is refused by name, never set aside (issue 30).
+        builder
+            .field_validation(fleetwire_types::FieldValidation::Strict)
+            .build()
     }
 }
 
