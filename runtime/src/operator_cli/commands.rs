@@ -3,7 +3,6 @@
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use chrono::Utc;
 use fleetwire_client::{Client, Error, ResponseValue};
@@ -17,7 +16,7 @@ use super::args::{
 };
 use super::exit::Failure;
 use super::output::{self, Format, View};
-use super::print::{err_line, fail, out, shown, violation_lines, Done, POLL};
+use super::print::{fail, out, shown, violation_lines, Done, POLL};
 
 pub fn nodes(args: NodesArgs) -> ExitCode {
     let common = args.command.common().clone();

@@ -231,10 +231,8 @@ fn request_of(vm: &VmRecord) -> Result<CreateVmRequest, String> {
             .ok()
             .filter(|v| !v.is_null()),
     );
-    if vm.image.is_some() {
-        // An image is pulled from its registry: it was created with the network.
-        body.insert("network".into(), Value::Bool(true));
-    }
+    // An image is pulled from its registry: it was created with the network.
+    put("network", vm.image.is_some().then_some(Value::Bool(true)));
     put(
         "restore_checkpoint",
         serde_json::to_value(&vm.restore_checkpoint)
