@@ -22,7 +22,7 @@ fn on_terminal(fleet: &SmallFleet, env: &[(&str, &str)], args: &[&str]) -> Strin
     let mut session = Session::spawn(command).expect("a pseudo terminal");
     session.set_expect_timeout(Some(Duration::from_secs(60)));
     let seen = session.expect(Eof).expect("the command ends");
-    String::from_utf8_lossy(seen.before()).into_owned()
+    String::from_utf8_lossy(seen.as_bytes()).into_owned()
 }
 
 #[test]
@@ -75,22 +75,23 @@ fn a_terminal_gets_a_spinner_colours_and_completion() {
         .env("PS1", "$ ")
         .env("TERM", "dumb");
     let mut shell = Session::spawn(bash).expect("bash on a pseudo terminal");
+    // A person's terminal echoes; without it readline shows neither typing nor completion.
+    shell
+        .get_process_mut()
+        .set_echo(true, None)
+        .expect("echo on");
     shell.set_expect_timeout(Some(Duration::from_secs(20)));
-    shell
-        .send_line(&format!(
-            "source <({} completion bash)",
-            fleetwire_bin().display()
-        ))
-        .unwrap();
-    shell
-        .send_line(&format!("alias fleetwire={}", fleetwire_bin().display()))
-        .unwrap();
-    shell
-        .send_line(&format!(
-            "complete -F _fleetwire {}",
-            fleetwire_bin().display()
-        ))
-        .unwrap();
+    // Each line once the prompt is back, as a person types: readline reads the TAB itself.
+    let fleetwire = fleetwire_bin().display().to_string();
+    for line in [
+        format!("source <({fleetwire} completion bash)"),
+        format!("alias fleetwire={fleetwire}"),
+    ] {
+        shell.expect("$ ").expect("the prompt");
+        shell.send_line(&line).unwrap();
+    }
+    shell.expect("$ ").expect("the prompt");
+    std::thread::sleep(Duration::from_millis(300));
     shell.send("fleetwire vms cr\t").unwrap();
     shell.expect("vms create").expect("bash completes `create`");
     shell.send("\u{3}").unwrap();

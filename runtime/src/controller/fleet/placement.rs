@@ -518,10 +518,7 @@ async fn place(
 
 /// The node that has `vm_id`: its id, its slot and its agent's address.
 pub fn owner(controller: &Controller, vm_id: &str) -> Option<(String, NodeSlot, AgentEndpoint)> {
-    let node_id = controller
-        .table
-        .vm_node(vm_id)
-        .filter(|n| !n.is_empty())?;
+    let node_id = controller.table.vm_node(vm_id).filter(|n| !n.is_empty())?;
     let slot = controller.table.get(&node_id)?;
     let agent = {
         let state = slot.lock();

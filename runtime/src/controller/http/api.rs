@@ -338,8 +338,9 @@ pub async fn get_vm_logs(
     let vm_id = path_id(path, "VM")?;
     let offset = query_param(&query, "offset")
         .map(|text| {
-            text.parse::<u64>()
-                .map_err(|_| invalid_query(format!("offset: {text:?} is not a whole number of bytes")))
+            text.parse::<u64>().map_err(|_| {
+                invalid_query(format!("offset: {text:?} is not a whole number of bytes"))
+            })
         })
         .transpose()?
         .unwrap_or(0);
