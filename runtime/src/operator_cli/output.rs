@@ -450,7 +450,10 @@ mod tests {
     fn a_node_table_has_aligned_columns_from_the_margin() {
         let node = node();
         let now = node.last_heartbeat.utc() + chrono::Duration::seconds(95);
-        let text = nodes_table(&[node.clone(), node.clone()], false, now);
+        let painted = nodes_table(&[node.clone(), node.clone()], false, now);
+        assert!(painted.contains(&paint::word(&node_state(&node))), "{painted:?}");
+        // As a file or a pipe gets it: the colours stripped, the columns still aligned.
+        let text = anstream::adapter::strip_str(&painted).to_string();
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("NODE "), "{text}");
         assert!(lines[1].starts_with(node.node_id.as_str()), "{text}");
