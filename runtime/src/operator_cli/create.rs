@@ -105,16 +105,18 @@ fn outcome(vm: &VmRecord, args: &CreateArgs) -> ExitCode {
         VmState::Error => fail(
             Failure::Unavailable,
             &format!(
-                "{}: {}",
-                format!("{} is {}", which(vm), vm.state),
+                "{} is {}: {}",
+                which(vm),
+                vm.state,
                 message.unwrap_or("its node gave no reason")
             ),
         ),
         VmState::Provisioning if args.waits() => fail(
             Failure::Unavailable,
             &format!(
-                "{} after {} (--timeout); `fleetwire vms get {}` shows how it goes on",
-                format!("{} is {}", which(vm), vm.state),
+                "{} is {} after {} (--timeout); `fleetwire vms get {}` shows how it goes on",
+                which(vm),
+                vm.state,
                 humantime::format_duration(args.timeout),
                 vm.vm_id.as_str()
             ),

@@ -451,7 +451,10 @@ mod tests {
         let node = node();
         let now = node.last_heartbeat.utc() + chrono::Duration::seconds(95);
         let painted = nodes_table(&[node.clone(), node.clone()], false, now);
-        assert!(painted.contains(&paint::word(&node_state(&node))), "{painted:?}");
+        assert!(
+            painted.contains(&paint::word(&node_state(&node))),
+            "{painted:?}"
+        );
         // As a file or a pipe gets it: the colours stripped, the columns still aligned.
         let text = anstream::adapter::strip_str(&painted).to_string();
         let lines: Vec<&str> = text.lines().collect();
