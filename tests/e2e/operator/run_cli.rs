@@ -89,7 +89,10 @@ impl SmallFleet {
 
     /// Same, with more controller flags.
     pub fn start_with(nodes: &[&str], controller_flags: &[&str]) -> SmallFleet {
-        let controller = ControllerProcess::start(controller_flags);
+        // The agents report this machine's real free disk: no disk cordon, whatever it is.
+        let mut flags = vec!["--disk-cordon-below", "0", "--disk-uncordon-above", "1"];
+        flags.extend_from_slice(controller_flags);
+        let controller = ControllerProcess::start(&flags);
         let url = controller.url("");
         let agents = nodes
             .iter()
