@@ -72,9 +72,10 @@ fn description(op: &Operation) -> TokenStream {
     let (id, path, access) = (&op.id, &op.path, &op.access);
     let method = format_ident!("{}", op.method);
     let bearer = op.bearer.iter().map(|b| format_ident!("{b}"));
+    let field_validation = op.field_validation;
     quote! {
         #[doc = #doc]
-        pub const #constant: Operation = Operation { id: #id, method: reqwest::Method::#method, path: #path, access: #access, bearer: &[#(Bearer::#bearer),*] };
+        pub const #constant: Operation = Operation { id: #id, method: reqwest::Method::#method, path: #path, access: #access, bearer: &[#(Bearer::#bearer),*], field_validation: #field_validation };
     }
 }
 

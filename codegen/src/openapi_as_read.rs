@@ -28,7 +28,7 @@ pub const UNKNOWN_FIELDS_KEYWORD: &str = "x-fleetwire-unknown-fields";
 pub const UNKNOWN_FIELDS_WARN: &str = "warn";
 
 /// What `warn` means, said on each marked request body.
-pub const UNKNOWN_FIELDS_SENTENCE: &str = "A field the body's schema does not define is set aside and named in a `Warning: 299` header, not refused (`x-fleetwire-unknown-fields: warn`, docs/interop.md).";
+pub const UNKNOWN_FIELDS_SENTENCE: &str = "A field the body's schema does not define is set aside and named in a `Warning: 299` header, not refused (`x-fleetwire-unknown-fields: warn`, docs/interop.md), unless the request says otherwise with its `fieldValidation` parameter (Strict refuses it, Ignore sets it aside silently).";
 
 /// Marks every request body of `doc` with `x-fleetwire-unknown-fields: warn`: every server
 /// of the fleet reads every body that way.

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -37,8 +37,10 @@ enum Command {
     Nodes(crate::operator_cli::NodesArgs),
     /// List, inspect, create and delete VMs.
     Vms(crate::operator_cli::VmsArgs),
-    /// The fleet at a glance: node counts by status, and every live node.
+    /// The fleet at a glance: node counts by status, and every node (unreachable ones marked).
     Fleet(crate::operator_cli::FleetArgs),
+    /// Print the shell completion script: `source <(fleetwire completion bash)`.
+    Completion(crate::operator_cli::CompletionArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -54,5 +56,6 @@ pub fn main() -> ExitCode {
         Command::Nodes(args) => crate::operator_cli::nodes(args),
         Command::Vms(args) => crate::operator_cli::vms(args),
         Command::Fleet(args) => crate::operator_cli::fleet(args),
+        Command::Completion(args) => crate::operator_cli::completion(&args, Cli::command()),
     }
 }

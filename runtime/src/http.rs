@@ -7,7 +7,10 @@ use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use fleetwire_types::{Accepted, ApiError, ApiErrorCode, ApiErrorMessage, Rejection, WireDocument};
+use fleetwire_types::{
+    Accepted, ApiError, ApiErrorCode, ApiErrorMessage, FieldValidation, JsonPointer, Rejection,
+    WireDocument,
+};
 
 /// The largest request body any fleetwire server reads (a heartbeat with many VMs fits easily).
 pub const MAX_BODY_BYTES: usize = 1 << 20;
@@ -112,9 +115,12 @@ impl IntoResponse for ApiFailure {
 /// A request body read through `fleetwire_types::read`: `415` unless it is `application/json`,
 /// `413` past [`MAX_BODY_BYTES`] (set the limit with `axum::extract::DefaultBodyLimit`), and
 /// `400` with every violation's JSON pointer when it is not a valid `T`. Fields the schema does
-/// not define are set aside and reported (README "Unknown fields"): counted and logged by
+/// not define are handled as the request's `fieldValidation` says ([`field_validation`]):
+/// `Strict` refuses them (`400`, each by its pointer); `Warn`, the default, sets them aside and
+/// reports them (README "Unknown fields"): counted and logged by
 /// [`crate::unknown_fields::note`], and answered as `Warning` headers when the router has the
-/// [`crate::unknown_fields::answer_with_warnings`] middleware.
+/// [`crate::unknown_fields::answer_with_warnings`] middleware; `Ignore` sets them aside with
+/// no header.
 #[derive(Debug, Clone)]
 pub struct Valid<T>(pub T);
 
@@ -122,6 +128,7 @@ impl<S: Send + Sync, T: WireDocument> FromRequest<S> for Valid<T> {
     type Rejection = ApiFailure;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let mode = field_validation(req.uri().query())?;
         let slot = req
             .extensions()
             .get::<crate::unknown_fields::WarningSlot>()
@@ -129,10 +136,56 @@ impl<S: Send + Sync, T: WireDocument> FromRequest<S> for Valid<T> {
         let caller = crate::unknown_fields::Caller::of(req.extensions());
         let JsonBody(bytes) = JsonBody::from_request(req, state).await?;
         let accepted = read_body::<T>(&bytes, &caller)?;
-        if let (Some(slot), true) = (slot, accepted.has_unknown_fields()) {
-            slot.put(&accepted.unknown_fields);
-        }
+        unknown_fields_as_asked::<T>(mode, &bytes, &accepted.unknown_fields, slot.as_ref())?;
         Ok(Valid(accepted.value))
+    }
+}
+
+/// The request's `fieldValidation` (Kubernetes' name and values): `Warn` when it does not say,
+/// `400 invalid_query` for another value.
+pub fn field_validation(query: Option<&str>) -> Result<FieldValidation, ApiFailure> {
+    let asked = query.and_then(|query| {
+        form_urlencoded::parse(query.as_bytes())
+            .find(|(name, _)| name == "fieldValidation")
+            .map(|(_, value)| value.into_owned())
+    });
+    match asked {
+        None => Ok(FieldValidation::Warn),
+        Some(value) => value.parse().map_err(|_| {
+            ApiFailure::new(
+                StatusCode::BAD_REQUEST,
+                ApiErrorCode::InvalidQuery,
+                format!("fieldValidation: {value:?} is not one of Strict, Warn, Ignore"),
+            )
+        }),
+    }
+}
+
+/// What `mode` asks done with the unknown `fields` of `body` (a `T`): refused (`Strict`: `400`
+/// with each by its pointer, keyword `additionalProperties`, as the strict reader refuses
+/// them), named in the answer's `Warning` headers through `slot` (`Warn`), or nothing
+/// (`Ignore`).
+pub fn unknown_fields_as_asked<T: WireDocument>(
+    mode: FieldValidation,
+    body: &[u8],
+    fields: &[JsonPointer],
+    slot: Option<&crate::unknown_fields::WarningSlot>,
+) -> Result<(), ApiFailure> {
+    if fields.is_empty() {
+        return Ok(());
+    }
+    match mode {
+        FieldValidation::Strict => match fleetwire_types::read_strict::<T>(body) {
+            Err(rejection) => Err(ApiFailure::rejected(T::INFO.name, rejection)),
+            Ok(_) => Ok(()),
+        },
+        FieldValidation::Warn => {
+            if let Some(slot) = slot {
+                slot.put(fields);
+            }
+            Ok(())
+        }
+        FieldValidation::Ignore => Ok(()),
     }
 }
 

@@ -16,6 +16,7 @@ pub mod fleet_tls_client;
 pub mod http;
 pub mod http_serve;
 pub mod ids;
+pub mod log_output;
 pub mod operator_cli;
 pub mod operator_config;
 pub mod pg_password;

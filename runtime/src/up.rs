@@ -376,7 +376,7 @@ async fn up(args: &UpArgs) -> Result<()> {
          \n  reported    {reported}\
          \n  logs        {logs} (warnings and errors are shown here too)\
          \n\nPlace a machine ({what}):\
-         \n\n  {curl} -X POST {api}/v1/vms -H 'content-type: application/json' \\\
+         \n\n  {curl} -X POST '{api}/v1/vms?fieldValidation=Strict' -H 'content-type: application/json' \\\
          \n    -d '{example}'\
          \n\nthen watch it in {reported}. Ctrl-C stops both; `{exe_shown} up` again in this \
          directory starts the same fleet.",

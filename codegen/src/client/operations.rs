@@ -22,6 +22,15 @@ pub const BEARER_SCHEMES: &[(&str, &str)] = &[
 /// The definition every refusal of the controller is.
 pub const API_ERROR: &str = "ApiError";
 
+/// The query parameter every operation with a body declares, named as Kubernetes names it
+/// (issue 30): what the server does with body fields the schema does not define. It is no
+/// argument of the operation's method: the client sends its own setting
+/// (`ClientBuilder::field_validation`) with every operation that declares it.
+pub const FIELD_VALIDATION: &str = "fieldValidation";
+
+/// The definition the `fieldValidation` parameter references.
+pub const FIELD_VALIDATION_TYPE: &str = "FieldValidation";
+
 #[derive(Debug, Clone)]
 pub struct Operation {
     pub id: String,
@@ -36,6 +45,9 @@ pub struct Operation {
     pub bearer: Vec<String>,
     pub segments: Vec<Segment>,
     pub parameters: Vec<Param>,
+    /// Whether it declares the `fieldValidation` query parameter (every operation with a body
+    /// does).
+    pub field_validation: bool,
     /// The definition the JSON request body is.
     pub body: Option<String>,
     /// The body of the answers that are the operation's success (its 2xx, and any other status
@@ -152,10 +164,23 @@ fn read_operation(
         }
     }
     let mut parameters = Vec::new();
+    let mut field_validation = false;
     for parameter in shared.iter().chain(&op.parameters) {
         let ReferenceOr::Item(parameter) = parameter else {
             bail!("references to parameters are not supported; write them inline");
         };
+        if let Parameter::Query { parameter_data, .. } = parameter {
+            if parameter_data.name == FIELD_VALIDATION {
+                let references = matches!(&parameter_data.format,
+                    ParameterSchemaOrContent::Schema(ReferenceOr::Reference { reference })
+                        if ref_name(reference) == FIELD_VALIDATION_TYPE);
+                if !references || parameter_data.required {
+                    bail!("`{FIELD_VALIDATION}` must be optional and reference {FIELD_VALIDATION_TYPE}");
+                }
+                field_validation = true;
+                continue;
+            }
+        }
         parameters.push(read_parameter(parameter)?);
     }
     let segments = segments(path, &parameters)?;
@@ -177,6 +202,9 @@ fn read_operation(
             }
         }
     };
+    if body.is_some() != field_validation {
+        bail!("an operation declares the `{FIELD_VALIDATION}` query parameter exactly when it has a request body");
+    }
     let mut answer: Option<Body> = None;
     let mut others = Vec::new();
     let mut answer_statuses = Vec::new();
@@ -234,6 +262,7 @@ fn read_operation(
         bearer,
         segments,
         parameters,
+        field_validation,
         body,
         answer,
         answer_statuses,

@@ -53,8 +53,15 @@ pub fn curl(op: &Operation, server: &str) -> String {
     if !call.is_empty() {
         lines.push(call.join(" "));
     }
+    // A body is sent with fieldValidation=Strict, so a mistyped field is refused by name
+    // rather than set aside (issue 30).
+    let strict = if request_document(op).is_some() {
+        "?fieldValidation=Strict"
+    } else {
+        ""
+    };
     lines.push(format!(
-        "\"{}{}\"",
+        "\"{}{}{strict}\"",
         server.trim_end_matches('/'),
         shell_path(&op.path)
     ));
@@ -122,7 +129,7 @@ mod tests {
         );
         assert_eq!(
             curl(&create, server),
-            "curl -s --cacert ca.pem -H @operator-header \\\n  -X POST -H 'content-type: application/json' -d @CreateVmRequest.json \\\n  \"https://127.0.0.1:9203/v1/vms\""
+            "curl -s --cacert ca.pem -H @operator-header \\\n  -X POST -H 'content-type: application/json' -d @CreateVmRequest.json \\\n  \"https://127.0.0.1:9203/v1/vms?fieldValidation=Strict\""
         );
         let heartbeat = op(
             "post",

@@ -14,7 +14,9 @@ fn schemas() -> SchemaFile {
             "Ping": {"title": "Ping", "type": "object", "additionalProperties": false,
                      "properties": {"id": {"$ref": "#/$defs/PingId", "description": "Which."}}},
             "ApiError": {"title": "ApiError", "type": "object",
-                         "properties": {"code": {"type": "string", "description": "What."}}}
+                         "properties": {"code": {"type": "string", "description": "What."}}},
+            "FieldValidation": {"description": "Unknown fields.", "type": "string",
+                                "enum": ["Strict", "Warn", "Ignore"]}
         }}),
     }
 }
@@ -46,6 +48,9 @@ fn api(edit: impl FnOnce(&mut Value)) -> Value {
             }},
             "/v1/pings": {"post": {
                 "operationId": "create_ping", "x-fleetwire-access": "admin",
+                "parameters": [
+                    {"name": "fieldValidation", "in": "query", "required": false, "schema": {"$ref": "api.schema.json#/$defs/FieldValidation"}}
+                ],
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "api.schema.json#/$defs/Ping"}}}},
                 "responses": {"204": {"description": "Done."}, "409": error()}
             }}
@@ -88,6 +93,9 @@ fn each_operation_becomes_a_method_with_typed_parameters_bodies_and_answers() {
         "409 => response::api_error(operation.id, answer).await",
         "_ => response::unexpected(operation.id, answer).await",
         "pub const OPERATIONS: &[&Operation] = &[&GET_PING, &CREATE_PING];",
+        // `fieldValidation` is no argument: the client sends its own setting (issue 30).
+        "bearer: &[Bearer::Operator], field_validation: false",
+        "bearer: &[], field_validation: true",
     ] {
         assert!(
             code.replace(['\n', ' '], "")
@@ -154,6 +162,26 @@ fn what_the_client_could_not_call_faithfully_is_refused_by_name() {
                     .insert("201".into(), json!({"description": "Made."}));
             }),
             "different bodies",
+        ),
+        (
+            Box::new(|api| {
+                api.pointer_mut(&format!("{get}/parameters"))
+                    .unwrap()
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"name": "fieldValidation", "in": "query", "schema": {"$ref": "api.schema.json#/$defs/FieldValidation"}}));
+            }),
+            "exactly when it has a request body",
+        ),
+        (
+            Box::new(|api| {
+                api.pointer_mut(&format!("{get}/parameters"))
+                    .unwrap()
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"name": "fieldValidation", "in": "query", "schema": {"type": "string"}}));
+            }),
+            "must be optional and reference FieldValidation",
         ),
     ];
     for (edit, expected) in cases {

@@ -61,7 +61,8 @@ pub struct AgentArgs {
     /// Grace between SIGTERM and SIGKILL when stopping a tenant, in ms [default: 10000].
     #[arg(long, env = "VM_STOP_TIMEOUT_MS", value_name = "MS")]
     pub stop_timeout_ms: Option<String>,
-    /// Command the process driver runs for a spawn that names none [default: sleep infinity].
+    /// Command the process driver runs for a spawn that names none [default: none: such a spawn
+    /// is refused].
     #[arg(long, env = "VM_DEFAULT_COMMAND", value_name = "ARGV")]
     pub default_command: Option<String>,
     /// qemu: the QEMU program [default: qemu-system-x86_64 on PATH].

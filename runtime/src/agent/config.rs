@@ -304,8 +304,10 @@ impl AgentConfig {
             |n| *n <= 600_000,
         )?;
         let qemu = qemu_settings(args)?;
+        // None unless set: a spawn that names no command is refused rather than given a
+        // placeholder to run (issue 30).
         let default_command: Vec<String> = optional(&args.default_command)
-            .unwrap_or("sleep infinity")
+            .unwrap_or_default()
             .split_whitespace()
             .map(str::to_string)
             .collect();
@@ -935,7 +937,7 @@ mod tests {
         assert_eq!(c.spawn_port, 9204);
         assert!(!c.reserved);
         assert_eq!(c.runtime, Runtime::Process);
-        assert_eq!(c.default_command, vec!["sleep", "infinity"]);
+        assert!(c.default_command.is_empty());
     }
 
     #[test]

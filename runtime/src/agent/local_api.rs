@@ -1,6 +1,6 @@
 //! The agent's local API on `VM_SPAWN_PORT`: PPN's agent routes (`POST /v1/spawn`,
-//! `DELETE /v1/vms/{vm_id}`) plus `GET /v1/vms`, `GET /healthz`, `GET /metrics`,
-//! `GET /v1/reported` and `PUT /v1/desired`. Every body goes through the generated validators.
+//! `DELETE /v1/vms/{vm_id}`) plus `GET /v1/vms`, `GET /v1/vms/{vm_id}/logs`, `GET /healthz`,
+//! `GET /metrics`, `GET /v1/reported` and `PUT /v1/desired`. Every body goes through the generated validators.
 //! In secure mode it serves HTTPS with the node certificate and takes only the controller's
 //! client certificate (docs/security.md); plain mode serves plain HTTP.
 
@@ -16,7 +16,8 @@ use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::{Json, Router};
 use fleetwire_types::{
     ApiErrorCode, AppId, Command, CreateVmRequest, DesiredInstance, DesiredInstanceState, Health,
-    HealthStatus, HostDesiredState, InstanceResources, InstanceState, TransportSecurity, VmRecord,
+    HealthStatus, HostDesiredState, InstanceResources, InstanceState, TransportSecurity,
+    VmLogChunk, VmRecord,
 };
 use tokio::sync::watch;
 
@@ -30,6 +31,10 @@ use crate::runtimes::Runtime;
 
 /// How long `POST /v1/spawn` waits for the machine to come up before answering with what it is.
 const SPAWN_WAIT: Duration = Duration::from_secs(10);
+
+/// The most of a VM's output one `GET /v1/vms/{vm_id}/logs` answer carries (the schema's
+/// `VmLogChunk`).
+const LOG_CHUNK_BYTES: u64 = 128 * 1024;
 
 /// One operation of the agent's API document (schemas/agent-api.openapi.json).
 pub struct LocalRoute {
@@ -61,6 +66,12 @@ pub const ROUTES: &[LocalRoute] = &[
         path: "/v1/vms/{vm_id}",
         operation_id: "delete_vm",
         handler: || delete(delete_vm),
+    },
+    LocalRoute {
+        method: Method::GET,
+        path: "/v1/vms/{vm_id}/logs",
+        operation_id: "get_vm_logs",
+        handler: || get(vm_logs),
     },
     LocalRoute {
         method: Method::PUT,
@@ -227,6 +238,25 @@ impl From<DesiredError> for ApiFailure {
     }
 }
 
+/// `422`: a process VM with no command, on a node without VM_DEFAULT_COMMAND.
+fn no_command() -> ApiFailure {
+    let message = "a process VM needs a command: the request names none (/command), and this node has no default (VM_DEFAULT_COMMAND)";
+    let mut failure = ApiFailure::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        ApiErrorCode::InvalidDocument,
+        message,
+    );
+    failure.body.violations = vec![fleetwire_types::Violation {
+        instance_path: "/command".parse().expect("a JSON pointer"),
+        schema_path: "/$defs/CreateVmRequest/properties/command"
+            .parse()
+            .expect("a JSON pointer"),
+        keyword: "required".into(),
+        message: message.to_string(),
+    }];
+    failure
+}
+
 fn conflict(message: String) -> ApiFailure {
     ApiFailure::new(StatusCode::CONFLICT, ApiErrorCode::Conflict, message)
 }
@@ -288,24 +318,20 @@ async fn spawn(
     // A VM id is wider than desired.json's identifiers: mapped (crate::ids), kept as vmId.
     let app_id: AppId = crate::ids::app_id(&vm_id);
     // A request with neither image nor command runs the node's default command, where the
-    // runtime runs commands (process); smolvm boots the image alone.
+    // runtime runs commands (process) and the node has one (VM_DEFAULT_COMMAND); without one
+    // it is refused, never given a placeholder to run (issue 30). smolvm boots the image alone.
     let argv: Option<Vec<String>> = match &req.command {
         Some(argv) => Some(argv.0.iter().map(|a| a.to_string()).collect()),
         None if req.image.is_none() && runtime == Runtime::Process => {
+            if agent.config.default_command.is_empty() {
+                return Err(no_command());
+            }
             Some(agent.config.default_command.clone())
         }
         None => None,
     };
     let command: Option<Command> = argv
-        .map(|argv| {
-            serde_json::from_value(serde_json::json!(argv)).map_err(|e| {
-                ApiFailure::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    ApiErrorCode::InvalidDocument,
-                    format!("no command to run (VM_DEFAULT_COMMAND is empty?): {e}"),
-                )
-            })
-        })
+        .map(|argv| serde_json::from_value(serde_json::json!(argv)).map_err(|_| no_command()))
         .transpose()?;
     // A PPN spawn names no boot source: a qemu node boots its base image, as PPN's does.
     let disk_image = match (&req.disk_image, &req.boot, runtime) {
@@ -420,6 +446,105 @@ async fn delete_vm(
         .await?;
     agent.wake.notify_one();
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /v1/vms/{vm_id}/logs[?offset=N]`: a piece of the VM's output, from the file its
+/// driver keeps it in (`Driver::output_file`), from `offset` on.
+async fn vm_logs(
+    State(agent): State<Arc<Agent>>,
+    path: Result<Path<String>, PathRejection>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+) -> Result<Json<VmLogChunk>, ApiFailure> {
+    let Path(vm_id) =
+        path.map_err(|e| ApiFailure::not_found(format!("no VM with that id on this node: {e}")))?;
+    let offset = match query.as_deref().and_then(|q| {
+        form_urlencoded::parse(q.as_bytes())
+            .find(|(name, _)| name == "offset")
+            .map(|(_, value)| value.into_owned())
+    }) {
+        None => 0,
+        Some(text) => text.parse::<u64>().map_err(|_| {
+            ApiFailure::new(
+                StatusCode::BAD_REQUEST,
+                ApiErrorCode::InvalidQuery,
+                format!("offset: {text:?} is not a whole number of bytes"),
+            )
+        })?,
+    };
+    let desired = agent.desired.current();
+    let instance = desired
+        .instances
+        .iter()
+        .find(|i| {
+            i.app_id.as_str() == vm_id || i.vm_id.as_ref().is_some_and(|v| v.as_str() == vm_id)
+        })
+        .ok_or_else(|| ApiFailure::not_found(format!("no VM {vm_id:?} on this node")))?;
+    let file = agent.driver.output_file(&instance.app_id).ok_or_else(|| {
+        ApiFailure::not_found(format!(
+            "this node's runtime ({}) keeps the output of its VMs itself",
+            agent.config.runtime.as_str()
+        ))
+    })?;
+    let shown_id = instance
+        .vm_id
+        .as_ref()
+        .map_or_else(|| instance.app_id.as_str().to_string(), |v| v.to_string());
+    let piece = tokio::task::spawn_blocking(move || read_output(&file, offset))
+        .await
+        .map_err(|e| ApiFailure::internal(format!("the log task failed: {e}")))?
+        .map_err(|e| ApiFailure::internal(format!("reading the VM's output: {e}")))?;
+    let chunk = serde_json::json!({
+        "vm_id": shown_id,
+        "offset": piece.offset,
+        "next_offset": piece.next_offset,
+        "size": piece.size,
+        "text": piece.text,
+    });
+    fleetwire_types::read_value_strict::<VmLogChunk>(&chunk)
+        .map(Json)
+        .map_err(|r| ApiFailure::internal(fleetwire_types::summarize(r.violations())))
+}
+
+/// A piece of a VM's output file.
+struct OutputPiece {
+    offset: u64,
+    next_offset: u64,
+    size: u64,
+    text: String,
+}
+
+/// At most [`LOG_CHUNK_BYTES`] of `file` from `offset` (from its end, if it has shrunk), cut
+/// before a character split at the end, which the next piece carries whole. A file not yet
+/// written is empty.
+fn read_output(file: &std::path::Path, offset: u64) -> std::io::Result<OutputPiece> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut opened = match std::fs::File::open(file) {
+        Ok(opened) => opened,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(OutputPiece {
+                offset: 0,
+                next_offset: 0,
+                size: 0,
+                text: String::new(),
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    let size = opened.metadata()?.len();
+    let start = offset.min(size);
+    opened.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::new();
+    opened.take(LOG_CHUNK_BYTES).read_to_end(&mut bytes)?;
+    let whole = match std::str::from_utf8(&bytes) {
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        _ => bytes.len(),
+    };
+    Ok(OutputPiece {
+        offset: start,
+        next_offset: start + whole as u64,
+        size,
+        text: String::from_utf8_lossy(&bytes[..whole]).into_owned(),
+    })
 }
 
 async fn list_vms(State(agent): State<Arc<Agent>>) -> Json<Vec<VmRecord>> {

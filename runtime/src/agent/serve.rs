@@ -28,12 +28,7 @@ pub fn run(args: &AgentArgs) -> ExitCode {
         print!("{}", config.describe());
         return ExitCode::SUCCESS;
     }
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
+    crate::log_output::init(false);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -59,6 +59,8 @@ pub fn vm_records(
                     .map(fleetwire_types::VmRecordMessage::truncated),
                 restore_checkpoint: None,
                 created_at: None,
+                restart_count: live.map(|i| i.restart_count),
+                last_restart_at: live.and_then(|i| i.last_restart.as_ref().map(|r| r.at)),
             }
         })
         .collect()

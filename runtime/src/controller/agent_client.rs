@@ -1,12 +1,13 @@
 //! Calls from the controller to its nodes: the node agent's local API (PPN's
-//! `POST /v1/spawn` and `DELETE /v1/vms/{vm_id}` on `wg_ip:spawn_port`) and the node runtime's
+//! `POST /v1/spawn` and `DELETE /v1/vms/{vm_id}` on `wg_ip:spawn_port`, and
+//! `GET /v1/vms/{vm_id}/logs`) and the node runtime's
 //! `GET /health`. Every answer is read through the generated validated reader.
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use anyhow::Context;
-use fleetwire_types::{CreateVmRequest, RuntimeHealth, VmRecord, WireDocument};
+use fleetwire_types::{CreateVmRequest, RuntimeHealth, VmLogChunk, VmRecord, WireDocument};
 
 use parking_lot::RwLock;
 
@@ -223,6 +224,22 @@ impl AgentClient {
         let (client, base) = self.agent(node_id, agent)?;
         let url = format!("{base}/v1/spawn");
         read_answer("POST", &url, client.post(&url).json(request).send().await).await
+    }
+
+    /// `GET /v1/vms/{vm_id}/logs?offset=N` on `node_id`'s agent: a piece of the VM's output.
+    pub async fn logs(
+        &self,
+        node_id: &str,
+        agent: AgentEndpoint,
+        vm_id: &str,
+        offset: u64,
+    ) -> Result<VmLogChunk, AgentCallError> {
+        let (client, base) = self.agent(node_id, agent)?;
+        let url = format!(
+            "{base}/v1/vms/{}/logs?offset={offset}",
+            crate::ids::path_segment(vm_id)
+        );
+        read_answer("GET", &url, client.get(&url).send().await).await
     }
 
     /// `DELETE /v1/vms/{vm_id}` on `node_id`'s agent. An agent that no longer knows the VM

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use crate::controller::config::arguments::ControllerArgs;
-use crate::controller::config::logging::init_logging;
 use crate::controller::config::settings::Settings;
 use crate::controller::fleet::jobs;
 use crate::controller::http::heartbeat_route::HeartbeatFirst;
@@ -34,7 +33,10 @@ use crate::tls_server::{server_config, ClientCerts, Peer, ReloadableCert, TlsLis
 
 /// `fleetwire controller`.
 pub fn run(args: ControllerArgs) -> ExitCode {
-    init_logging(args.log_format);
+    crate::log_output::init(matches!(
+        args.log_format,
+        crate::controller::config::arguments::LogFormat::Json
+    ));
     let checked = Settings::from_args(&args)
         .map_err(|e| e.to_string())
         .and_then(|settings| Ok((settings, args.database()?)));

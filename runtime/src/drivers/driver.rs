@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use fleetwire_types::{BootId, DesiredInstance};
+use fleetwire_types::{AppId, BootId, DesiredInstance};
 
 use super::observation::Observation;
 use crate::runtimes::Runtime;
@@ -82,6 +82,11 @@ pub trait Driver: Send + Sync {
         Ok(())
     }
     async fn observe(&self) -> Observation;
+    /// The file where the machine's output (its tenant's stdout and stderr, or its console)
+    /// is kept, if this driver keeps one: what `GET /v1/vms/{vm_id}/logs` reads.
+    fn output_file(&self, _app_id: &AppId) -> Option<std::path::PathBuf> {
+        None
+    }
     /// Stops every machine (the agent is going away) and waits for them.
     async fn shutdown(&self);
 }

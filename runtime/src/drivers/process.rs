@@ -128,6 +128,14 @@ impl ProcessDriver {
         })
     }
 
+    /// Where a tenant's stdout and stderr go: `<state dir>/logs/<app id>.log`.
+    fn log_file(&self, app_id: &AppId) -> PathBuf {
+        self.settings
+            .state_dir
+            .join("logs")
+            .join(format!("{}.log", app_id.as_str()))
+    }
+
     fn start_machine(
         &self,
         d: &DesiredInstance,
@@ -140,11 +148,7 @@ impl ProcessDriver {
             .state_dir
             .join("volumes")
             .join(d.app_id.as_str());
-        let log = self
-            .settings
-            .state_dir
-            .join("logs")
-            .join(format!("{}.log", d.app_id.as_str()));
+        let log = self.log_file(&d.app_id);
         let (tx, rx) = watch::channel(control);
         let live = Arc::new(Mutex::new(Live::new()));
         let task = tokio::spawn(supervise(Supervisor {
@@ -239,6 +243,10 @@ impl ProcessDriver {
 impl Driver for ProcessDriver {
     fn runtime(&self) -> Runtime {
         Runtime::Process
+    }
+
+    fn output_file(&self, app_id: &AppId) -> Option<PathBuf> {
+        Some(self.log_file(app_id))
     }
 
     async fn converge(&self, desired: &[DesiredInstance]) {

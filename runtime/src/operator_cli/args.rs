@@ -1,6 +1,8 @@
-//! The operator commands' arguments: `fleetwire nodes`, `fleetwire vms`, `fleetwire fleet`.
+//! The operator commands' arguments: `fleetwire nodes`, `fleetwire vms`, `fleetwire fleet`,
+//! `fleetwire completion`.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use fleetwire_types::{NodeId, NodeStatusFilter, StateMessage, TenantId, VmId};
 
@@ -12,7 +14,8 @@ use super::output::Format;
 pub struct CommonArgs {
     #[command(flatten)]
     pub connection: ConnectionArgs,
-    /// The output format: a table for people, or the controller's answer as JSON.
+    /// The output format: a table for people (wide: with more columns), the controller's answer
+    /// as JSON or YAML, or each record's kind/id (name).
     #[arg(
         short = 'o',
         long = "output",
@@ -40,12 +43,18 @@ pub enum NodesCommand {
         #[arg(long, value_parser = parse::<NodeStatusFilter>)]
         status: Option<NodeStatusFilter>,
         #[command(flatten)]
+        watch: WatchArgs,
+        #[command(flatten)]
         common: CommonArgs,
     },
     /// Show one node's record.
     Get {
         #[arg(value_parser = parse::<NodeId>)]
         node_id: NodeId,
+        #[command(flatten)]
+        watch: WatchArgs,
+        #[command(flatten)]
+        absent: AbsentArgs,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -66,13 +75,9 @@ pub enum NodesCommand {
         #[command(flatten)]
         common: CommonArgs,
     },
-    /// Drain a node: no new VMs, and it is taken out of service.
-    Drain {
-        #[arg(value_parser = parse::<NodeId>)]
-        node_id: NodeId,
-        #[command(flatten)]
-        common: CommonArgs,
-    },
+    /// Drain a node: no new VMs; its VMs are moved to other nodes (or stopped, with --stop),
+    /// and the command waits until none is left on it.
+    Drain(DrainArgs),
     /// Unenroll a node: forget its record and its VMs' (it enrolls again only with a new
     /// bootstrap token).
     #[command(visible_alias = "rm")]
@@ -80,8 +85,45 @@ pub enum NodesCommand {
         #[arg(value_parser = parse::<NodeId>)]
         node_id: NodeId,
         #[command(flatten)]
+        absent: AbsentArgs,
+        #[command(flatten)]
         common: CommonArgs,
     },
+}
+
+/// `fleetwire nodes drain`: as `kubectl drain` does it, from the client: the node is marked
+/// draining (no new VMs), then each of its VMs is moved or stopped.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DrainArgs {
+    #[arg(value_parser = parse::<NodeId>)]
+    pub node_id: NodeId,
+    /// Stop (delete) the node's VMs instead of moving them to other nodes.
+    #[arg(long)]
+    pub stop: bool,
+    /// How long to wait for the node to be empty before giving up (exit 6).
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub deadline: Duration,
+    /// Mark the node draining and return at once; its VMs stay until moved or deleted.
+    #[arg(long, conflicts_with = "stop")]
+    pub detach: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// `--watch`: print again whenever the answer changes, until interrupted.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct WatchArgs {
+    /// Keep watching: print the answer again whenever it changes (Ctrl-C ends it).
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+}
+
+/// `--ignore-not-found`, as kubectl takes it on get and delete.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct AbsentArgs {
+    /// A node or VM that does not exist is no error: nothing is printed, exit 0.
+    #[arg(long)]
+    pub ignore_not_found: bool,
 }
 
 /// `fleetwire vms`.
@@ -99,12 +141,28 @@ pub enum VmsCommand {
         #[arg(long, value_parser = parse::<TenantId>)]
         tenant: Option<TenantId>,
         #[command(flatten)]
+        watch: WatchArgs,
+        #[command(flatten)]
         common: CommonArgs,
     },
-    /// Show one VM's record.
+    /// Describe one VM: its node, ports, restarts, message and events.
     Get {
         #[arg(value_parser = parse::<VmId>)]
         vm_id: VmId,
+        #[command(flatten)]
+        watch: WatchArgs,
+        #[command(flatten)]
+        absent: AbsentArgs,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Print a VM's output (its workload's stdout and stderr, kept by its node's agent).
+    Logs {
+        #[arg(value_parser = parse::<VmId>)]
+        vm_id: VmId,
+        /// Keep printing what the VM writes (Ctrl-C ends it).
+        #[arg(short = 'f', long)]
+        follow: bool,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -115,6 +173,8 @@ pub enum VmsCommand {
     Delete {
         #[arg(value_parser = parse::<VmId>)]
         vm_id: VmId,
+        #[command(flatten)]
+        absent: AbsentArgs,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -162,11 +222,22 @@ pub struct CreateArgs {
     /// The command to run, after `--` (process nodes without an image; or the image's command).
     #[arg(last = true)]
     pub command: Vec<String>,
+    /// Wait until the VM runs or fails, showing progress (the default).
+    #[arg(long, overrides_with = "no_wait")]
+    pub wait: bool,
+    /// Return once the node has answered, whatever the VM's state.
+    #[arg(long, overrides_with = "wait")]
+    pub no_wait: bool,
+    /// How long to wait for the VM to run before giving up (exit 6).
+    #[arg(long, default_value = "2m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
 }
 
 /// `fleetwire fleet`.
 #[derive(Debug, clap::Args)]
 pub struct FleetArgs {
+    #[command(flatten)]
+    pub watch: WatchArgs,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -183,11 +254,11 @@ where
 impl NodesCommand {
     pub fn common(&self) -> &CommonArgs {
         match self {
+            NodesCommand::Drain(drain) => &drain.common,
             NodesCommand::List { common, .. }
             | NodesCommand::Get { common, .. }
             | NodesCommand::Cordon { common, .. }
             | NodesCommand::Uncordon { common, .. }
-            | NodesCommand::Drain { common, .. }
             | NodesCommand::Delete { common, .. } => common,
         }
     }
@@ -199,7 +270,23 @@ impl VmsCommand {
             VmsCommand::Create(create) => &create.common,
             VmsCommand::List { common, .. }
             | VmsCommand::Get { common, .. }
+            | VmsCommand::Logs { common, .. }
             | VmsCommand::Delete { common, .. } => common,
         }
+    }
+}
+
+/// `fleetwire completion SHELL`: the shell's completion script, on standard output.
+#[derive(Debug, clap::Args)]
+pub struct CompletionArgs {
+    /// bash, zsh or fish (also elvish and powershell).
+    pub shell: clap_complete::Shell,
+}
+
+impl CreateArgs {
+    /// Whether to wait for the VM to run: `--wait` unless `--no-wait` (the last of the two
+    /// given wins).
+    pub fn waits(&self) -> bool {
+        !self.no_wait
     }
 }

@@ -1,119 +1,282 @@
-//! What each operator command does: one call of the typed client, its answer printed, its
-//! failure turned into a message and an exit code.
+//! What each operator command does: calls of the typed client, their answers printed (again
+//! on each change with `--watch`), their failure turned into a message and an exit code.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::process::ExitCode;
 
 use chrono::Utc;
 use fleetwire_client::{Client, Error, ResponseValue};
-use fleetwire_types::CreateVmRequest;
+use fleetwire_types::{CreateVmRequest, LogOffset, NodeRecord, NodeStatusFilter, VmRecord};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::args::{
-    CommonArgs, CreateArgs, FleetArgs, NodesArgs, NodesCommand, VmsArgs, VmsCommand,
+    AbsentArgs, CommonArgs, CompletionArgs, CreateArgs, FleetArgs, NodesArgs, NodesCommand,
+    VmsArgs, VmsCommand, WatchArgs,
 };
 use super::exit::Failure;
-use super::output::{self, Format};
+use super::output::{self, Format, View};
+use super::print::{fail, out, shown, violation_lines, Done, POLL};
 
 pub fn nodes(args: NodesArgs) -> ExitCode {
     let common = args.command.common().clone();
     let format = common.format;
-    let now = Utc::now();
     run(&common, |client| async move {
-        Ok(match args.command {
-            NodesCommand::List { status, .. } => {
-                let nodes = client.list_nodes(status.as_ref()).await?;
-                shown(format, nodes, |n| output::nodes_table(n, now))
+        match args.command {
+            NodesCommand::List { status, watch, .. } => {
+                watching(
+                    watch,
+                    format,
+                    || client.list_nodes(status.as_ref()),
+                    nodes_view(),
+                )
+                .await
             }
-            NodesCommand::Get { node_id, .. } => {
-                let node = client.get_node(&node_id).await?;
-                shown(format, node, |n| output::node_details(n, now))
+            NodesCommand::Get {
+                node_id,
+                watch,
+                absent,
+                ..
+            } => {
+                let view = View {
+                    table: &|n, _| output::node_details(n, Utc::now()),
+                    names: &|n| vec![output::node_name(n)],
+                };
+                absent_ok(
+                    absent,
+                    watching(watch, format, || client.get_node(&node_id), view).await,
+                )
             }
             NodesCommand::Cordon {
                 node_id, reason, ..
             } => {
                 let node = client.cordon_node(&node_id, reason.as_ref()).await?;
-                shown(format, node, |n| {
-                    format!("node {} cordoned\n", n.node_id.as_str())
-                })
+                said(format, node, "cordoned")
             }
             NodesCommand::Uncordon { node_id, .. } => {
                 let node = client.uncordon_node(&node_id).await?;
-                shown(format, node, |n| {
-                    format!("node {} uncordoned\n", n.node_id.as_str())
-                })
+                said(format, node, "uncordoned")
             }
-            NodesCommand::Drain { node_id, .. } => {
-                let node = client.drain_node(&node_id).await?;
-                shown(format, node, |n| {
-                    format!("node {} draining\n", n.node_id.as_str())
-                })
+            NodesCommand::Drain(drain) => super::drain::drain(&client, drain).await,
+            NodesCommand::Delete {
+                node_id, absent, ..
+            } => {
+                let deleted = client.delete_node(&node_id).await.map(|_| {
+                    out(&gone(format, "node", node_id.as_str()));
+                    ExitCode::SUCCESS
+                });
+                absent_ok(absent, deleted)
             }
-            NodesCommand::Delete { node_id, .. } => {
-                client.delete_node(&node_id).await?;
-                gone(format, "node", node_id.as_str())
-            }
-        })
+        }
     })
 }
 
 pub fn vms(args: VmsArgs) -> ExitCode {
     let common = args.command.common().clone();
     let format = common.format;
-    let now = Utc::now();
     // A request document is read and checked before anything is sent.
     let request = match &args.command {
         VmsCommand::Create(create) => match create_request(create) {
             Ok(request) => Some(request),
-            Err(message) => {
-                eprintln!("error: {message}");
-                return Failure::Usage.into();
-            }
+            Err(message) => return fail(Failure::Usage, &message),
         },
         _ => None,
     };
     run(&common, |client| async move {
-        Ok(match args.command {
-            VmsCommand::List { tenant, .. } => {
-                let vms = client.list_vms(tenant.as_ref()).await?;
-                shown(format, vms, |v| output::vms_table(v, now))
+        match args.command {
+            VmsCommand::List { tenant, watch, .. } => {
+                watching(
+                    watch,
+                    format,
+                    || client.list_vms(tenant.as_ref()),
+                    vms_view(),
+                )
+                .await
             }
-            VmsCommand::Get { vm_id, .. } => {
-                let vm = client.get_vm(&vm_id).await?;
-                shown(format, vm, |v| {
-                    output::vms_table(std::slice::from_ref(v), now)
-                })
+            VmsCommand::Get {
+                vm_id,
+                watch,
+                absent,
+                ..
+            } => {
+                let view = View {
+                    table: &|v, _| output::vm_details(v, Utc::now()),
+                    names: &|v| vec![output::vm_name(v)],
+                };
+                absent_ok(
+                    absent,
+                    watching(watch, format, || client.get_vm(&vm_id), view).await,
+                )
             }
-            VmsCommand::Create(_) => {
+            VmsCommand::Logs { vm_id, follow, .. } => logs(&client, &vm_id, follow).await,
+            VmsCommand::Create(create) => {
                 let request = request.expect("read above");
-                let vm = client.create_vm(&request).await?;
-                shown(format, vm, |v| {
-                    output::vms_table(std::slice::from_ref(v), now)
-                })
+                super::create::create(&client, request, &create).await
             }
-            VmsCommand::Delete { vm_id, .. } => {
-                client.delete_vm(&vm_id).await?;
-                gone(format, "vm", vm_id.as_str())
+            VmsCommand::Delete { vm_id, absent, .. } => {
+                let deleted = client.delete_vm(&vm_id).await.map(|_| {
+                    out(&gone(format, "vm", vm_id.as_str()));
+                    ExitCode::SUCCESS
+                });
+                absent_ok(absent, deleted)
             }
-        })
+        }
     })
 }
 
 pub fn fleet(args: FleetArgs) -> ExitCode {
     let format = args.common.format;
-    let now = Utc::now();
+    let watch = args.watch.watch;
     run(&args.common, |client| async move {
-        let fleet = client.get_fleet().await?;
-        Ok(shown(format, fleet, |f| output::fleet_summary(f, now)))
+        // GET /v1/fleet leaves unreachable nodes out (as PPN's does); the table shows them too.
+        let fetch = || async {
+            let fleet = client.get_fleet().await?;
+            let every = match format {
+                Format::Table | Format::Wide => client
+                    .list_nodes(Some(&NodeStatusFilter::All))
+                    .await?
+                    .into_inner(),
+                _ => Vec::new(),
+            };
+            Ok::<_, Error>((fleet, every))
+        };
+        let mut last = None;
+        loop {
+            let (fleet, every) = fetch().await?;
+            let wide = format == Format::Wide;
+            let view = View {
+                table: &|f, _| output::fleet_summary(f, &every, wide, Utc::now()),
+                names: &|f: &fleetwire_types::FleetStatus| {
+                    f.nodes.iter().map(output::node_name).collect()
+                },
+            };
+            let text = shown(format, fleet, view);
+            if last.as_ref() != Some(&text) {
+                out(&text);
+                last = Some(text);
+            }
+            if !watch {
+                return Ok(ExitCode::SUCCESS);
+            }
+            tokio::time::sleep(POLL).await;
+        }
     })
 }
 
-/// Connects, runs one call on a runtime of its own, and prints its output or its failure.
+/// `fleetwire completion SHELL`: clap's own completion script for the whole command line.
+pub fn completion(args: &CompletionArgs, mut command: clap::Command) -> ExitCode {
+    clap_complete::generate(
+        args.shell,
+        &mut command,
+        "fleetwire",
+        &mut std::io::stdout(),
+    );
+    ExitCode::SUCCESS
+}
+
+// The views take the answer as it comes (`Vec`): `-o json` prints that very value.
+#[allow(clippy::ptr_arg)]
+fn nodes_view() -> View<'static, Vec<NodeRecord>> {
+    fn table(nodes: &Vec<NodeRecord>, wide: bool) -> String {
+        output::nodes_table(nodes, wide, Utc::now())
+    }
+    fn names(nodes: &Vec<NodeRecord>) -> Vec<String> {
+        nodes.iter().map(output::node_name).collect()
+    }
+    View {
+        table: &table,
+        names: &names,
+    }
+}
+
+#[allow(clippy::ptr_arg)]
+fn vms_view() -> View<'static, Vec<VmRecord>> {
+    fn table(vms: &Vec<VmRecord>, wide: bool) -> String {
+        output::vms_table(vms, wide, Utc::now())
+    }
+    fn names(vms: &Vec<VmRecord>) -> Vec<String> {
+        vms.iter().map(output::vm_name).collect()
+    }
+    View {
+        table: &table,
+        names: &names,
+    }
+}
+
+/// Prints what `fetch` answers; with `--watch`, asks again every [`POLL`] and prints the
+/// answer again whenever it changed, until interrupted.
+async fn watching<T, F, Fut>(watch: WatchArgs, format: Format, fetch: F, view: View<'_, T>) -> Done
+where
+    T: Serialize,
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<ResponseValue<T>, Error>>,
+{
+    let mut last: Option<String> = None;
+    loop {
+        let answer = fetch().await?;
+        let document = serde_json::to_string(&*answer).unwrap_or_default();
+        if last.as_ref() != Some(&document) {
+            out(&shown(format, answer, view));
+            last = Some(document);
+        }
+        if !watch.watch {
+            return Ok(ExitCode::SUCCESS);
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// `--ignore-not-found`: a 404 is success, with nothing printed.
+fn absent_ok(absent: AbsentArgs, done: Done) -> Done {
+    match done {
+        Err(error) if absent.ignore_not_found && Failure::of_call(&error) == Failure::NotFound => {
+            Ok(ExitCode::SUCCESS)
+        }
+        other => other,
+    }
+}
+
+/// A node action's line for people (`node N cordoned`), or the record.
+fn said(format: Format, node: ResponseValue<fleetwire_types::NodeRecord>, what: &str) -> Done {
+    let view = View {
+        table: &|n: &fleetwire_types::NodeRecord, _| {
+            format!("node {} {what}\n", n.node_id.as_str())
+        },
+        names: &|n| vec![output::node_name(n)],
+    };
+    out(&shown(format, node, view));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `vms logs [-f]`: the VM's output from its node, read piece by piece from where the last
+/// piece ended; with `-f`, asked again every [`POLL`] until interrupted.
+async fn logs(client: &Client, vm_id: &fleetwire_types::VmId, follow: bool) -> Done {
+    let mut offset = 0u64;
+    loop {
+        let chunk = client
+            .get_vm_logs(vm_id, Some(&LogOffset(offset)))
+            .await?
+            .into_inner();
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(chunk.text.as_bytes());
+        let _ = stdout.flush();
+        let caught_up = chunk.next_offset >= chunk.size;
+        offset = chunk.next_offset;
+        if caught_up {
+            if !follow {
+                return Ok(ExitCode::SUCCESS);
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+/// Connects, runs the command on a runtime of its own, and turns its failure into a message
+/// and an exit code.
 fn run<F, Fut>(common: &CommonArgs, call: F) -> ExitCode
 where
     F: FnOnce(Client) -> Fut,
-    Fut: std::future::Future<Output = Result<String, Error>>,
+    Fut: std::future::Future<Output = Done>,
 {
     let connection = match common.connection.resolve() {
         Ok(connection) => connection,
@@ -128,82 +291,37 @@ where
         .build()
         .expect("a tokio runtime");
     match runtime.block_on(call(client)) {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
+        Ok(code) => code,
         Err(error) => {
             // A connection or TLS failure says what to check, the error after it.
             let ca_file = connection.ca_file.as_ref().map(|(path, _)| path.as_path());
             let mut message = super::transport::explain(&error, &connection.url, ca_file)
                 .unwrap_or_else(|| error.to_string());
-            for v in error
-                .api_error()
-                .map(|e| e.violations.as_slice())
-                .unwrap_or_default()
-            {
-                let at = if v.instance_path.is_empty() {
-                    "/"
-                } else {
-                    v.instance_path.as_str()
-                };
-                message.push_str(&format!("\n  {at}: {} ({})", v.message, v.keyword));
-            }
+            message.push_str(&violation_lines(
+                error
+                    .api_error()
+                    .map(|e| e.violations.as_slice())
+                    .unwrap_or_default(),
+            ));
             fail(Failure::of_call(&error), &message)
         }
     }
 }
 
-/// One line per violation, each after a line break: `  /pointer: message (keyword)`.
-fn violation_lines(violations: &[fleetwire_types::Violation]) -> String {
-    violations
-        .iter()
-        .map(|v| {
-            let at = if v.instance_path.is_empty() {
-                "/"
-            } else {
-                v.instance_path.as_str()
-            };
-            format!("\n  {at}: {} ({})", v.message, v.keyword)
-        })
-        .collect()
-}
-
-fn fail(failure: Failure, message: &str) -> ExitCode {
-    eprintln!("error: {message}");
-    failure.into()
-}
-
-/// The answer in the chosen format; what the controller sent that this fleetwire does not know
-/// is named on standard error (it is left out of the JSON too: `-o json` prints the typed
-/// answer).
-fn shown<T: Serialize>(
-    format: Format,
-    answer: ResponseValue<T>,
-    table: impl FnOnce(&T) -> String,
-) -> String {
-    for field in answer.unknown_fields() {
-        eprintln!(
-            "warning: the controller's answer has a field this fleetwire does not know: {}",
-            field.as_str()
-        );
-    }
-    for warning in answer.warnings() {
-        eprintln!("warning: {warning}");
-    }
-    output::render(format, &answer.into_inner(), table)
-}
-
 /// What a delete prints: a line for people, a small document for scripts.
 fn gone(format: Format, kind: &str, id: &str) -> String {
-    output::render(format, &json!({ "deleted": kind, "id": id }), |_| {
-        format!("{kind} {id} deleted\n")
-    })
+    let line = format!("{kind} {id} deleted\n");
+    let name = format!("{kind}/{id}");
+    let view = View {
+        table: &|_: &Value, _| line.clone(),
+        names: &|_| vec![name.clone()],
+    };
+    output::render(format, &json!({ "deleted": kind, "id": id }), view)
 }
 
 /// The `CreateVmRequest` from `-f FILE` or from the flags, checked against its schema; an
 /// error names each offending field by its JSON pointer.
-fn create_request(args: &CreateArgs) -> Result<CreateVmRequest, String> {
+pub fn create_request(args: &CreateArgs) -> Result<CreateVmRequest, String> {
     let (body, source) = match &args.file {
         Some(path) if path.as_os_str() == "-" => {
             let mut body = Vec::new();

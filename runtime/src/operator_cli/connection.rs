@@ -61,7 +61,11 @@ impl Connection {
         if let Some(token) = &self.token {
             builder = builder.operator_token(token.clone());
         }
-        builder.build().map_err(|e| match (e, &self.ca_file) {
+        // A mistyped field is refused by name, never set aside (issue 30).
+        builder
+            .field_validation(fleetwire_types::FieldValidation::Strict)
+            .build()
+            .map_err(|e| match (e, &self.ca_file) {
             (fleetwire_client::BuildError::FleetCa(reason), Some((path, from))) => {
                 ConnectionError::File {
                     what: "CA file",

@@ -23,7 +23,9 @@ fn the_agent_appears_in_a_ppn_controller_and_runs_its_vms() {
     // The controller is down when the agent starts.
     let controller_port = free_port();
     let controller_url = format!("http://127.0.0.1:{controller_port}");
-    let agent = AgentProcess::start(&controller_url, &[]);
+    // A PPN client names no command: the node's default runs (without one, a spawn that names
+    // none is refused).
+    let agent = AgentProcess::start(&controller_url, &[("VM_DEFAULT_COMMAND", "sleep 600")]);
     let first = agent.wait_reported(
         "the agent to see the controller down",
         Duration::from_secs(10),

@@ -220,6 +220,13 @@ async fn plain_operations() {
         409,
         ApiErrorCode::Conflict,
     );
+    // The stand-in agent keeps no output: the controller relays its 404 (the real agent's
+    // output: tests/e2e/operator/habits.rs).
+    refused(
+        client.get_vm_logs(&vm_id, None).await,
+        404,
+        ApiErrorCode::NotFound,
+    );
     let deleted = client.delete_vm(&vm_id).await.unwrap();
     assert_eq!(deleted.status().as_u16(), 204);
     assert_eq!(agent.deleted(), ["web 1/a"]);

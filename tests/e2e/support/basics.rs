@@ -46,6 +46,8 @@ pub fn without_user_settings<'a>(
         "FLEETWIRE_CONFIG",
         "FLEETWIRE_PLAIN_HTTP",
         "FLEETWIRE_DATA_DIR",
+        "NO_COLOR",
+        "CLICOLOR_FORCE",
     ] {
         command.env_remove(name);
     }

@@ -10,6 +10,7 @@ pub const REGISTER_NODE: Operation = Operation {
     path: "/v1/nodes/register",
     access: "node",
     bearer: &[Bearer::Bootstrap],
+    field_validation: true,
 };
 /// `POST /v1/nodes/heartbeat`.
 pub const POST_HEARTBEAT: Operation = Operation {
@@ -18,6 +19,7 @@ pub const POST_HEARTBEAT: Operation = Operation {
     path: "/v1/nodes/heartbeat",
     access: "node",
     bearer: &[],
+    field_validation: true,
 };
 /// `GET /v1/nodes`.
 pub const LIST_NODES: Operation = Operation {
@@ -26,6 +28,7 @@ pub const LIST_NODES: Operation = Operation {
     path: "/v1/nodes",
     access: "read",
     bearer: &[Bearer::Operator],
+    field_validation: false,
 };
 /// `GET /v1/nodes/{node_id}`.
 pub const GET_NODE: Operation = Operation {
@@ -34,6 +37,7 @@ pub const GET_NODE: Operation = Operation {
     path: "/v1/nodes/{node_id}",
     access: "read",
     bearer: &[Bearer::Operator],
+    field_validation: false,
 };
 /// `DELETE /v1/nodes/{node_id}`.
 pub const DELETE_NODE: Operation = Operation {
@@ -42,6 +46,7 @@ pub const DELETE_NODE: Operation = Operation {
     path: "/v1/nodes/{node_id}",
     access: "admin",
     bearer: &[Bearer::Operator],
+    field_validation: false,
 };
 /// `POST /v1/nodes/{node_id}/cordon`.
 pub const CORDON_NODE: Operation = Operation {
@@ -50,6 +55,7 @@ pub const CORDON_NODE: Operation = Operation {
     path: "/v1/nodes/{node_id}/cordon",
     access: "admin",
     bearer: &[Bearer::Operator],
+    field_validation: false,
 };
 /// `POST /v1/nodes/{node_id}/uncordon`.
 pub const UNCORDON_NODE: Operation = Operation {
@@ -58,6 +64,7 @@ pub const UNCORDON_NODE: Operation = Operation {
     path: "/v1/nodes/{node_id}/uncordon",
     access: "admin",
     bearer: &[Bearer::Operator],
+    field_validation: false,
 };
 /// `POST /v1/nodes/{node_id}/drain`.
 pub const DRAIN_NODE: Operation = Operation {
@@ -66,6 +73,7 @@ pub const DRAIN_NODE: Operation = Operation {
     path: "/v1/nodes/{node_id}/drain",
     access: "admin",
     bearer: &[Bearer::Operator],
+    field_validation: false,
 };
 /// `GET /v1/fleet`.
 pub const GET_FLEET: Operation = Operation {
@@ -74,6 +82,7 @@ pub const GET_FLEET: Operation = Operation {
     path: "/v1/fleet",
     access: "read",
     bearer: &[Bearer::Operator],
+    field_validation: false,
 };
 /// `GET /v1/vms`.
 pub const LIST_VMS: Operation = Operation {
@@ -82,6 +91,7 @@ pub const LIST_VMS: Operation = Operation {
     path: "/v1/vms",
     access: "read",
     bearer: &[Bearer::Operator],
+    field_validation: false,
 };
 /// `POST /v1/vms`.
 pub const CREATE_VM: Operation = Operation {
@@ -90,6 +100,7 @@ pub const CREATE_VM: Operation = Operation {
     path: "/v1/vms",
     access: "admin",
     bearer: &[Bearer::Operator],
+    field_validation: true,
 };
 /// `GET /v1/vms/{vm_id}`.
 pub const GET_VM: Operation = Operation {
@@ -98,6 +109,7 @@ pub const GET_VM: Operation = Operation {
     path: "/v1/vms/{vm_id}",
     access: "read",
     bearer: &[Bearer::Operator],
+    field_validation: false,
 };
 /// `DELETE /v1/vms/{vm_id}`.
 pub const DELETE_VM: Operation = Operation {
@@ -106,6 +118,16 @@ pub const DELETE_VM: Operation = Operation {
     path: "/v1/vms/{vm_id}",
     access: "admin",
     bearer: &[Bearer::Operator],
+    field_validation: false,
+};
+/// `GET /v1/vms/{vm_id}/logs`.
+pub const GET_VM_LOGS: Operation = Operation {
+    id: "get_vm_logs",
+    method: reqwest::Method::GET,
+    path: "/v1/vms/{vm_id}/logs",
+    access: "read",
+    bearer: &[Bearer::Operator],
+    field_validation: false,
 };
 /// `GET /healthz`.
 pub const GET_HEALTHZ: Operation = Operation {
@@ -114,6 +136,7 @@ pub const GET_HEALTHZ: Operation = Operation {
     path: "/healthz",
     access: "open",
     bearer: &[],
+    field_validation: false,
 };
 /// `GET /readyz`.
 pub const GET_READYZ: Operation = Operation {
@@ -122,6 +145,7 @@ pub const GET_READYZ: Operation = Operation {
     path: "/readyz",
     access: "open",
     bearer: &[],
+    field_validation: false,
 };
 /// `GET /metrics`.
 pub const GET_METRICS: Operation = Operation {
@@ -130,6 +154,7 @@ pub const GET_METRICS: Operation = Operation {
     path: "/metrics",
     access: "metrics",
     bearer: &[Bearer::Operator],
+    field_validation: false,
 };
 /// `POST /v1/tokens`.
 pub const CREATE_BOOTSTRAP_TOKEN: Operation = Operation {
@@ -138,6 +163,7 @@ pub const CREATE_BOOTSTRAP_TOKEN: Operation = Operation {
     path: "/v1/tokens",
     access: "admin",
     bearer: &[Bearer::Operator],
+    field_validation: true,
 };
 /// Every operation, in the API document's order.
 pub const OPERATIONS: &[&Operation] = &[
@@ -154,6 +180,7 @@ pub const OPERATIONS: &[&Operation] = &[
     &CREATE_VM,
     &GET_VM,
     &DELETE_VM,
+    &GET_VM_LOGS,
     &GET_HEALTHZ,
     &GET_READYZ,
     &GET_METRICS,
@@ -449,6 +476,35 @@ impl Client {
         let answer = self.send(operation, &["v1", "vms", &vm_id], &[], None).await?;
         match answer.status().as_u16() {
             204 => response::empty(operation.id, answer).await,
+            _ => response::api_error(operation.id, answer).await,
+        }
+    }
+    /// Read a VM's output
+    ///
+    /// Returns a piece of one VM's output: its workload's standard output and error, which its node's agent keeps in a file under its state directory (VM_STATE_DIR/logs). The controller relays the request to the node's agent (GET /v1/vms/{vm_id}/logs on its local API, over mTLS with the controller's client certificate, as it calls the agent to spawn) and answers what the agent answered: operators reach the output through the controller's authentication, never the agent itself. A reader follows the output by asking again from next_offset (`fleetwire vms logs -f`). Access: an operator token of either scope in `Authorization: Bearer` (401 without a token the controller knows). A `--plain-http` controller serves it to anyone.
+    ///
+    /// `GET /v1/vms/{vm_id}/logs` (access `read`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::VmLogChunk`]; `401`, `404`, `502` and every other status are an `ApiError`: [`Error::Api`].
+    /// - `vm_id`: The VM's id.
+    /// - `offset`: Where to start reading, in bytes from the start of the VM's output (0 when absent): the next_offset of the last piece read.
+    pub async fn get_vm_logs(
+        &self,
+        vm_id: &fleetwire_types::VmId,
+        offset: Option<&fleetwire_types::LogOffset>,
+    ) -> Result<ResponseValue<fleetwire_types::VmLogChunk>, Error> {
+        let operation = &GET_VM_LOGS;
+        let vm_id = query_value(vm_id);
+        let answer = self
+            .send(
+                operation,
+                &["v1", "vms", &vm_id, "logs"],
+                &[("offset", offset.map(query_value))],
+                None,
+            )
+            .await?;
+        match answer.status().as_u16() {
+            200 => {
+                response::json::<fleetwire_types::VmLogChunk>(operation.id, answer).await
+            }
             _ => response::api_error(operation.id, answer).await,
         }
     }

@@ -10,6 +10,8 @@ use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{Method, Response, Url};
 use serde::Serialize;
 
+use fleetwire_types::FieldValidation;
+
 use crate::error::{BuildError, Error};
 use crate::response::with_causes;
 use crate::secret::BearerToken;
@@ -41,6 +43,9 @@ pub struct Operation {
     /// The bearer credentials it takes, in the document's order; the client sends the first it
     /// holds (none: the route takes none, or only the node's client certificate).
     pub bearer: &'static [Bearer],
+    /// Whether it takes the `fieldValidation` query parameter (every operation with a body
+    /// does): the client sends its [`ClientBuilder::field_validation`] there.
+    pub field_validation: bool,
 }
 
 /// A typed client for the controller's API: one async method per operation of the API
@@ -65,6 +70,7 @@ pub struct Client {
     http: reqwest::Client,
     operator_token: Option<BearerToken>,
     bootstrap_token: Option<BearerToken>,
+    field_validation: Option<FieldValidation>,
 }
 
 impl fmt::Debug for Client {
@@ -87,6 +93,7 @@ impl Client {
             identity: None,
             operator_token: None,
             bootstrap_token: None,
+            field_validation: None,
             timeout: DEFAULT_TIMEOUT,
         }
     }
@@ -130,6 +137,15 @@ impl Client {
         })
     }
 
+    /// The same client, asking the server to treat body fields the schema does not define as
+    /// `mode` says (`fieldValidation`): `Strict` has them refused by name.
+    pub fn with_field_validation(&self, mode: FieldValidation) -> Client {
+        Client {
+            field_validation: Some(mode),
+            ..self.clone()
+        }
+    }
+
     fn token_for(&self, bearer: Bearer) -> Option<&BearerToken> {
         match bearer {
             Bearer::Operator => self.operator_token.as_ref(),
@@ -164,7 +180,13 @@ impl Client {
         query: &[(&str, Option<String>)],
         body: Option<Vec<u8>>,
     ) -> Result<Response, Error> {
-        let url = self.url(segments, query);
+        let mode = self
+            .field_validation
+            .filter(|_| operation.field_validation)
+            .map(|mode| query_value(&mode));
+        let mut query = query.to_vec();
+        query.push(("fieldValidation", mode));
+        let url = self.url(segments, &query);
         let mut request = self.http.request(operation.method.clone(), url);
         if let Some(token) = operation.bearer.iter().find_map(|b| self.token_for(*b)) {
             let mut value =
@@ -239,6 +261,7 @@ pub struct ClientBuilder {
     identity: Option<(String, String)>,
     operator_token: Option<BearerToken>,
     bootstrap_token: Option<BearerToken>,
+    field_validation: Option<FieldValidation>,
     timeout: Duration,
 }
 
@@ -303,6 +326,14 @@ impl ClientBuilder {
         self
     }
 
+    /// What the server is to do with body fields the schema does not define, sent as
+    /// `fieldValidation` with every operation that has a body: `Strict` has them refused
+    /// (400, each by its JSON pointer); unset, the server's default (`Warn`) applies.
+    pub fn field_validation(mut self, mode: FieldValidation) -> Self {
+        self.field_validation = Some(mode);
+        self
+    }
+
     /// How long one call may take (default [`DEFAULT_TIMEOUT`]).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -353,6 +384,7 @@ impl ClientBuilder {
                     http: http.clone(),
                     operator_token: self.operator_token,
                     bootstrap_token: self.bootstrap_token,
+                    field_validation: self.field_validation,
                 })
             }
             (Transport::FleetCa(ca_pem), true) => fleet_tls_config(
@@ -374,6 +406,7 @@ impl ClientBuilder {
             http,
             operator_token: self.operator_token,
             bootstrap_token: self.bootstrap_token,
+            field_validation: self.field_validation,
         })
     }
 }

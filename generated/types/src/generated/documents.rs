@@ -72,9 +72,18 @@ impl WireDocument for types::VmRecord {
     }
 }
 
-impl WireDocument for types::HostPortMapping {
+impl WireDocument for types::VmLogChunk {
     type Set = Schemas;
     const INFO: &'static DocumentInfo = &DOCUMENTS[8];
+    fn validator() -> &'static jsonschema::Validator {
+        static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
+        VALIDATOR.get_or_init(|| compile_validator_in::<Schemas>("VmLogChunk"))
+    }
+}
+
+impl WireDocument for types::HostPortMapping {
+    type Set = Schemas;
+    const INFO: &'static DocumentInfo = &DOCUMENTS[9];
     fn validator() -> &'static jsonschema::Validator {
         static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
         VALIDATOR.get_or_init(|| compile_validator_in::<Schemas>("HostPortMapping"))
@@ -83,7 +92,7 @@ impl WireDocument for types::HostPortMapping {
 
 impl WireDocument for types::CreateVmRequest {
     type Set = Schemas;
-    const INFO: &'static DocumentInfo = &DOCUMENTS[9];
+    const INFO: &'static DocumentInfo = &DOCUMENTS[10];
     fn validator() -> &'static jsonschema::Validator {
         static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
         VALIDATOR.get_or_init(|| compile_validator_in::<Schemas>("CreateVmRequest"))
@@ -92,7 +101,7 @@ impl WireDocument for types::CreateVmRequest {
 
 impl WireDocument for types::CreateBootstrapTokenRequest {
     type Set = Schemas;
-    const INFO: &'static DocumentInfo = &DOCUMENTS[10];
+    const INFO: &'static DocumentInfo = &DOCUMENTS[11];
     fn validator() -> &'static jsonschema::Validator {
         static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
         VALIDATOR.get_or_init(|| compile_validator_in::<Schemas>("CreateBootstrapTokenRequest"))
@@ -101,7 +110,7 @@ impl WireDocument for types::CreateBootstrapTokenRequest {
 
 impl WireDocument for types::BootstrapTokenIssued {
     type Set = Schemas;
-    const INFO: &'static DocumentInfo = &DOCUMENTS[11];
+    const INFO: &'static DocumentInfo = &DOCUMENTS[12];
     fn validator() -> &'static jsonschema::Validator {
         static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
         VALIDATOR.get_or_init(|| compile_validator_in::<Schemas>("BootstrapTokenIssued"))
@@ -110,7 +119,7 @@ impl WireDocument for types::BootstrapTokenIssued {
 
 impl WireDocument for types::ApiError {
     type Set = Schemas;
-    const INFO: &'static DocumentInfo = &DOCUMENTS[12];
+    const INFO: &'static DocumentInfo = &DOCUMENTS[13];
     fn validator() -> &'static jsonschema::Validator {
         static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
         VALIDATOR.get_or_init(|| compile_validator_in::<Schemas>("ApiError"))
@@ -119,7 +128,7 @@ impl WireDocument for types::ApiError {
 
 impl WireDocument for types::Health {
     type Set = Schemas;
-    const INFO: &'static DocumentInfo = &DOCUMENTS[13];
+    const INFO: &'static DocumentInfo = &DOCUMENTS[14];
     fn validator() -> &'static jsonschema::Validator {
         static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
         VALIDATOR.get_or_init(|| compile_validator_in::<Schemas>("Health"))
@@ -128,7 +137,7 @@ impl WireDocument for types::Health {
 
 impl WireDocument for types::HostReportedState {
     type Set = Schemas;
-    const INFO: &'static DocumentInfo = &DOCUMENTS[14];
+    const INFO: &'static DocumentInfo = &DOCUMENTS[15];
     fn validator() -> &'static jsonschema::Validator {
         static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
         VALIDATOR.get_or_init(|| compile_validator_in::<Schemas>("HostReportedState"))
@@ -137,7 +146,7 @@ impl WireDocument for types::HostReportedState {
 
 impl WireDocument for types::RuntimeHealth {
     type Set = Schemas;
-    const INFO: &'static DocumentInfo = &DOCUMENTS[15];
+    const INFO: &'static DocumentInfo = &DOCUMENTS[16];
     fn validator() -> &'static jsonschema::Validator {
         static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
         VALIDATOR.get_or_init(|| compile_validator_in::<Schemas>("RuntimeHealth"))
@@ -146,7 +155,7 @@ impl WireDocument for types::RuntimeHealth {
 
 impl WireDocument for types::RuntimeCapacity {
     type Set = Schemas;
-    const INFO: &'static DocumentInfo = &DOCUMENTS[16];
+    const INFO: &'static DocumentInfo = &DOCUMENTS[17];
     fn validator() -> &'static jsonschema::Validator {
         static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
         VALIDATOR.get_or_init(|| compile_validator_in::<Schemas>("RuntimeCapacity"))
@@ -155,7 +164,7 @@ impl WireDocument for types::RuntimeCapacity {
 
 impl WireDocument for types::RuntimeMachineList {
     type Set = Schemas;
-    const INFO: &'static DocumentInfo = &DOCUMENTS[17];
+    const INFO: &'static DocumentInfo = &DOCUMENTS[18];
     fn validator() -> &'static jsonschema::Validator {
         static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
         VALIDATOR.get_or_init(|| compile_validator_in::<Schemas>("RuntimeMachineList"))
@@ -164,7 +173,7 @@ impl WireDocument for types::RuntimeMachineList {
 
 impl WireDocument for types::RuntimeMachine {
     type Set = Schemas;
-    const INFO: &'static DocumentInfo = &DOCUMENTS[18];
+    const INFO: &'static DocumentInfo = &DOCUMENTS[19];
     fn validator() -> &'static jsonschema::Validator {
         static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
         VALIDATOR.get_or_init(|| compile_validator_in::<Schemas>("RuntimeMachine"))
@@ -173,7 +182,7 @@ impl WireDocument for types::RuntimeMachine {
 
 impl WireDocument for types::CreateMachineRequest {
     type Set = Schemas;
-    const INFO: &'static DocumentInfo = &DOCUMENTS[19];
+    const INFO: &'static DocumentInfo = &DOCUMENTS[20];
     fn validator() -> &'static jsonschema::Validator {
         static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
         VALIDATOR.get_or_init(|| compile_validator_in::<Schemas>("CreateMachineRequest"))
@@ -182,7 +191,7 @@ impl WireDocument for types::CreateMachineRequest {
 
 impl WireDocument for types::RuntimeDeleted {
     type Set = Schemas;
-    const INFO: &'static DocumentInfo = &DOCUMENTS[20];
+    const INFO: &'static DocumentInfo = &DOCUMENTS[21];
     fn validator() -> &'static jsonschema::Validator {
         static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
         VALIDATOR.get_or_init(|| compile_validator_in::<Schemas>("RuntimeDeleted"))
@@ -191,7 +200,7 @@ impl WireDocument for types::RuntimeDeleted {
 
 impl WireDocument for types::RuntimeError {
     type Set = Schemas;
-    const INFO: &'static DocumentInfo = &DOCUMENTS[21];
+    const INFO: &'static DocumentInfo = &DOCUMENTS[22];
     fn validator() -> &'static jsonschema::Validator {
         static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
         VALIDATOR.get_or_init(|| compile_validator_in::<Schemas>("RuntimeError"))
@@ -211,6 +220,7 @@ pub fn read_named(name: &str, bytes: &[u8]) -> Option<Result<Accepted<()>, Rejec
         "NodeRecord" => read::<types::NodeRecord>(bytes).map(|a| a.map(|_| ())),
         "FleetStatus" => read::<types::FleetStatus>(bytes).map(|a| a.map(|_| ())),
         "VmRecord" => read::<types::VmRecord>(bytes).map(|a| a.map(|_| ())),
+        "VmLogChunk" => read::<types::VmLogChunk>(bytes).map(|a| a.map(|_| ())),
         "HostPortMapping" => read::<types::HostPortMapping>(bytes).map(|a| a.map(|_| ())),
         "CreateVmRequest" => read::<types::CreateVmRequest>(bytes).map(|a| a.map(|_| ())),
         "CreateBootstrapTokenRequest" => read::<types::CreateBootstrapTokenRequest>(bytes).map(|a| a.map(|_| ())),
@@ -240,6 +250,7 @@ pub fn read_named_strict(name: &str, bytes: &[u8]) -> Option<Result<(), Rejectio
         "NodeRecord" => read_strict::<types::NodeRecord>(bytes).map(|_| ()),
         "FleetStatus" => read_strict::<types::FleetStatus>(bytes).map(|_| ()),
         "VmRecord" => read_strict::<types::VmRecord>(bytes).map(|_| ()),
+        "VmLogChunk" => read_strict::<types::VmLogChunk>(bytes).map(|_| ()),
         "HostPortMapping" => read_strict::<types::HostPortMapping>(bytes).map(|_| ()),
         "CreateVmRequest" => read_strict::<types::CreateVmRequest>(bytes).map(|_| ()),
         "CreateBootstrapTokenRequest" => read_strict::<types::CreateBootstrapTokenRequest>(bytes).map(|_| ()),
@@ -271,6 +282,7 @@ pub fn reserialize_named(name: &str, bytes: &[u8]) -> Option<Result<serde_json::
         "NodeRecord" => strict::from_slice::<Schemas, types::NodeRecord>(bytes).and_then(|v| serde_json::to_value(&v)),
         "FleetStatus" => strict::from_slice::<Schemas, types::FleetStatus>(bytes).and_then(|v| serde_json::to_value(&v)),
         "VmRecord" => strict::from_slice::<Schemas, types::VmRecord>(bytes).and_then(|v| serde_json::to_value(&v)),
+        "VmLogChunk" => strict::from_slice::<Schemas, types::VmLogChunk>(bytes).and_then(|v| serde_json::to_value(&v)),
         "HostPortMapping" => strict::from_slice::<Schemas, types::HostPortMapping>(bytes).and_then(|v| serde_json::to_value(&v)),
         "CreateVmRequest" => strict::from_slice::<Schemas, types::CreateVmRequest>(bytes).and_then(|v| serde_json::to_value(&v)),
         "CreateBootstrapTokenRequest" => strict::from_slice::<Schemas, types::CreateBootstrapTokenRequest>(bytes).and_then(|v| serde_json::to_value(&v)),
@@ -302,6 +314,7 @@ pub fn written_named(name: &str, bytes: &[u8]) -> Option<Result<serde_json::Valu
         "NodeRecord" => read::<types::NodeRecord>(bytes).map(|a| serde_json::to_value(&a.value).expect("a generated value serializes")),
         "FleetStatus" => read::<types::FleetStatus>(bytes).map(|a| serde_json::to_value(&a.value).expect("a generated value serializes")),
         "VmRecord" => read::<types::VmRecord>(bytes).map(|a| serde_json::to_value(&a.value).expect("a generated value serializes")),
+        "VmLogChunk" => read::<types::VmLogChunk>(bytes).map(|a| serde_json::to_value(&a.value).expect("a generated value serializes")),
         "HostPortMapping" => read::<types::HostPortMapping>(bytes).map(|a| serde_json::to_value(&a.value).expect("a generated value serializes")),
         "CreateVmRequest" => read::<types::CreateVmRequest>(bytes).map(|a| serde_json::to_value(&a.value).expect("a generated value serializes")),
         "CreateBootstrapTokenRequest" => read::<types::CreateBootstrapTokenRequest>(bytes).map(|a| serde_json::to_value(&a.value).expect("a generated value serializes")),

@@ -10,6 +10,7 @@ pub const DOCUMENTS: &[DocumentInfo] = &[
     DocumentInfo { name: "NodeRecord", file: "node.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
     DocumentInfo { name: "FleetStatus", file: "node.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
     DocumentInfo { name: "VmRecord", file: "node.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
+    DocumentInfo { name: "VmLogChunk", file: "node.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
     DocumentInfo { name: "HostPortMapping", file: "node.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
     DocumentInfo { name: "CreateVmRequest", file: "node.schema.json", exact: false, exactness: "CreateVmRequest: GuestPorts: `maxItems` is checked by the schema only" },
     DocumentInfo { name: "CreateBootstrapTokenRequest", file: "node.schema.json", exact: false, exactness: "CreateBootstrapTokenRequest: integer bounds other than the range of `int64` are checked by the schema only" },
@@ -34,7 +35,7 @@ pub const SCHEMA_SET_NAME: &str = "fleetwire";
 /// The schema set's semver version: the wire's version these types speak.
 pub const SCHEMA_SET_VERSION: &str = "0.2.0";
 /// SHA-256 of the schema set's files, as the reference site shows it (docs/versioning.md).
-pub const SCHEMA_SET_HASH: &str = "db2eff15c4fed3aef412a10dabf159add1abae861718ebb5688b1bb8575226fb";
+pub const SCHEMA_SET_HASH: &str = "511fc20a1e92086bd99d66b56106b3cd4ffc32bd28238088c02e1f29e2fb3a21";
 
 /// What the strict deserializer knows of each generated struct: its optional properties that may
 /// not be `null` (by JSON name), and whether its schema is closed.
@@ -84,14 +85,15 @@ pub(crate) fn struct_rules(struct_name: &str) -> StructRules {
         "RuntimePortSpec" => StructRules { non_null: &[], closed: true },
         "UsageMeters" => StructRules { non_null: &[], closed: true },
         "Violation" => StructRules { non_null: &[], closed: true },
-        "VmRecord" => StructRules { non_null: &["host_ports", "node_id", "disk_gb", "command", "image", "message", "created_at"], closed: true },
+        "VmLogChunk" => StructRules { non_null: &[], closed: true },
+        "VmRecord" => StructRules { non_null: &["host_ports", "node_id", "disk_gb", "command", "image", "message", "created_at", "restart_count", "last_restart_at"], closed: true },
         _ => StructRules::OPEN,
     }
 }
 
 /// Generated enums whose every value is a string (a schema `enum` of strings).
 pub(crate) fn is_string_enum(enum_name: &str) -> bool {
-    matches!(enum_name, "DesiredInstanceState" | "NodeStatusFilter" | "VmState" | "PortProtocol" | "ApiErrorCode" | "HealthStatus" | "ControllerRole" | "TransportSecurity" | "KnownRuntime" | "HostState" | "VolumeState" | "InstanceState" | "CheckpointState" | "ExportState")
+    matches!(enum_name, "DesiredInstanceState" | "NodeStatusFilter" | "FieldValidation" | "VmState" | "PortProtocol" | "ApiErrorCode" | "HealthStatus" | "ControllerRole" | "TransportSecurity" | "KnownRuntime" | "HostState" | "VolumeState" | "InstanceState" | "CheckpointState" | "ExportState")
 }
 
 /// This crate's schema set: what the reader, the strict deserializer and the validators of

@@ -1306,6 +1306,67 @@ impl ::std::convert::TryFrom<::std::string::String> for ExportState {
         value.parse()
     }
 }
+///What a server does with fields of a request body that its schema does not define (the fieldValidation query parameter, as Kubernetes names it): "Strict" refuses the request (400 invalid_document, each field by its JSON pointer), "Warn" sets them aside and names each in a Warning: 299 header (what a request without the parameter gets, as PPN's clients expect), "Ignore" sets them aside without a word.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum FieldValidation {
+    Strict,
+    Warn,
+    Ignore,
+}
+impl ::std::fmt::Display for FieldValidation {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Strict => f.write_str("Strict"),
+            Self::Warn => f.write_str("Warn"),
+            Self::Ignore => f.write_str("Ignore"),
+        }
+    }
+}
+impl ::std::str::FromStr for FieldValidation {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "Strict" => Ok(Self::Strict),
+            "Warn" => Ok(Self::Warn),
+            "Ignore" => Ok(Self::Ignore),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for FieldValidation {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for FieldValidation {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::default::Default for FieldValidation {
+    fn default() -> Self {
+        FieldValidation::Warn
+    }
+}
 ///One measurement of how full a filesystem is.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct FilesystemUsage {
@@ -2239,6 +2300,49 @@ impl ::std::convert::TryFrom<::std::string::String> for KnownRuntime {
     fn try_from(
         value: ::std::string::String,
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+///A position in a VM's output, in bytes from its start (GET /v1/vms/{vm_id}/logs?offset=).
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(transparent)]
+pub struct LogOffset(pub u64);
+impl ::std::ops::Deref for LogOffset {
+    type Target = u64;
+    fn deref(&self) -> &u64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<LogOffset> for u64 {
+    fn from(value: LogOffset) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<u64> for LogOffset {
+    fn from(value: u64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for LogOffset {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for LogOffset {
+    type Err = <u64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for LogOffset {
+    type Error = <u64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for LogOffset {
+    type Error = <u64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
         value.parse()
     }
 }
@@ -3948,6 +4052,74 @@ impl<'de> ::serde::Deserialize<'de> for VmId {
             })
     }
 }
+///A piece of a VM's output (its workload's standard output and error, as its node's agent keeps them in a file), answered by GET /v1/vms/{vm_id}/logs on the controller and on the node's agent: the bytes from offset, at most 128 KiB, as text (bytes that are not UTF-8 replaced by U+FFFD). A reader that asks again from next_offset reads on without gaps or repeats; next_offset equal to size means it has read all there was.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+pub struct VmLogChunk {
+    ///Where the next piece starts: offset plus the bytes this piece covers.
+    pub next_offset: u64,
+    ///Where in the VM's output the text starts, in bytes.
+    pub offset: u64,
+    ///How many bytes of output the node held when it answered.
+    pub size: u64,
+    ///The output from offset to next_offset.
+    pub text: VmLogChunkText,
+    ///The VM whose output this is.
+    pub vm_id: VmId,
+}
+///The output from offset to next_offset.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct VmLogChunkText(::std::string::String);
+impl ::std::ops::Deref for VmLogChunkText {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<VmLogChunkText> for ::std::string::String {
+    fn from(value: VmLogChunkText) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for VmLogChunkText {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 1048576usize {
+            return Err("longer than 1048576 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for VmLogChunkText {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for VmLogChunkText {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for VmLogChunkText {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
 ///One VM, as an agent reports it in its heartbeat, as an agent answers a spawn, and as the controller serves it. Its first fields are PPN's VM record; the rest are optional fleetwire fields. Fields it does not define are set aside and reported, not refused (the unknown-field policy), so that records from newer agents are kept.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 pub struct VmRecord {
@@ -3966,6 +4138,9 @@ pub struct VmRecord {
     ///The OCI image the VM boots. Absent when it boots none (process nodes, PPN records).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub image: ::std::option::Option<ImageReference>,
+    ///When the node last restarted the VM's workload. Absent until the first restart.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub last_restart_at: ::std::option::Option<crate::timestamp::Timestamp>,
     ///Why the VM is in its state, when its node says: e.g. the runtime's answer to a start that failed (state "Error", retried by the node with backoff). Absent when there is nothing to say.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub message: ::std::option::Option<VmRecordMessage>,
@@ -3974,6 +4149,9 @@ pub struct VmRecord {
     pub node_id: ::std::option::Option<NodeId>,
     ///Memory allocated to the VM in MB (the ram_mb it was created with). Counts against the node's allocation-based available memory.
     pub ram_alloc_mb: u64,
+    ///How many times the VM's node has restarted its workload since it last started it from scratch (its restart policy at work). Absent on records from agents that do not count them.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub restart_count: ::std::option::Option<u64>,
     ///The checkpoint the VM was restored from. null or absent for a VM that booted fresh.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub restore_checkpoint: ::std::option::Option<CheckpointRef>,
@@ -4563,6 +4741,7 @@ crate::string_lengths::length_bounds!(ShownId, max = 128);
 crate::string_lengths::length_bounds!(StateMessage, max = 512, fn truncated);
 crate::string_lengths::length_bounds!(TenantId, min = 1, max = 128);
 crate::string_lengths::length_bounds!(VmId, min = 1, max = 128);
+crate::string_lengths::length_bounds!(VmLogChunkText, max = 1048576, fn truncated);
 crate::string_lengths::length_bounds!(VmRecordMessage, max = 2048, fn truncated);
 crate::string_lengths::length_bounds!(VmType, min = 1, max = 64);
 impl ApiErrorCode {
@@ -4674,6 +4853,22 @@ impl ExportState {
             ExportState::Ready => "ready",
             ExportState::Failed => "failed",
             ExportState::Expired => "expired",
+        }
+    }
+}
+impl FieldValidation {
+    /// Every value, in the schema's order.
+    pub const ALL: [FieldValidation; 3] = [
+        FieldValidation::Strict,
+        FieldValidation::Warn,
+        FieldValidation::Ignore,
+    ];
+    /// The value as the schema spells it.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            FieldValidation::Strict => "Strict",
+            FieldValidation::Warn => "Warn",
+            FieldValidation::Ignore => "Ignore",
         }
     }
 }

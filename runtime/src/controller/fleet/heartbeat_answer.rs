@@ -1,10 +1,12 @@
 //! The answer to a heartbeat body, the same for both entry points (the router's handler and the
 //! route served ahead of the router): the body read with bad `vms` entries set aside, the
 //! heartbeat taken, `200` with an empty body as a PPN controller answers, and unknown fields
-//! (already counted and logged) as `Warning` headers.
+//! (already counted and logged) as the request's `fieldValidation` asks: `Warning` headers
+//! (`Warn`, the default), refused (`Strict`), or nothing (`Ignore`).
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use fleetwire_types::{FieldValidation, NodeHeartbeat};
 
 use crate::controller::fleet::heartbeat::take_heartbeat_with;
 use crate::controller::rules::heartbeat_entries;
@@ -13,12 +15,13 @@ use crate::fleet_identity::PeerIdentity;
 use crate::http::ApiFailure;
 
 /// Reads `body` as a heartbeat and takes it, from the sender its connection's certificate
-/// names (`presented`; checked in mTLS mode only).
+/// names (`presented`; checked in mTLS mode only); its unknown fields as `mode` says.
 pub async fn answer(
     controller: &Controller,
     body: &[u8],
     presented: Option<&PeerIdentity>,
     caller: &str,
+    mode: FieldValidation,
 ) -> Result<Response, ApiFailure> {
     let started = std::time::Instant::now();
     let (heartbeat, rejected) = heartbeat_entries::read(body, caller)?;
@@ -28,11 +31,14 @@ pub async fn answer(
         .read
         .observe(started.elapsed().as_secs_f64());
     let unknown = heartbeat.unknown_fields;
+    if mode == FieldValidation::Strict && !unknown.is_empty() {
+        crate::http::unknown_fields_as_asked::<NodeHeartbeat>(mode, body, &unknown, None)?;
+    }
     let caller = controller.node_caller(presented);
     take_heartbeat_with(controller, heartbeat.value, rejected, caller).await?;
     let mut response = StatusCode::OK.into_response();
     // A heartbeat without unknown fields pays nothing for them.
-    if !unknown.is_empty() {
+    if !unknown.is_empty() && mode == FieldValidation::Warn {
         crate::unknown_fields::add_warnings(response.headers_mut(), &unknown);
     }
     Ok(response)

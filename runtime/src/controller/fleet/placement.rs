@@ -56,6 +56,13 @@ pub enum PlacementError {
     /// No node can take the VM.
     #[error("{0}")]
     NoCapacity(NoCapacity),
+    /// The chosen node's agent found the request unusable there (422: a process VM without a
+    /// command on a node without a default one).
+    #[error("node {node_id:?} cannot run the VM: {error}")]
+    RefusedByNode {
+        node_id: String,
+        error: AgentCallError,
+    },
     /// The chosen node's agent did not start the VM.
     #[error("node {node_id:?} failed to start the VM: {error}")]
     SpawnFailed {
@@ -87,6 +94,10 @@ pub struct NoCapacity {
     /// The VM is restored from a checkpoint (which needs its engine version or newer).
     pub checkpoint: bool,
     pub workload: Workload,
+    /// The nodes passed over because they drain or are cordoned, by id: what an operator
+    /// changed, said so that "no room" is not taken for a full fleet.
+    pub draining: Vec<String>,
+    pub cordoned: Vec<String>,
 }
 
 impl std::fmt::Display for NoCapacity {
@@ -101,6 +112,13 @@ impl std::fmt::Display for NoCapacity {
         }
         if self.workload.image || self.workload.command || self.workload.machine {
             write!(f, " with a runtime that runs {}", self.workload)?;
+        }
+        for (nodes, what) in [(&self.draining, "draining"), (&self.cordoned, "cordoned")] {
+            match nodes.as_slice() {
+                [] => {}
+                [one] => write!(f, "; node {one} is {what}")?,
+                many => write!(f, "; nodes {} are {what}", many.join(", "))?,
+            }
         }
         Ok(())
     }
@@ -315,11 +333,23 @@ fn admit(
             }
         }
     }
+    let (mut draining, mut cordoned) = (Vec::new(), Vec::new());
+    controller.table.for_each(|node_id, state| {
+        if state.record.status == HostState::Draining {
+            draining.push(node_id.to_string());
+        } else if state.record.cordoned_at.is_some() {
+            cordoned.push(node_id.to_string());
+        }
+    });
+    draining.sort();
+    cordoned.sort();
     Err(PlacementError::NoCapacity(NoCapacity {
         ram_mb: request.ram_mb.get(),
         disk_gb: request.disk_gb.get(),
         checkpoint: request.restore_checkpoint.is_some(),
         workload: workload_of(request),
+        draining,
+        cordoned,
     }))
 }
 
@@ -388,6 +418,18 @@ async fn place(
             {
                 tracing::info!(node_id = hold.node_id, "the node has no room for the VM");
                 full.push(hold.node_id.clone());
+            }
+            Err(
+                error @ AgentCallError::Refused {
+                    status: reqwest::StatusCode::UNPROCESSABLE_ENTITY,
+                    ..
+                },
+            ) => {
+                tracing::info!(node_id = hold.node_id, %error, "the node cannot run the VM");
+                return Err(PlacementError::RefusedByNode {
+                    node_id: hold.node_id.clone(),
+                    error,
+                });
             }
             Err(error) => {
                 tracing::warn!(node_id = hold.node_id, %error, "spawn failed");
@@ -474,24 +516,26 @@ async fn place(
     Ok(vm)
 }
 
-/// `DELETE /v1/vms/{vm_id}`: the owning agent deletes the VM, then the controller forgets it
-/// and releases its disk reservation.
-pub async fn delete_vm(controller: &Arc<Controller>, vm_id: &str) -> Result<(), PlacementError> {
-    let not_found = || PlacementError::NoSuchVm(vm_id.to_string());
-    let node_id = controller
-        .table
-        .vm_node(vm_id)
-        .filter(|n| !n.is_empty())
-        .ok_or_else(not_found)?;
-    let slot = controller.table.get(&node_id).ok_or_else(not_found)?;
+/// The node that has `vm_id`: its id, its slot and its agent's address.
+pub fn owner(controller: &Controller, vm_id: &str) -> Option<(String, NodeSlot, AgentEndpoint)> {
+    let node_id = controller.table.vm_node(vm_id).filter(|n| !n.is_empty())?;
+    let slot = controller.table.get(&node_id)?;
     let agent = {
         let state = slot.lock();
-        state.vm(vm_id).ok_or_else(not_found)?;
+        state.vm(vm_id)?;
         AgentEndpoint {
             ip: state.record.wg_ip.0,
             port: state.record.spawn_port.0.get(),
         }
     };
+    Some((node_id, slot, agent))
+}
+
+/// `DELETE /v1/vms/{vm_id}`: the owning agent deletes the VM, then the controller forgets it
+/// and releases its disk reservation.
+pub async fn delete_vm(controller: &Arc<Controller>, vm_id: &str) -> Result<(), PlacementError> {
+    let (node_id, slot, agent) =
+        owner(controller, vm_id).ok_or_else(|| PlacementError::NoSuchVm(vm_id.to_string()))?;
     controller
         .agents
         .delete(&node_id, agent, vm_id)

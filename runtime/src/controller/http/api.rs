@@ -15,12 +15,13 @@ use axum::{Extension, Json};
 use fleetwire_types::{
     ApiErrorCode, BootstrapTokenIssued, ControllerRole, CreateBootstrapTokenRequest,
     CreateVmRequest, Health, HealthStatus, HostState, NodeStatusFilter, RegisterNodeRequest,
-    RegisterNodeResponse, SemVer, StateMessage, TenantId, Timestamp, VmRecord,
+    RegisterNodeResponse, SemVer, StateMessage, TenantId, Timestamp, VmLogChunk, VmRecord,
 };
 
 use crate::controller::fleet::enrollment;
 use crate::controller::fleet::heartbeat_answer;
 use crate::controller::fleet::placement;
+use crate::controller::fleet::vm_output;
 use crate::controller::http::operator_access;
 use crate::controller::rules::nodes;
 use crate::controller::shared::Controller;
@@ -148,11 +149,15 @@ pub async fn post_heartbeat(State(controller): Shared, request: Request) -> Resp
 /// (`heartbeat_route`, docs/performance.md): the JSON content-type check (`415`), in mTLS mode
 /// a caller without a node certificate refused before its body is read, the body limit
 /// (`413`) and deadline (`408`), then [`heartbeat_answer::answer`] (the validated reader, `400`
-/// with pointers, unknown fields as `Warning` headers, the heartbeat taken).
+/// with pointers, unknown fields as `fieldValidation` asks, the heartbeat taken).
 pub async fn heartbeat(controller: &Controller, request: Request) -> Response {
     if let Err(failure) = require_json(request.headers()) {
         return failure.into_response();
     }
+    let mode = match crate::http::field_validation(request.uri().query()) {
+        Ok(mode) => mode,
+        Err(failure) => return failure.into_response(),
+    };
     let presented = request
         .extensions()
         .get::<Peer>()
@@ -169,7 +174,7 @@ pub async fn heartbeat(controller: &Controller, request: Request) -> Response {
         Ok(body) => body,
         Err(failure) => return failure.into_response(),
     };
-    heartbeat_answer::answer(controller, &body, presented.as_deref(), &caller)
+    heartbeat_answer::answer(controller, &body, presented.as_deref(), &caller, mode)
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
@@ -346,6 +351,24 @@ pub async fn get_vm(
         .vm(&vm_id)
         .map(Json)
         .ok_or_else(|| ApiFailure::not_found(format!("no VM with id {vm_id:?}")))
+}
+
+/// `GET /v1/vms/{vm_id}/logs[?offset=N]`: relayed to the VM's node (`vm_output`).
+pub async fn get_vm_logs(
+    State(controller): Shared,
+    path: Result<Path<String>, PathRejection>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<VmLogChunk>, ApiFailure> {
+    let vm_id = path_id(path, "VM")?;
+    let offset = query_param(&query, "offset")
+        .map(|text| {
+            text.parse::<u64>().map_err(|_| {
+                invalid_query(format!("offset: {text:?} is not a whole number of bytes"))
+            })
+        })
+        .transpose()?
+        .unwrap_or(0);
+    Ok(Json(vm_output::read(&controller, &vm_id, offset).await?))
 }
 
 /// `DELETE /v1/vms/{vm_id}`

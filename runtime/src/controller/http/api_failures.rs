@@ -7,6 +7,7 @@ use fleetwire_types::{ApiErrorCode, Rejection, Violation};
 use crate::controller::fleet::enrollment::EnrollmentError;
 use crate::controller::fleet::heartbeat::HeartbeatError;
 use crate::controller::fleet::placement::PlacementError;
+use crate::controller::fleet::vm_output::VmOutputError;
 use crate::controller::trust::node_identity::NodeIdentityError;
 use crate::http::ApiFailure;
 use crate::store::error::StoreError;
@@ -144,6 +145,20 @@ impl From<EnrollmentError> for ApiFailure {
     }
 }
 
+impl From<VmOutputError> for ApiFailure {
+    fn from(error: VmOutputError) -> ApiFailure {
+        let message = error.to_string();
+        match error {
+            VmOutputError::NoSuchVm(_) | VmOutputError::NoOutput { .. } => {
+                ApiFailure::not_found(message)
+            }
+            VmOutputError::Failed { .. } => {
+                ApiFailure::new(StatusCode::BAD_GATEWAY, ApiErrorCode::AgentFailed, message)
+            }
+        }
+    }
+}
+
 impl From<PlacementError> for ApiFailure {
     fn from(error: PlacementError) -> ApiFailure {
         let message = error.to_string();
@@ -157,7 +172,7 @@ impl From<PlacementError> for ApiFailure {
                 (StatusCode::CONFLICT, ApiErrorCode::Conflict)
             }
             // Valid by the schema, so not 400: the document lists this 422.
-            PlacementError::Unusable(_) => (
+            PlacementError::Unusable(_) | PlacementError::RefusedByNode { .. } => (
                 StatusCode::UNPROCESSABLE_ENTITY,
                 ApiErrorCode::InvalidDocument,
             ),
@@ -237,6 +252,8 @@ mod tests {
                         command: true,
                         machine: false,
                     },
+                    draining: Vec::new(),
+                    cordoned: Vec::new(),
                 }),
                 plain(
                     503,

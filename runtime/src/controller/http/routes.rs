@@ -121,6 +121,13 @@ pub const API: &[ApiRoute] = &[
         handler: || get(api::get_vm),
     },
     ApiRoute {
+        method: Method::GET,
+        path: "/v1/vms/{vm_id}/logs",
+        operation_id: "get_vm_logs",
+        access: Access::Read,
+        handler: || get(api::get_vm_logs),
+    },
+    ApiRoute {
         method: Method::DELETE,
         path: "/v1/vms/{vm_id}",
         operation_id: "delete_vm",

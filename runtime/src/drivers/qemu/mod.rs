@@ -282,6 +282,11 @@ impl Driver for QemuDriver {
         Runtime::Qemu
     }
 
+    fn output_file(&self, app_id: &AppId) -> Option<std::path::PathBuf> {
+        // The guest's serial console.
+        Some(VmFiles::of(&self.shared, app_id).log)
+    }
+
     fn admit(&self, d: &DesiredInstance) -> Result<(), String> {
         let spec = BootSpec::of(d, &self.shared.qemu);
         self.forwards(&d.app_id, &spec).map(|_| ())
