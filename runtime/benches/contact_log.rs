@@ -12,9 +12,10 @@
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use fleetwire::store::batch_rules::FOLD_AFTER_BATCHES;
+use fleetwire::store::postgres::test_schema::test_schema;
 use fleetwire::store::postgres::PostgresStore;
-use fleetwire::store::postgres_test_schema::test_schema;
-use fleetwire::store::sqlite::{SqliteStore, FOLD_AFTER_BATCHES};
+use fleetwire::store::sqlite::SqliteStore;
 use fleetwire::store::{Durability, NodeWrite, Store, StoredNode};
 use fleetwire_types::Timestamp;
 

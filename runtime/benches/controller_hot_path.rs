@@ -5,8 +5,9 @@
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use fleetwire::controller::state::{NodeState, WhenStored};
-use fleetwire::controller::{nodes, Controller, ControllerArgs, Settings};
+use fleetwire::controller::rules::nodes;
+use fleetwire::controller::table::node_state::{NodeState, WhenStored};
+use fleetwire::controller::{Controller, ControllerArgs, Settings};
 use fleetwire::store::sqlite::SqliteStore;
 use fleetwire::store::writer::Change;
 use fleetwire_types::{NodeHeartbeat, Timestamp};

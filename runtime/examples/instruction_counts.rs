@@ -18,9 +18,10 @@
 use std::time::{Duration, Instant};
 
 use axum::serve::Listener;
-use fleetwire::controller::heartbeat_route::HeartbeatFirst;
+use fleetwire::controller::http::heartbeat_route::HeartbeatFirst;
+use fleetwire::controller::rules::nodes;
 use fleetwire::controller::shared::{Controller, Credentials};
-use fleetwire::controller::{nodes, ControllerArgs, Settings};
+use fleetwire::controller::{ControllerArgs, Settings};
 use fleetwire::store::sqlite::SqliteStore;
 use fleetwire_types::{NodeHeartbeat, Timestamp};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use crate::controller::certs::NodeCa;
+use crate::controller::trust::certs::NodeCa;
 
 #[derive(Args, Debug, Clone)]
 pub struct CaArgs {

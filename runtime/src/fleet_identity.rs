@@ -1,6 +1,6 @@
 //! Who a fleet certificate names: the one place that says how the node CA marks a node's
 //! certificate apart from the controller's own, for the CA that writes the marks
-//! (`controller::certs`) and the servers that read them (the controller's node routes, the
+//! (`controller::trust::certs`) and the servers that read them (the controller's node routes, the
 //! agent's local API). Like Kubernetes' `system:nodes` organization, the mark is the subject's
 //! organization; the node id is the certificate's DNS name (docs/security.md).
 
@@ -73,7 +73,7 @@ pub fn renewal_due(
 }
 
 /// A serial's DER integer bytes in lower-case hex, two digits a byte: the form the CA records
-/// (`controller::certs::IssuedCert::serial_hex`; its serials are positive and minimal, so
+/// (`controller::trust::certs::IssuedCert::serial_hex`; its serials are positive and minimal, so
 /// the bytes it chose are the bytes the certificate carries).
 pub fn serial_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

@@ -84,7 +84,7 @@ pub fn client_config(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::certs::NodeCa;
+    use crate::controller::trust::certs::NodeCa;
     use crate::tls_server::{
         certified_key, server_config, ClientCerts, ReloadableCert, TlsListener,
     };
@@ -137,7 +137,7 @@ mod tests {
         assert!(!reaches(&ca, node_port, ServerRole::TheNode("n2")).await);
         assert!(!reaches(&ca, node_port, ServerRole::TheNode("N1")).await);
 
-        let names = [crate::controller::certs::ServerName::Ip(
+        let names = [crate::controller::trust::certs::ServerName::Ip(
             "127.0.0.1".parse().unwrap(),
         )];
         let controller = ca.issue_controller_server(&names).unwrap();

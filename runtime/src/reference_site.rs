@@ -1,5 +1,5 @@
 //! The reference site (docs/reference-site.md), rendered from the schemas by this crate's build
-//! script and compiled in: the controller serves it under `/docs` (`controller::docs`).
+//! script and compiled in: the controller serves it under `/docs` (`controller::http::docs`).
 
 /// One file of the site.
 #[derive(Debug, Clone, Copy)]

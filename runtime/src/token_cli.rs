@@ -16,11 +16,11 @@ use fleetwire_client::operations::CREATE_BOOTSTRAP_TOKEN;
 use fleetwire_types::{BootstrapTokenIssued, CreateBootstrapTokenRequest, NodeId};
 
 use crate::cli_values::parse_duration;
-use crate::controller::operator_tokens::{
+use crate::controller::trust::operator_tokens::{
     generate_token, valid_name, OperatorScope, OperatorTokens,
 };
-use crate::store::bootstrap_tokens::BootstrapTokenStore;
 use crate::store::open::{open_tokens, parse_db, Database};
+use crate::store::tokens::BootstrapTokenStore;
 
 /// Shortest and longest bootstrap-token lifetimes, as `POST /v1/tokens` takes them.
 pub const MIN_TTL: Duration = Duration::from_secs(60);

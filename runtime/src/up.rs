@@ -14,8 +14,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use fleetwire_types::{read, NodeId, NodeRecord};
 
-use crate::controller::certs::NodeCa;
-use crate::store::bootstrap_tokens::{BootstrapTokenStore, SqliteBootstrapTokens};
+use crate::controller::trust::certs::NodeCa;
+use crate::store::{sqlite::tokens::SqliteBootstrapTokens, tokens::BootstrapTokenStore};
 use tokio::process::{Child, Command};
 
 #[derive(Args, Debug, Clone)]
@@ -96,7 +96,7 @@ fn operator_token(dir: &Path) -> Result<(PathBuf, PathBuf, PathBuf)> {
     let mine = dir.join("operator-token");
     let header = dir.join("operator-header");
     if !(tokens.exists() && mine.exists() && header.exists()) {
-        let token = crate::controller::operator_tokens::generate_token();
+        let token = crate::controller::trust::operator_tokens::generate_token();
         for (path, text) in [
             (&tokens, format!("{token},up-admin,admin\n")),
             (&mine, format!("{token}\n")),

@@ -10,7 +10,7 @@ use fleetwire_types::{CreateVmRequest, RuntimeHealth, VmRecord, WireDocument};
 
 use parking_lot::RwLock;
 
-use super::certs::{ControllerIdentity, NodeCa};
+use crate::controller::trust::certs::{ControllerIdentity, NodeCa};
 use crate::fleet_tls_client::{client_config, ServerRole};
 
 /// Why a call to a node's agent or runtime failed; the message names the call.

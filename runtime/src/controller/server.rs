@@ -8,26 +8,26 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use super::arguments::ControllerArgs;
-use super::certs::NodeCa;
-use super::heartbeat_route::HeartbeatFirst;
-use super::jobs;
-use super::leadership::lease::{self, LeaseConfig, Role};
-use super::leadership::served::Served;
-use super::leadership::standby::{self, Standby};
-use super::logging::init_logging;
-use super::metrics::Metrics;
-use super::operator_tokens::OperatorTokens;
-use super::own_certs::{self, issue_server, server_names};
-use super::settings::Settings;
-use super::shared::{Controller, Credentials, Started};
-use super::state::DirtyNode;
+use crate::controller::config::arguments::ControllerArgs;
+use crate::controller::config::logging::init_logging;
+use crate::controller::config::settings::Settings;
+use crate::controller::fleet::jobs;
+use crate::controller::http::heartbeat_route::HeartbeatFirst;
+use crate::controller::leadership::lease::{self, LeaseConfig, Role};
+use crate::controller::leadership::served::Served;
+use crate::controller::leadership::standby::{self, Standby};
+use crate::controller::metrics::Metrics;
+use crate::controller::shared::{Controller, Credentials, Started};
+use crate::controller::table::node_table::DirtyNode;
+use crate::controller::trust::certs::NodeCa;
+use crate::controller::trust::operator_tokens::OperatorTokens;
+use crate::controller::trust::own_certs::{self, issue_server, server_names};
 use crate::fleet_identity::renewal_due;
-use crate::store::bootstrap_tokens::BootstrapTokenStore;
 use crate::store::fleet_ca::{self, Pinned};
 use crate::store::open::{open, open_postgres, Database};
+use crate::store::postgres::tokens::PostgresBootstrapTokens;
 use crate::store::postgres::{Fence, PostgresStore};
-use crate::store::postgres_tokens::PostgresBootstrapTokens;
+use crate::store::tokens::BootstrapTokenStore;
 use crate::store::writer::Writer;
 use crate::store::Store;
 use crate::tls_server::{server_config, ClientCerts, Peer, ReloadableCert, TlsListener, WithPeer};
@@ -142,7 +142,7 @@ impl Start {
         } = Controller::start(self.settings.clone(), store, self.ca()?, credentials)?;
         let mut jobs = jobs::spawn(controller.clone(), probe_requests);
         if self.mtls {
-            jobs.push(tokio::spawn(own_certs::renew_client(controller.clone())));
+            jobs.push(tokio::spawn(jobs::renew_client(controller.clone())));
         }
         Ok(Leading {
             controller,

@@ -9,21 +9,21 @@ use anyhow::Context;
 use axum::body::Bytes;
 use fleetwire_types::{HostState, VmRecord};
 
-use super::agent_client::AgentClient;
-use super::certs::NodeCa;
-use super::fleet_document::FleetDocument;
-use super::metrics::Metrics;
-use super::node_identity::NodeCaller;
-use super::nodes;
-use super::operator_tokens::OperatorTokens;
-use super::restore::restore;
-use super::settings::Settings;
-use super::state::{DirtyNode, NodeTable};
-use super::table_source::TableSource;
+use crate::controller::agent_client::AgentClient;
+use crate::controller::config::settings::Settings;
+use crate::controller::metrics::Metrics;
+use crate::controller::rules::nodes;
+use crate::controller::table::fleet_document::FleetDocument;
+use crate::controller::table::node_table::{DirtyNode, NodeTable};
+use crate::controller::table::restore::restore;
+use crate::controller::table::table_source::TableSource;
+use crate::controller::trust::certs::NodeCa;
+use crate::controller::trust::node_identity::NodeCaller;
+use crate::controller::trust::operator_tokens::OperatorTokens;
 use crate::fleet_identity::PeerIdentity;
 use crate::store::backend::Store;
-use crate::store::bootstrap_tokens::BootstrapTokenStore;
 use crate::store::error::StoreError;
+use crate::store::tokens::BootstrapTokenStore;
 use crate::store::writer::{Writer, WriterHandle};
 
 /// The running controller: what every handler and job shares.

@@ -8,6 +8,13 @@ use super::contact_log::{self, MergeError};
 use super::error::StoreError;
 use super::node_rows::{NodeWrite, StoredNode};
 
+/// A write-behind batch that leaves more rows than this in the contact log folds them into
+/// one: every this many batches on top of the folded row, with the default 500 ms flush
+/// interval about every ten seconds under steady heartbeats. A fold rewrites every node's
+/// latest time once (about a megabyte at 100,000 nodes), and a restart reads about this many
+/// rows on top of the folded one (commits add rows without folding).
+pub const FOLD_AFTER_BATCHES: u32 = 20;
+
 /// The contact log's rows as read: `(batch, blob)`, in the order written.
 pub type LogRows = [(i64, Vec<u8>)];
 

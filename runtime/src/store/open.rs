@@ -8,11 +8,11 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use super::backend::Store;
-use super::bootstrap_tokens::{BootstrapTokenStore, SqliteBootstrapTokens};
 use super::error::StoreError;
+use super::postgres::tokens::PostgresBootstrapTokens;
 use super::postgres::{redacted, PostgresStore};
-use super::postgres_tokens::PostgresBootstrapTokens;
 use super::sqlite::SqliteStore;
+use super::{sqlite::tokens::SqliteBootstrapTokens, tokens::BootstrapTokenStore};
 
 /// The controller's database.
 #[derive(Clone, PartialEq, Eq)]

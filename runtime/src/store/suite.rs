@@ -3,8 +3,8 @@
 //! database": the two keep the same behaviour).
 
 use super::backend::{Durability, Store};
+use super::batch_rules::FOLD_AFTER_BATCHES;
 use super::node_rows::{NodeWrite, StoredNode};
-use super::sqlite::FOLD_AFTER_BATCHES;
 
 /// One database, opened as often as a test needs.
 pub(super) trait Backend {
@@ -369,8 +369,8 @@ mod sqlite_backend {
 mod postgres_backend {
     use super::Backend;
     use crate::store::backend::Store;
+    use crate::store::postgres::test_schema::{test_schema, TestSchema};
     use crate::store::postgres::{connect_client, PostgresStore};
-    use crate::store::postgres_test_schema::{test_schema, TestSchema};
 
     pub struct Postgres(pub TestSchema);
 

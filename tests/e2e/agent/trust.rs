@@ -19,7 +19,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use fleetwire::controller::certs::{NodeCa, ServerName};
+use fleetwire::controller::trust::certs::{NodeCa, ServerName};
 use fleetwire::fleet_identity::{identify, PeerIdentity};
 use fleetwire::tls_server::{
     certified_key, identity_of, server_config, ClientCerts, IdentifyPeers, ReloadableCert,
@@ -71,7 +71,7 @@ struct Seen {
 
 struct Standin {
     seen: Mutex<Seen>,
-    /// The fleet CA, signing as the controller does (`controller::certs`).
+    /// The fleet CA, signing as the controller does (`controller::trust::certs`).
     ca: NodeCa,
     ca_pem: String,
 }

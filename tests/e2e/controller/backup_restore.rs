@@ -116,7 +116,7 @@ fn assert_only_the_store_file(dir: &Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_postgres_store_dumped_online_restores_into_a_new_database() {
-    use fleetwire::store::postgres_test_schema::{test_schema, DEFAULT_URL};
+    use fleetwire::store::postgres::test_schema::{test_schema, DEFAULT_URL};
     if ["pg_dump", "pg_restore", "psql"]
         .iter()
         .any(|program| !have_program(program, "apt-get install -y postgresql-client (Debian)"))

@@ -4,7 +4,7 @@
 //! standby leads within a stated bound, nothing acknowledged is lost (machines and ledgers
 //! included), placements resume, no node becomes unreachable, and the killed one,
 //! restarted, stands by. Skipped with a message when PostgreSQL is unreachable (fails under
-//! CI=true: `store::postgres_test_schema`).
+//! CI=true: `store::postgres::test_schema`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use crate::support::controller_harness::{
     client, get_json, post_json, ppn_heartbeat, registration, AgentStandIn,
 };
 use crate::support::{fleetwire, free_port, Running};
-use fleetwire::store::postgres_test_schema::{test_schema, TestSchema};
+use fleetwire::store::postgres::test_schema::{test_schema, TestSchema};
 use serde_json::Value;
 
 /// The bound the test asserts on kill → the standby's /readyz says leader (target under 10 s).

@@ -4,13 +4,13 @@
 //! an enrolled node's heartbeat sent to the standby is redirected to the leader with its client
 //! certificate; after `kill -9` of the leader the standby leads, over HTTPS, and takes the
 //! node's heartbeats. Skipped with a message when PostgreSQL is unreachable (fails under
-//! CI=true: `store::postgres_test_schema`).
+//! CI=true: `store::postgres::test_schema`).
 
 use std::time::{Duration, Instant};
 
 use crate::support::controller_harness::*;
 use crate::support::free_port;
-use fleetwire::store::postgres_test_schema::test_schema;
+use fleetwire::store::postgres::test_schema::test_schema;
 use fleetwire_types::{CreateBootstrapTokenRequest, RegisterNodeRequest};
 use serde_json::Value;
 

@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 
 use crate::support::controller_harness::*;
-use fleetwire::store::postgres_test_schema::test_schema;
+use fleetwire::store::postgres::test_schema::test_schema;
 
 /// The SHA-256 of the CA certificate in `dir/ca.pem`, colon-separated hex as the controller
 /// writes it.

@@ -1,5 +1,5 @@
 //! `fleetwire controller --db postgres://…`: the real binary on the real PostgreSQL of
-//! `.ci/run` (a schema of its own per test, `fleetwire::store::postgres_test_schema`). What
+//! `.ci/run` (a schema of its own per test, `fleetwire::store::postgres::test_schema`). What
 //! was acknowledged survives `kill -9`, write-behind contact times reach the database within
 //! the one-second bound, and a bad or unreachable `--db` is refused with a clear message
 //! (docs/controller.md, "The database").
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::support::controller_harness::*;
 use crate::support::fleetwire;
 use fleetwire::store::postgres::connect_client;
-use fleetwire::store::postgres_test_schema::test_schema;
+use fleetwire::store::postgres::test_schema::test_schema;
 use fleetwire_types::{CreateVmRequest, NodeId, NodeStatusFilter, StateMessage};
 use serde_json::json;
 

@@ -267,7 +267,7 @@ async fn nodes_enroll_with_single_use_tokens_and_act_only_as_themselves() {
 
     // A certificate from another CA never completes the handshake.
     let stranger_ca = tempfile::tempdir().unwrap();
-    let other = fleetwire::controller::certs::NodeCa::open_or_create(
+    let other = fleetwire::controller::trust::certs::NodeCa::open_or_create(
         stranger_ca.path(),
         Duration::from_secs(3600),
     )

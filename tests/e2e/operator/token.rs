@@ -14,10 +14,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::Json;
 use chrono::Utc;
-use fleetwire::controller::operator_tokens::{OperatorScope, OperatorTokens};
-use fleetwire::store::bootstrap_tokens::{
-    BootstrapTokenStore, SqliteBootstrapTokens, TokenRefusal,
-};
+use fleetwire::controller::trust::operator_tokens::{OperatorScope, OperatorTokens};
+use fleetwire::store::sqlite::tokens::SqliteBootstrapTokens;
+use fleetwire::store::tokens::{BootstrapTokenStore, TokenRefusal};
 use serde_json::{json, Value};
 
 fn run(args: &[&str], data_dir: &Path) -> Output {

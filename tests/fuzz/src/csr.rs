@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use base64::Engine;
-use fleetwire::controller::certs::NodeCa;
+use fleetwire::controller::trust::certs::NodeCa;
 use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::{FromDer, X509Certificate};
 use x509_parser::public_key::PublicKey;

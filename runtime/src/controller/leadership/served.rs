@@ -14,7 +14,7 @@ use axum::Router;
 use parking_lot::RwLock;
 use tower::ServiceExt;
 
-use crate::controller::heartbeat_route::HeartbeatFirst;
+use crate::controller::http::heartbeat_route::HeartbeatFirst;
 
 /// The service of the current role.
 #[derive(Clone)]

@@ -16,10 +16,10 @@ use fleetwire_types::{
 use tokio::sync::watch;
 
 use super::lease::Role;
-use crate::controller::arguments::MetricsAuth;
+use crate::controller::config::arguments::MetricsAuth;
+use crate::controller::http::operator_access::bearer;
 use crate::controller::metrics::Metrics;
-use crate::controller::operator_access::bearer;
-use crate::controller::operator_tokens::OperatorTokens;
+use crate::controller::trust::operator_tokens::OperatorTokens;
 use crate::http::ApiFailure;
 
 /// What a standby knows.
