@@ -16,8 +16,9 @@ use serde_json::{Map, Value};
 
 use crate::target::Target;
 
-/// Keywords that annotate a schema without constraining an instance.
-pub const ANNOTATIONS: &[&str] = &[
+/// Keywords that annotate a schema without constraining an instance (besides the extensions,
+/// see [`is_annotation`]).
+const ANNOTATIONS: &[&str] = &[
     "description",
     "title",
     "default",
@@ -26,12 +27,16 @@ pub const ANNOTATIONS: &[&str] = &[
     "writeOnly",
     "deprecated",
     "$comment",
-    // Which upstream schema a peer's definition describes (`schemas/smolvm.schema.json`); read
-    // by `peer_check`, never a constraint.
-    "x-upstream",
-    // Who writes and reads a root document (`wire`); read by the site and `diff`.
-    "x-fleetwire-wire",
 ];
+
+/// Whether `keyword` annotates a schema without constraining an instance: one of
+/// [`ANNOTATIONS`], or an extension (`x-…`), which the validator ignores and which only
+/// fleetwire's own code reads: `x-upstream` (peer-check), `x-fleetwire-wire` (the site and
+/// `diff`), `x-fleetwire-invalid-items` (how the heartbeat's reader treats a bad entry,
+/// `heartbeat_entries`). docs/codegen.md, "Extensions start with `x-` and are annotations".
+pub fn is_annotation(keyword: &str) -> bool {
+    ANNOTATIONS.contains(&keyword) || keyword.starts_with("x-")
+}
 
 /// A number schema with a range and nothing else that constrains it.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,7 +103,7 @@ pub fn number_range(schema: &Map<String, Value>) -> Option<NumberRange> {
     ];
     if schema
         .keys()
-        .any(|k| !allowed.contains(&k.as_str()) && !ANNOTATIONS.contains(&k.as_str()))
+        .any(|k| !allowed.contains(&k.as_str()) && !is_annotation(k))
     {
         return None;
     }
@@ -126,7 +131,7 @@ pub fn array_length(schema: &Map<String, Value>) -> Option<(u64, Option<u64>)> {
     let allowed = ["type", "items", "minItems", "maxItems"];
     if schema
         .keys()
-        .any(|k| !allowed.contains(&k.as_str()) && !ANNOTATIONS.contains(&k.as_str()))
+        .any(|k| !allowed.contains(&k.as_str()) && !is_annotation(k))
     {
         return None;
     }

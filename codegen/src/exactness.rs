@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
-use crate::bounded::ANNOTATIONS;
+use crate::bounded::is_annotation;
 use crate::bundle::{ref_name, Bundle};
 use crate::nullability::non_nullable_optional;
 use crate::target::Target;
@@ -107,7 +107,7 @@ fn check(
     let types = type_set(obj);
     for (key, value) in obj {
         let key = key.as_str();
-        if ANNOTATIONS.contains(&key) || key == "$ref" || key == "type" {
+        if is_annotation(key) || key == "$ref" || key == "type" {
             continue;
         }
         match key {

@@ -39,6 +39,8 @@ fn instances(n: usize) -> (Vec<InstanceStatus>, BTreeMap<AppId, UsageMeters>) {
                 memory_used_bytes: 40 << 20,
             }),
             cpu_ms: 1234,
+            rx_bytes: 0,
+            tx_bytes: 0,
             message: None,
             volume: Some(VolumeStatus {
                 path: PathBuf::from(format!("/var/lib/fleetwire-agent/volumes/app-{k}")),

@@ -31,6 +31,17 @@ fn constraints_the_types_carry_are_exact() {
 }
 
 #[test]
+fn extensions_are_annotations_and_leave_a_document_exact() {
+    // `x-fleetwire-invalid-items` on the heartbeat's `vms` made NodeHeartbeat inexact, so every
+    // heartbeat paid the schema pass on top of its typed parse (issue 27).
+    let b = bundle(doc(json!({
+        "vms": {"type": "array", "items": {"type": "string"}, "x-fleetwire-invalid-items": "set-aside"},
+        "n": {"type": "integer", "format": "uint16", "minimum": 0, "maximum": 65535, "x-note": {"any": 1}}
+    })));
+    assert_eq!(analyse(&b, "Doc"), Ok(()));
+}
+
+#[test]
 fn constraints_left_to_the_schema_make_a_document_inexact() {
     for (property, keyword) in [
         (

@@ -6,7 +6,7 @@ pub const DOCUMENTS: &[DocumentInfo] = &[
     DocumentInfo { name: "HostDesiredState", file: "desired-state.schema.json", exact: false, exactness: "HostDesiredState: DesiredInstance: GuestPorts: `maxItems` is checked by the schema only" },
     DocumentInfo { name: "RegisterNodeRequest", file: "node.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
     DocumentInfo { name: "RegisterNodeResponse", file: "node.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
-    DocumentInfo { name: "NodeHeartbeat", file: "node.schema.json", exact: false, exactness: "NodeHeartbeat: `x-fleetwire-invalid-items` is checked by the schema only" },
+    DocumentInfo { name: "NodeHeartbeat", file: "node.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
     DocumentInfo { name: "NodeRecord", file: "node.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
     DocumentInfo { name: "FleetStatus", file: "node.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
     DocumentInfo { name: "VmRecord", file: "node.schema.json", exact: true, exactness: "every constraint is enforced by the generated type" },
