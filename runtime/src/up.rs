@@ -599,8 +599,10 @@ impl Program {
         #[allow(unsafe_code)]
         unsafe {
             command.pre_exec(|| {
-                rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::TERM))
-                    .map_err(std::io::Error::from)
+                rustix::process::set_parent_process_death_signal(Some(
+                    rustix::process::Signal::TERM,
+                ))
+                .map_err(std::io::Error::from)
             });
         }
         let mut child = command

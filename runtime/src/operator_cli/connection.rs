@@ -66,19 +66,19 @@ impl Connection {
             .field_validation(fleetwire_types::FieldValidation::Strict)
             .build()
             .map_err(|e| match (e, &self.ca_file) {
-            (fleetwire_client::BuildError::FleetCa(reason), Some((path, from))) => {
-                ConnectionError::File {
-                    what: "CA file",
-                    path: path.clone(),
-                    from: from.clone(),
-                    reason: format!(
+                (fleetwire_client::BuildError::FleetCa(reason), Some((path, from))) => {
+                    ConnectionError::File {
+                        what: "CA file",
+                        path: path.clone(),
+                        from: from.clone(),
+                        reason: format!(
                         "{reason}: give the fleet CA's certificate (ca.pem in the controller's \
                          CA directory, <data-dir>/ca/ca.pem)"
                     ),
+                    }
                 }
-            }
-            (other, _) => ConnectionError::Client(other),
-        })
+                (other, _) => ConnectionError::Client(other),
+            })
     }
 }
 

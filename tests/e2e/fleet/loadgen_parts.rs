@@ -74,8 +74,9 @@ mod bodies {
 
     #[test]
     fn every_simulated_node_has_an_address_of_its_own() {
-        let addresses: std::collections::HashSet<String> =
-            (0..70_000).map(fleetwire_loadgen::bodies::address).collect();
+        let addresses: std::collections::HashSet<String> = (0..70_000)
+            .map(fleetwire_loadgen::bodies::address)
+            .collect();
         assert_eq!(addresses.len(), 70_000);
         assert_eq!(fleetwire_loadgen::bodies::address(0), "127.0.0.1");
     }
