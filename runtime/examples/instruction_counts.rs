@@ -157,13 +157,11 @@ fn main() {
 /// connection presents it with (as `fleetwire loadgen`'s simulated nodes do).
 fn node_identity(ca: &FleetCa, index: usize) -> (CertSerial, Arc<rustls::ClientConfig>) {
     let node_id = fleetwire_loadgen::node_id(index);
+    // The address its heartbeats send, which its certificate must name.
+    let address: std::net::Ipv4Addr = fleetwire_loadgen::bodies::address(index).parse().unwrap();
     let key = rcgen::KeyPair::generate().unwrap();
-    let csr =
-        fleetwire::agent::enroll::csr_pem(&key, &node_id, std::net::Ipv4Addr::LOCALHOST.into())
-            .unwrap();
-    let issued = ca
-        .sign(csr.as_str(), &node_id, std::net::Ipv4Addr::LOCALHOST, &[])
-        .unwrap();
+    let csr = fleetwire::agent::enroll::csr_pem(&key, &node_id, address.into()).unwrap();
+    let issued = ca.sign(csr.as_str(), &node_id, address, &[]).unwrap();
     let mut config = client_config(
         ca.ca_pem(),
         ServerRole::Controller,
@@ -204,7 +202,8 @@ async fn requests(what: &str, count: usize) {
         tls = Some(
             server_config(
                 ReloadableCert::new(key),
-                node_ca.ca_pem(),
+                // As `fleetwire controller` trusts node certificates (controller/server.rs).
+                &node_ca.node_trust_pem(),
                 ClientCerts::Optional,
             )
             .unwrap(),
@@ -237,6 +236,8 @@ async fn requests(what: &str, count: usize) {
     for i in direct {
         let mut heartbeat = template.clone();
         heartbeat.node_id = fleetwire_loadgen::node_id(i).parse().unwrap();
+        // Each simulated node at an address of its own, as its heartbeats send it.
+        heartbeat.wg_ip.0 = fleetwire_loadgen::bodies::address(i).parse().unwrap();
         let (slot, _) = controller
             .table
             .get_or_insert(heartbeat.node_id.as_str(), || {
@@ -320,7 +321,12 @@ async fn requests(what: &str, count: usize) {
     for round in 0..2 {
         for (i, heartbeat) in heartbeats.iter().enumerate() {
             let status = exchange(clients[connection(i)].as_mut(), heartbeat, &mut buffer).await;
-            assert_eq!(status, 200, "warm-up round {round}");
+            assert_eq!(
+                status,
+                200,
+                "warm-up round {round}: {}",
+                String::from_utf8_lossy(&buffer)
+            );
         }
     }
     let fleet = request("GET", "/v1/fleet", b"");
