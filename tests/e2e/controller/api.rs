@@ -450,6 +450,10 @@ async fn every_operation_answers_what_the_api_document_says() {
     let (status, got) = c.call("get_vm", &format!("/v1/vms/{vm_id}"), None).await;
     assert_eq!((status, got["tenant_id"].as_str()), (200, Some("t1")));
     c.call("get_vm", "/v1/vms/nothing", None).await;
+    // The stand-in agent keeps no logs: its answer is relayed as the document declares.
+    c.call("get_vm_logs", &format!("/v1/vms/{vm_id}/logs"), None)
+        .await;
+    c.call("get_vm_logs", "/v1/vms/nothing/logs", None).await;
     let (status, _) = c.call("delete_vm", &format!("/v1/vms/{vm_id}"), None).await;
     assert_eq!(status, 204);
     c.call("delete_vm", &format!("/v1/vms/{vm_id}"), None).await;

@@ -40,6 +40,7 @@ const PLAN: &[&str] = &[
     "create_vm",
     "list_vms",
     "get_vm",
+    "get_vm_logs",
     "delete_vm",
     "delete_node",
 ];

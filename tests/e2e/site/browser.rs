@@ -604,7 +604,7 @@ async fn served_by_a_controller(client: &Client, controller: &ControllerProcess)
     .await;
     let curl = curl.as_str().unwrap();
     assert!(
-        curl.contains(&format!("\"{origin}/v1/vms\"")),
+        curl.contains(&format!("\"{origin}/v1/vms")),
         "the curl line does not call the serving controller {origin}: {curl}"
     );
     assert!(
