@@ -2992,7 +2992,7 @@ pub struct RegisterNodeRequest {
     pub total_disk_gb: u64,
     ///Memory in MB the host offers to VMs. The starting point of the allocation-based available_memory_mb.
     pub total_memory_mb: u64,
-    ///The node's WireGuard address (VM_WG_IP). The controller reaches the agent's local API at this address on spawn_port (in mTLS mode no other node may be registered at the same address and port), and it is a subject alternative name of the node certificate unless it is loopback, unspecified or one of the controller's own addresses.
+    ///The node's WireGuard address (VM_WG_IP). The controller reaches the agent's local API at this address on spawn_port (no two nodes at the same address and port: a registration naming another node's answers 409), and it is a subject alternative name of the node certificate unless it is loopback, unspecified or one of the controller's own addresses.
     pub wg_ip: Ipv4Address,
 }
 ///Answer to POST /v1/nodes/register: the node's record as the controller now keeps it and, when a certificate was issued, the certificate and the CA that signed it.
