@@ -3,14 +3,12 @@
 //! `--plain-http`. The docs speak of `up`'s default addresses; the test gives it free ports, and
 //! maps `127.0.0.1:9203` and `127.0.0.1:9204` to them in each command and back in its output.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
 
 use super::blocks::Mode;
-use crate::support::{fleetwire, fleetwire_bin, free_port, wait_for, Running};
+use crate::support::up_process::{up_command, UpProcess};
+use crate::support::{fleetwire_bin, free_port};
 
 /// `up`'s default controller and agent addresses, as the docs name them.
 pub const DOC_API: &str = "127.0.0.1:9203";
@@ -26,55 +24,23 @@ pub struct DocsFleet {
     home: tempfile::TempDir,
     pub api: String,
     pub spawn: String,
-    _up: Running,
+    _up: UpProcess,
 }
 
 impl DocsFleet {
     pub fn up(mode: Mode) -> DocsFleet {
         let root = tempfile::tempdir().unwrap();
         let home = tempfile::tempdir().unwrap();
-        let api = format!("127.0.0.1:{}", free_port());
+        let api_port = free_port();
+        let api = format!("127.0.0.1:{api_port}");
         let spawn_port = free_port();
-        let mut command = fleetwire();
-        command
-            .current_dir(root.path())
-            .env("HOME", home.path())
-            .env_remove("XDG_CONFIG_HOME")
-            .args([
-                "up",
-                "--listen",
-                &api,
-                "--spawn-port",
-                &spawn_port.to_string(),
-            ])
-            .args(["--heartbeat-interval", "1"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+        // `up` as the other tests start it (support::up_process), in a folder of its own.
+        let mut command = up_command(root.path(), home.path(), api_port, spawn_port);
         if mode == Mode::Plain {
             command.arg("--plain-http");
         }
-        let mut up = Running::spawn(&mut command);
-        let (tx, lines) = mpsc::channel::<String>();
-        let stdout = up.child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let mut printed = Vec::new();
-        wait_for(
-            &format!("`fleetwire up` ({mode:?}) to say it is up"),
-            Duration::from_secs(90),
-            || {
-                while let Ok(line) = lines.try_recv() {
-                    printed.push(line);
-                }
-                printed
-                    .iter()
-                    .any(|l| l.contains("fleetwire is up"))
-                    .then_some(())
-            },
-        );
+        let mut up = UpProcess::start(&mut command);
+        up.wait_for_line("fleetwire is up");
         DocsFleet {
             mode,
             root,
