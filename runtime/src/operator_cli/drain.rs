@@ -175,19 +175,9 @@ async fn moved_vm(
     deadline: Instant,
     progress: &mut Progress,
 ) -> Result<VmRecord, Error> {
-    // A heartbeat the old node sent before the delete may list the VM there a moment longer:
-    // its id is taken (409) until the next one.
-    let mut now = loop {
-        match client.create_vm(request).await {
-            Ok(vm) => break vm.into_inner(),
-            Err(Error::Api { status, .. })
-                if status.as_u16() == 409 && Instant::now() < deadline =>
-            {
-                tokio::time::sleep(POLL).await;
-            }
-            Err(error) => return Err(error),
-        }
-    };
+    // The delete freed its id: a late heartbeat of the old node does not take it back
+    // (docs/controller.md, `DELETE /v1/vms/{vm_id}`).
+    let mut now = client.create_vm(request).await?.into_inner();
     while now.state == VmState::Provisioning && Instant::now() < deadline {
         progress.say(&super::create::state_line(&now));
         tokio::time::sleep(POLL).await;

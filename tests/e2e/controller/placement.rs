@@ -497,3 +497,47 @@ async fn a_vm_goes_only_to_a_node_whose_runtime_can_run_it() {
     assert_eq!(body["violations"][0]["instance_path"], "/image", "{body}");
     assert_eq!(agent.spawned().len(), 6);
 }
+
+/// A heartbeat the node built before a `DELETE` reaches the controller after it: the deleted
+/// VM stays deleted (the drain of issue 30 saw it come back). Once a heartbeat leaves it out,
+/// the node's word holds again: a VM it lists later is taken as any VM it reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_built_before_a_delete_does_not_bring_the_vm_back() {
+    let controller = ControllerProcess::start(&[]);
+    let client = client();
+    let agent = AgentStandIn::start().await;
+    enroll(&client, &controller, "late-1", agent.port, 100).await;
+    let (status, placed) = create_vm(&client, &controller, &vm(256, 1)).await;
+    assert_eq!(status, 200, "{placed}");
+    let vm_id = placed["vm_id"].as_str().unwrap().to_string();
+    let url = controller.url(&format!("/v1/vms/{vm_id}"));
+    let mut listing = ppn_heartbeat("late-1", "127.0.0.1", agent.port);
+    listing["vms"] = json!([{"vm_id": vm_id, "vm_type": "small", "state": "Running",
+                             "ram_alloc_mb": 256, "vcpu_count": 1}]);
+    heartbeat_ok(&client, &controller, &listing).await;
+
+    let (status, _) = delete_url(&client, &url).await;
+    assert_eq!(status, 204);
+    assert_eq!(agent.deleted(), [vm_id.clone()]);
+    // Built before the delete, arriving after it, twice.
+    for _ in 0..2 {
+        heartbeat_ok(&client, &controller, &listing).await;
+        assert_eq!(get_json(&client, &url).await.0, 404);
+        let node = node_record(&client, &controller, "late-1").await;
+        assert_eq!(node["vm_count"], 0, "{node}");
+        assert_eq!(node["reserved_disk_gb"], 0, "{node}");
+    }
+    let (_, vms) = get_json(&client, &controller.url("/v1/vms")).await;
+    assert_eq!(vms, json!([]));
+
+    // The node has caught up; a VM it reports afterwards under that id is believed.
+    heartbeat_ok(
+        &client,
+        &controller,
+        &ppn_heartbeat("late-1", "127.0.0.1", agent.port),
+    )
+    .await;
+    heartbeat_ok(&client, &controller, &listing).await;
+    let (status, reported) = get_json(&client, &url).await;
+    assert_eq!((status, &reported["node_id"]), (200, &json!("late-1")));
+}

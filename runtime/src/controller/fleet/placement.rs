@@ -11,6 +11,7 @@
 
 use std::cmp::Reverse;
 use std::sync::Arc;
+use std::time::Instant;
 
 use fleetwire_types::{CreateVmRequest, HostState, Timestamp, Violation, VmId, VmRecord};
 
@@ -18,7 +19,7 @@ use crate::controller::agent_client::{AgentCallError, AgentEndpoint};
 use crate::controller::rules::ledger;
 use crate::controller::rules::nodes;
 use crate::controller::shared::Controller;
-use crate::controller::table::node_state::{NodeSlot, NodeState, VmEntry, WhenStored};
+use crate::controller::table::node_state::{DeletedVm, NodeSlot, NodeState, VmEntry, WhenStored};
 use crate::controller::table::node_table::DirtyNode;
 use crate::store::error::StoreError;
 use crate::workload::{runtime_runs, Workload, WrongRuntime};
@@ -546,6 +547,11 @@ pub async fn delete_vm(controller: &Arc<Controller>, vm_id: &str) -> Result<(), 
         })?;
     let change = {
         let mut state = slot.lock();
+        // The agent has deleted it: a heartbeat it built before must not bring it back.
+        state.deleted_vms.push(DeletedVm {
+            vm_id: vm_id.into(),
+            at: Instant::now(),
+        });
         let Some(position) = state
             .vms()
             .iter()

@@ -313,6 +313,7 @@ pub fn apply_heartbeat(
         vms,
         &node_id,
         &received,
+        now,
         restarted,
         settings.stale_after,
         claim,
@@ -414,17 +415,25 @@ fn runtime_stall(state: &mut NodeState, stalled: bool, received: Timestamp) -> O
 /// knows that an agent may omit (tenant, disk reservation, creation time, checkpoint,
 /// command). A placed VM the report leaves out is kept for `grace` after its creation, since
 /// a heartbeat built before the spawn may arrive after it, except after a restart: then it is
-/// gone and pruned at once. A reported VM the node did not have is taken only when `claim`
-/// allows it. Returns the pruned ids and the ids the node no longer has.
+/// gone and pruned at once. Symmetrically, a VM deleted through the API within `grace` is not
+/// taken back from a report that still lists it (a heartbeat built before the delete); the
+/// first report that leaves it out ends that. A reported VM the node did not have is taken
+/// only when `claim` allows it. Returns the pruned ids and the ids the node no longer has.
+#[allow(clippy::too_many_arguments)]
 fn merge_reported_vms(
     state: &mut NodeState,
     reported: Vec<VmRecord>,
     node_id: &NodeId,
     received: &Timestamp,
+    now: Instant,
     restarted: bool,
     grace: Duration,
     claim: &mut dyn FnMut(usize, &VmRecord) -> bool,
 ) -> (Vec<String>, Vec<String>) {
+    // Empty but for the moments after a delete: a steady heartbeat pays for nothing here.
+    let mut deleted = std::mem::take(&mut state.deleted_vms);
+    deleted.retain(|d| now.saturating_duration_since(d.at) < grace);
+    let mut still_listed = vec![false; deleted.len()];
     let old = state.vms();
     let mut seen = vec![false; old.len()];
     let mut vms = Vec::with_capacity(reported.len());
@@ -438,8 +447,16 @@ fn merge_reported_vms(
                 }
                 previous.placed
             }
-            None if claim(position, &vm) => false,
-            None => continue,
+            None => {
+                if let Some(at) = deleted.iter().position(|d| d.vm_id == vm.vm_id.as_str()) {
+                    still_listed[at] = true;
+                    continue;
+                }
+                if !claim(position, &vm) {
+                    continue;
+                }
+                false
+            }
         };
         if vm.node_id.as_ref() != Some(node_id) {
             vm.node_id = Some(node_id.clone());
@@ -464,6 +481,11 @@ fn merge_reported_vms(
     }
     state.record.vm_count = u32::try_from(vms.len()).unwrap_or(u32::MAX);
     state.replace_vms(vms);
+    if !deleted.is_empty() {
+        let mut listed = still_listed.into_iter();
+        deleted.retain(|_| listed.next().unwrap_or(false));
+        state.deleted_vms = deleted;
+    }
     (pruned, removed)
 }
 

@@ -26,6 +26,16 @@ pub struct VmEntry {
     pub placed: bool,
 }
 
+/// A VM deleted through the API (`DELETE /v1/vms/{id}`, after its agent confirmed): a
+/// heartbeat the node built before the delete may still list it, and must not bring it back.
+/// Kept until a heartbeat leaves it out, or for the placement grace (`stale_after`) at most,
+/// after which a node that still lists it is believed. Memory only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeletedVm {
+    pub vm_id: CompactString,
+    pub at: Instant,
+}
+
 /// Who set the data-plane cordon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -118,6 +128,8 @@ pub struct NodeState {
     /// The certificate a renewal replaced, still taken until the node presents its new one:
     /// the renewal's answer may have been lost on its way (docs/security.md). Memory only.
     pub replaced_cert_serial: Option<CertSerial>,
+    /// VMs deleted through the API that a late heartbeat may still list ([`DeletedVm`]).
+    pub deleted_vms: Vec<DeletedVm>,
 }
 
 impl NodeState {
@@ -138,6 +150,7 @@ impl NodeState {
             forgotten: false,
             liveness: None,
             replaced_cert_serial: None,
+            deleted_vms: Vec::new(),
         }
     }
 
