@@ -518,7 +518,7 @@ async fn a_heartbeat_built_before_a_delete_does_not_bring_the_vm_back() {
 
     let (status, _) = delete_url(&client, &url).await;
     assert_eq!(status, 204);
-    assert_eq!(agent.deleted(), [vm_id.clone()]);
+    assert_eq!(agent.deleted(), [vm_id.as_str()]);
     // Built before the delete, arriving after it, twice.
     for _ in 0..2 {
         heartbeat_ok(&client, &controller, &listing).await;
