@@ -203,7 +203,8 @@ async fn requests(what: &str, count: usize) {
             server_config(
                 ReloadableCert::new(key),
                 // As `fleetwire controller` trusts node certificates (controller/server.rs).
-                &node_ca.node_trust_pem(),
+                node_ca.node_ca_pem(),
+                node_ca.legacy_trust(),
                 ClientCerts::Optional,
             )
             .unwrap(),

@@ -100,7 +100,8 @@ mod tests {
     /// Serves `GET /` over TLS with `chain_pem`/`key_pem`; returns the port.
     async fn serve(ca: &FleetCa, chain_pem: &str, key_pem: &str) -> u16 {
         let served = ReloadableCert::new(certified_key(chain_pem, key_pem, "test").unwrap());
-        let config = server_config(served, &ca.node_trust_pem(), ClientCerts::Optional).unwrap();
+        let config =
+            server_config(served, &ca.node_trust_pem(), None, ClientCerts::Optional).unwrap();
         let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = tcp.local_addr().unwrap().port();
         let listener = TlsListener::new(tcp, config).unwrap();

@@ -16,13 +16,15 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use axum::extract::Request;
 use axum::serve::IncomingStream;
 use parking_lot::RwLock;
+use rustls::client::danger::HandshakeSignatureValid;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use tokio::net::{TcpListener, TcpStream};
@@ -126,24 +128,30 @@ pub enum ClientCerts {
     Required,
 }
 
-/// rustls' server settings: `cert` served, client certificates checked against `client_ca_pem`.
+/// rustls' server settings: `cert` served, client certificates checked against `client_ca_pem`,
+/// and against `legacy`'s CA until its date (the controller CA's node certificates of a
+/// release of one CA, `FleetCa::legacy_trust`): the date is checked on each handshake, so the
+/// window closes on time in a server that runs for months.
 pub fn server_config(
     cert: Arc<ReloadableCert>,
     client_ca_pem: &str,
+    legacy: Option<(&str, SystemTime)>,
     clients: ClientCerts,
 ) -> Result<Arc<rustls::ServerConfig>, TlsSetupError> {
     crate::tls::install_crypto_provider();
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in certificates_of(client_ca_pem, "the fleet CA")? {
-        roots.add(ca).map_err(|error| TlsSetupError::Rustls {
-            what: "the fleet CA",
-            error,
-        })?;
-    }
-    let verifier = WebPkiClientVerifier::builder(Arc::new(roots));
-    let verifier = match clients {
-        ClientCerts::Optional => verifier.allow_unauthenticated().build()?,
-        ClientCerts::Required => verifier.build()?,
+    let current = client_verifier(client_ca_pem, clients)?;
+    let verifier = match legacy {
+        None => current,
+        Some((legacy_pem, until)) => {
+            let legacy = client_verifier(legacy_pem, clients)?;
+            let hints = [current.root_hint_subjects(), legacy.root_hint_subjects()].concat();
+            Arc::new(WithLegacy {
+                current,
+                legacy,
+                until,
+                hints,
+            })
+        }
     };
     let mut config = rustls::ServerConfig::builder()
         .with_client_cert_verifier(verifier)
@@ -151,6 +159,111 @@ pub fn server_config(
     // axum serves HTTP/1.1 only.
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
+}
+
+fn client_verifier(
+    ca_pem: &str,
+    clients: ClientCerts,
+) -> Result<Arc<dyn ClientCertVerifier>, TlsSetupError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in certificates_of(ca_pem, "the fleet CA")? {
+        roots.add(ca).map_err(|error| TlsSetupError::Rustls {
+            what: "the fleet CA",
+            error,
+        })?;
+    }
+    let verifier = WebPkiClientVerifier::builder(Arc::new(roots));
+    Ok(match clients {
+        ClientCerts::Optional => verifier.allow_unauthenticated().build()?,
+        ClientCerts::Required => verifier.build()?,
+    })
+}
+
+/// Client certificates of `current`'s CA, and of `legacy`'s until `until`: past it, one of
+/// `legacy` alone is refused in the handshake and logged with what to do (docs/security.md,
+/// "Upgrading a fleet of one CA").
+#[derive(Debug)]
+struct WithLegacy {
+    current: Arc<dyn ClientCertVerifier>,
+    legacy: Arc<dyn ClientCertVerifier>,
+    until: SystemTime,
+    hints: Vec<rustls::DistinguishedName>,
+}
+
+impl ClientCertVerifier for WithLegacy {
+    fn offer_client_auth(&self) -> bool {
+        self.current.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.current.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        &self.hints
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let refused = match self
+            .current
+            .verify_client_cert(end_entity, intermediates, now)
+        {
+            Ok(verified) => return Ok(verified),
+            Err(refused) => refused,
+        };
+        let verified = self
+            .legacy
+            .verify_client_cert(end_entity, intermediates, now)
+            .map_err(|_| refused)?;
+        if SystemTime::UNIX_EPOCH + Duration::from_secs(now.as_secs()) < self.until {
+            return Ok(verified);
+        }
+        let until = chrono::DateTime::<chrono::Utc>::from(self.until)
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let (node_id, serial) = match identify(end_entity) {
+            Some(PeerIdentity::Node {
+                node_id,
+                serial_hex,
+            }) => (node_id, serial_hex),
+            _ => (String::new(), String::new()),
+        };
+        tracing::warn!(
+            node_id,
+            serial,
+            until,
+            "refused a node certificate of the fleet CA (ca.pem): node certificates of a release of one CA are taken only until the end of the last one the store knew when it recorded the node CA, and every node renews into one of the node CA (node-ca.pem) before; enroll this node again with a new bootstrap token (docs/security.md, \"Upgrading a fleet of one CA\")"
+        );
+        Err(rustls::Error::General(format!(
+            "a node certificate of the fleet CA, taken only until {until}"
+        )))
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.current.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.current.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.current.supported_verify_schemes()
+    }
 }
 
 /// The connection a request came on: who its client certificate names (`None`: no

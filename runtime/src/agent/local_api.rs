@@ -183,6 +183,7 @@ pub async fn serve(
     let tls = crate::tls_server::server_config(
         cert.clone(),
         &first.ca_pem,
+        None,
         crate::tls_server::ClientCerts::Required,
     )
     .map_err(|e| e.to_string())

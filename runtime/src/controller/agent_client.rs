@@ -87,7 +87,11 @@ pub struct ControllerIdentityDates {
 
 /// What the controller presents and trusts when it calls a node over mTLS.
 struct Mtls {
+    /// The node CA's certificate.
     ca_pem: String,
+    /// It and the controller CA's, taken until the date (`FleetCa::legacy_trust`): an agent
+    /// still serving a certificate of a release of one CA.
+    legacy: Option<(String, std::time::SystemTime)>,
     cert_pem: String,
     key_pem: String,
     dates: ControllerIdentityDates,
@@ -149,15 +153,19 @@ impl AgentClient {
     pub fn renew_identity(&self, ca: &FleetCa) -> anyhow::Result<ControllerIdentity> {
         let me = ca.issue_controller_client()?;
         // Checked once here, so that a call fails only for its own node's reasons.
-        let node_trust = ca.node_trust_pem();
+        let node_trust = ca.node_ca_pem().to_string();
+        let legacy = ca
+            .legacy_trust()
+            .map(|(fleet, until)| (format!("{node_trust}{fleet}"), until));
         client_config(
-            &node_trust,
+            legacy.as_ref().map_or(&node_trust, |(both, _)| both),
             ServerRole::Node,
             Some((&me.cert_pem, &me.key_pem)),
         )
         .context("the controller's client certificate")?;
         *self.mtls.write() = Some(Mtls {
             ca_pem: node_trust,
+            legacy,
             cert_pem: me.cert_pem.clone(),
             key_pem: me.key_pem.clone(),
             dates: ControllerIdentityDates {
@@ -182,8 +190,13 @@ impl AgentClient {
             url: url.to_string(),
             cause,
         };
+        // Checked on each call, so the window closes on time whatever the renewals.
+        let trust = match &mtls.legacy {
+            Some((both, until)) if std::time::SystemTime::now() < *until => both,
+            _ => &mtls.ca_pem,
+        };
         let tls = client_config(
-            &mtls.ca_pem,
+            trust,
             ServerRole::TheNode(node_id),
             Some((&mtls.cert_pem, &mtls.key_pem)),
         )

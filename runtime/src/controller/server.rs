@@ -2,7 +2,7 @@
 //! and the node CA, starts the controller and its jobs, serves HTTP until a shutdown signal,
 //! then flushes the store.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -22,6 +22,7 @@ use crate::controller::trust::certs::FleetCa;
 use crate::controller::trust::operator_tokens::WatchedOperatorTokens;
 use crate::controller::trust::own_certs::{self, issue_server, server_names};
 use crate::fleet_identity::renewal_due;
+use crate::store::error::StoreError;
 use crate::store::fleet_ca::{self, Pinned};
 use crate::store::open::{open, open_postgres, Database};
 use crate::store::postgres::tokens::PostgresBootstrapTokens;
@@ -96,6 +97,9 @@ struct Start {
     mtls: bool,
     /// `--tls-name`: names of the controller's server certificate, never a node's.
     tls_names: Vec<String>,
+    /// Until when node certificates of the fleet CA are taken (`store::fleet_ca`), once the
+    /// CAs are pinned.
+    legacy_until: Option<std::time::SystemTime>,
 }
 
 impl Start {
@@ -107,6 +111,7 @@ impl Start {
                     .map(|ca| {
                         ca.with_controller_validity(self.settings.own_cert_validity)
                             .with_controller_names(&server_names(&self.tls_names), &self.tls_names)
+                            .with_legacy_until(self.legacy_until)
                     })
                     .with_context(|| format!("the CAs in {}", dir.display()))
             })
@@ -208,12 +213,13 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
     // A token `fleetwire token operator` adds works without a restart, and a removed line
     // stops working as soon (docs/security.md).
     let token_watch = tokio::spawn(operators.clone().watch());
-    let start = Start {
+    let mut start = Start {
         settings: settings.clone(),
         ca_dir: ca_dir.clone(),
         operators: operators.clone(),
         mtls: !plain_http,
         tls_names: args.tls_names.clone(),
+        legacy_until: None,
     };
     let ca = start.ca()?;
     let no_operators = operators.is_empty();
@@ -226,37 +232,14 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let listen = tcp.local_addr()?;
-    let mut tls_config = None;
-    let mut server_cert = None;
-    if !plain_http {
-        let ca = ca.as_ref().expect("mTLS mode always has a CA");
-        let names = server_names(&args.tls_names);
-        let (key, issued) = issue_server(ca, &names)?;
-        let served = ReloadableCert::new(key);
-        // Client certificates are nodes' (the node CA's, or the fleet CA's from before it).
-        tls_config = Some(server_config(
-            served.clone(),
-            &ca.node_trust_pem(),
-            ClientCerts::Optional,
-        )?);
-        server_cert = Some((
-            served,
-            names,
-            renewal_due(issued.not_before, issued.not_after),
-        ));
-    }
-    if plain_http && ca.is_some() {
-        tracing::warn!(
-            "--plain-http with a CA (--ca-dir): every registration gets a certificate of that CA without proving anything; never share this CA with a fleet in mTLS mode"
-        );
-    }
-    let ca_sha256 = ca.as_ref().map(FleetCa::fingerprint_sha256);
     let leading: Arc<tokio::sync::Mutex<Option<Leading>>> = Arc::default();
+    let start_legacy;
     let (served, roles) = match &db {
         Database::Sqlite(_) => {
             // On SQLite this controller is the only one: it leads, with no lease.
             let (store, tokens) = tokio::task::block_in_place(|| open(&db))?;
-            pin_ca(&db, ca_sha256.as_deref(), ca_dir.as_deref())?;
+            start_legacy = pin_ca(&db, ca.as_ref())?;
+            start.legacy_until = start_legacy;
             let lead = start
                 .lead(store, tokens)
                 .with_context(|| format!("starting on the store {db}"))?;
@@ -270,7 +253,8 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
             // the first attempt, so a lone controller leads at once.
             let prepared = tokio::task::block_in_place(|| open_postgres(url))
                 .with_context(|| format!("starting on the store {db}"))?;
-            pin_ca(&db, ca_sha256.as_deref(), ca_dir.as_deref())?;
+            start_legacy = pin_ca(&db, ca.as_ref())?;
+            start.legacy_until = start_legacy;
             let holder = format!("{:016x}", rand::random::<u64>());
             let leader_url = advertise_url(&settings, listen);
             tracing::info!(instance = %holder, advertise_url = %leader_url, "standing by for the leader lease");
@@ -304,6 +288,33 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
             (served, Some(task))
         }
     };
+    // After the pin, which dates the fleet CA's node certificates (`store::fleet_ca`).
+    let ca = ca.map(|ca| ca.with_legacy_until(start_legacy));
+    let mut tls_config = None;
+    let mut server_cert = None;
+    if !plain_http {
+        let ca = ca.as_ref().expect("mTLS mode always has a CA");
+        let names = server_names(&args.tls_names);
+        let (key, issued) = issue_server(ca, &names)?;
+        let served = ReloadableCert::new(key);
+        // Client certificates are nodes' (the node CA's, or the fleet CA's from before it).
+        tls_config = Some(server_config(
+            served.clone(),
+            ca.node_ca_pem(),
+            ca.legacy_trust(),
+            ClientCerts::Optional,
+        )?);
+        server_cert = Some((
+            served,
+            names,
+            renewal_due(issued.not_before, issued.not_after),
+        ));
+    }
+    if plain_http && ca.is_some() {
+        tracing::warn!(
+            "--plain-http with a CA (--ca-dir): every registration gets a certificate of that CA without proving anything; never share this CA with a fleet in mTLS mode"
+        );
+    }
     // The server certificate is renewed whatever the role: a standby serves HTTPS too.
     let server_renewal = match (ca, server_cert) {
         (Some(ca), Some((served, names, due))) => Some(tokio::spawn(own_certs::renew_server(
@@ -378,19 +389,42 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
     Ok(())
 }
 
-/// Records this controller's CA as the fleet's, or refuses to start when the store's fleet
-/// was enrolled with another (`store::fleet_ca`). Nothing to pin without a CA (plain HTTP).
-fn pin_ca(db: &Database, sha256: Option<&str>, ca_dir: Option<&Path>) -> anyhow::Result<()> {
-    let (Some(sha256), Some(dir)) = (sha256, ca_dir) else {
-        return Ok(());
-    };
-    match tokio::task::block_in_place(|| fleet_ca::pin(db, sha256))
-        .with_context(|| format!("the node CA in {}", dir.display()))?
-    {
-        Pinned::Recorded => tracing::info!(sha256, "recorded this node CA as the fleet's"),
-        Pinned::Same => tracing::debug!(sha256, "the node CA is the fleet's"),
+/// Records this controller's CAs as the fleet's, or refuses to start when the store's fleet
+/// has others (`store::fleet_ca`), naming the file that differs. Nothing to pin without a CA
+/// (plain HTTP). Until when node certificates of the fleet CA are taken.
+fn pin_ca(db: &Database, ca: Option<&FleetCa>) -> anyhow::Result<Option<std::time::SystemTime>> {
+    let Some(ca) = ca else { return Ok(None) };
+    let (fleet, node) = (ca.fingerprint_sha256(), ca.node_fingerprint_sha256());
+    let pins = tokio::task::block_in_place(|| fleet_ca::pin(db, &fleet, &node)).map_err(|e| {
+        let which = match &e {
+            StoreError::OtherNodeCa { .. } => "the node CA in node-ca.pem",
+            _ => "the fleet CA in ca.pem",
+        };
+        anyhow::Error::new(e).context(format!("{which} of {}", ca.dir().display()))
+    })?;
+    match pins.fleet {
+        Pinned::Recorded => {
+            tracing::info!(sha256 = %fleet, "recorded this fleet CA (ca.pem) as the fleet's")
+        }
+        _ => tracing::debug!(sha256 = %fleet, "the fleet CA is the fleet's"),
     }
-    Ok(())
+    match pins.node {
+        Pinned::Recorded => tracing::info!(sha256 = %node, "recorded this node CA (node-ca.pem) as the fleet's"),
+        Pinned::Same => tracing::debug!(sha256 = %node, "the node CA is the fleet's"),
+        Pinned::OneCa => tracing::info!(
+            "node-ca.pem is ca.pem (a CA directory of one CA): no node CA to record until one is made"
+        ),
+    }
+    let until = pins.legacy_until.map(std::time::SystemTime::from);
+    if let Some(end) = pins.legacy_until.filter(|end| *end > chrono::Utc::now()) {
+        if pins.node != Pinned::OneCa {
+            tracing::info!(
+                until = %end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                "node certificates of the fleet CA (ca.pem, from a release of one CA) are taken until the last of them ends, and never after"
+            );
+        }
+    }
+    Ok(until)
 }
 
 fn start_names(extra: &[String]) -> String {

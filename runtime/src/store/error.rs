@@ -69,12 +69,25 @@ pub enum StoreError {
          batch was written"
     )]
     Fenced { epoch: i64 },
-    /// This controller's node CA is not the one the store's fleet was enrolled with
-    /// (`store::fleet_ca`); both as SHA-256 fingerprints.
+    /// This controller's fleet CA (`ca.pem`) is not the one the store's fleet was enrolled
+    /// with (`store::fleet_ca`); both as SHA-256 fingerprints.
     #[error(
-        "this controller's node CA (SHA-256 {ours}) is not the fleet's: the database records          the CA {recorded}, whose certificates the nodes hold; serve every controller of one          database with the same CA (copy its ca.pem and ca.key, docs/operations.md)"
+        "this controller's fleet CA (ca.pem, SHA-256 {ours}) is not the fleet's: the database \
+         records the fleet CA {recorded}, which the nodes and operators trust; serve every \
+         controller of one database with the same CA directory (copy the whole ca/ directory \
+         of a controller that serves, docs/operations.md)"
     )]
     OtherCa { recorded: String, ours: String },
+    /// This controller's node CA (`node-ca.pem`) is not the one the store's fleet records
+    /// (`store::fleet_ca`); both as SHA-256 fingerprints.
+    #[error(
+        "this controller's node CA (node-ca.pem, SHA-256 {ours}) is not the fleet's: the \
+         database records the node CA {recorded}, which issued the nodes' certificates; serve \
+         every controller of one database with the same CA directory (copy node-ca.pem and \
+         node-ca.key, or the whole ca/ directory, of a controller that serves, \
+         docs/operations.md)"
+    )]
+    OtherNodeCa { recorded: String, ours: String },
     /// The writer thread is gone (the process is shutting down).
     #[error("the store writer has stopped")]
     WriterStopped,

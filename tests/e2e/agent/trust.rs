@@ -213,7 +213,8 @@ impl TlsServer {
             certified_key(&own.cert_pem, &own.key_pem, "the stand-in's certificate").unwrap(),
         );
         // Client certificates are nodes': the node CA's.
-        let config = server_config(cert, &ca.node_trust_pem(), ClientCerts::Optional).unwrap();
+        let config =
+            server_config(cert, &ca.node_trust_pem(), None, ClientCerts::Optional).unwrap();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();

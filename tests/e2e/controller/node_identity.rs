@@ -531,3 +531,65 @@ async fn a_node_certificate_never_passes_for_the_controller_with_the_operators_c
         names.value.general_names
     );
 }
+
+/// A node certificate the fleet CA's key signs (`ca.key`, which every controller host holds
+/// and the operators' trust anchor is) is not taken for a node, even one naming an enrolled
+/// node and the serial of its current certificate: only the node CA issues node identities in
+/// a fleet that had it from its start (docs/security.md, "Upgrading a fleet of one CA"). The
+/// controller refuses it in the handshake and logs why; the node's own certificate goes on
+/// working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_certificate_signed_with_the_fleet_ca_key_is_not_taken_for_the_node() {
+    let controller = ControllerProcess::start_secure(&[]);
+    let node = enroll(&controller, registration("node-f", 9, 100)).await;
+    let heartbeat = ppn_heartbeat("node-f", "127.0.0.1", 9);
+    heartbeat_ok(&node.client(&controller), &controller, &heartbeat).await;
+
+    // The same node, key and serial, signed by the fleet CA instead of the node CA.
+    let (_, pem) = x509_parser::pem::parse_x509_pem(node.cert_pem.as_bytes()).unwrap();
+    let issued = pem.parse_x509().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["node-f".to_string()]).unwrap();
+    let mut name = rcgen::DistinguishedName::new();
+    name.push(rcgen::DnType::OrganizationName, "fleetwire node");
+    name.push(rcgen::DnType::CommonName, "node-f");
+    params.distinguished_name = name;
+    params.serial_number = Some(rcgen::SerialNumber::from_slice(issued.raw_serial()));
+    params.extended_key_usages = vec![
+        rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+        rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::minutes(1);
+    params.not_after = now + time::Duration::hours(1);
+    let ca_dir = controller.dir.join("ca");
+    let fleet_key =
+        rcgen::KeyPair::from_pem(&std::fs::read_to_string(ca_dir.join("ca.key")).unwrap()).unwrap();
+    let issuer = rcgen::Issuer::from_ca_cert_pem(
+        &std::fs::read_to_string(ca_dir.join("ca.pem")).unwrap(),
+        fleet_key,
+    )
+    .unwrap();
+    let forged = params.signed_by(&node.key, &issuer).unwrap().pem();
+    let forger = tls_client(
+        &controller.ca_pem(),
+        Some((&forged, &node.key.serialize_pem())),
+    );
+    let answer = forger
+        .post(controller.url("/v1/nodes/heartbeat"))
+        .json(&heartbeat)
+        .send()
+        .await;
+    assert!(
+        answer.is_err(),
+        "a heartbeat with the forged certificate was answered: {:?}",
+        answer.map(|a| a.status())
+    );
+    eventually("the refusal logged", Duration::from_secs(10), || async {
+        controller
+            .log()
+            .contains("refused a node certificate of the fleet CA")
+            .then_some(())
+    })
+    .await;
+    heartbeat_ok(&node.client(&controller), &controller, &heartbeat).await;
+}

@@ -336,6 +336,7 @@ mod per_node {
             let config = server_config(
                 ReloadableCert::new(served),
                 &ca.pem(),
+                None,
                 ClientCerts::Required,
             )
             .unwrap();

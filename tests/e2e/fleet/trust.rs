@@ -272,6 +272,25 @@ async fn a_fleet_enrolled_under_one_ca_keeps_working_when_the_node_ca_is_created
         fleet_ca,
         "ca.pem is kept"
     );
+    // The store pinned the new node CA, and takes node certificates of ca.pem until the end
+    // of the last one it knew: node-1's (docs/security.md, "Upgrading a fleet of one CA").
+    let (node_ca, until): (String, String) =
+        rusqlite::Connection::open(data.join("controller.sqlite3"))
+            .unwrap()
+            .query_row(
+                "SELECT node_sha256, node_legacy_until FROM fleet_ca",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .unwrap();
+    assert!(!node_ca.is_empty());
+    let held = std::fs::read(state.join("node.crt")).unwrap();
+    let (_, held) = x509_parser::pem::parse_x509_pem(&held).unwrap();
+    let ends = held.parse_x509().unwrap().validity().not_after.timestamp();
+    let until = chrono::DateTime::parse_from_rfc3339(&until)
+        .unwrap()
+        .timestamp();
+    assert!((until - ends).abs() <= 1, "{until} against {ends}");
     let admin = controller.admin_api();
     let place = |name: &str| {
         let pid_file = node_dir.join(format!("{name}.pid"));

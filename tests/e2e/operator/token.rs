@@ -295,6 +295,7 @@ fn https_stand_in(seen: Arc<Mutex<Seen>>, marked: bool) -> (String, u16) {
     let config = fleetwire::tls_server::server_config(
         fleetwire::tls_server::ReloadableCert::new(certified),
         &ca_pem,
+        None,
         fleetwire::tls_server::ClientCerts::Optional,
     )
     .unwrap();

@@ -12,7 +12,9 @@
 //! A CA directory from a release that had one CA for both (`ca.pem` signing nodes too) is
 //! migrated by opening it: the node CA is created next to it, and certificates the nodes hold
 //! from `ca.pem` are still taken for them until they are renewed (the controller checks each
-//! node's current serial, so a renewal retires the old one).
+//! node's current serial, so a renewal retires the old one), and never after the date the store
+//! recorded with the node CA (`store::fleet_ca`, [`FleetCa::with_legacy_until`]): the end of
+//! the last of them.
 //!
 //! Like kubelet TLS bootstrapping, only the CSR's public key is used: the subject and subject
 //! alternative names come from the validated node id and addresses (never loopback,
@@ -26,7 +28,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use rcgen::{
@@ -143,6 +145,9 @@ pub struct FleetCa {
     controller_ips: Vec<IpAddr>,
     /// The DNS names `--tls-name` gave the controller's server certificate: never a node id.
     controller_dns: Vec<String>,
+    /// Until when a node certificate of the controller CA (from a release of one CA) is
+    /// taken: never when `None`, as in a fleet that had the node CA from its start.
+    legacy_until: Option<SystemTime>,
     dir: PathBuf,
 }
 
@@ -207,6 +212,7 @@ impl FleetCa {
             controller_validity: CONTROLLER_CERT_VALIDITY,
             controller_ips: Vec::new(),
             controller_dns: Vec::new(),
+            legacy_until: None,
             dir: dir.to_path_buf(),
         })
     }
@@ -225,11 +231,34 @@ impl FleetCa {
         &self.node.pem
     }
 
-    /// What the controller trusts a node's certificate from: the node CA, and the controller
-    /// CA for certificates issued before the node CA existed (a node's current serial is
-    /// checked on every request, so a renewal retires them).
+    /// What the controller trusts a node's certificate from now: the node CA, and while the
+    /// window of [`FleetCa::with_legacy_until`] is open, the controller CA for certificates
+    /// issued before the node CA existed (a node's current serial is checked on every
+    /// request, so a renewal retires them).
     pub fn node_trust_pem(&self) -> String {
-        format!("{}{}", self.node.pem, self.controller.pem)
+        match self.legacy_trust() {
+            Some((legacy, until)) if SystemTime::now() < until => {
+                format!("{}{legacy}", self.node.pem)
+            }
+            _ => self.node.pem.clone(),
+        }
+    }
+
+    /// The controller CA's certificate and the end of its window for node certificates, for
+    /// a server that checks the date on each handshake (`tls_server::server_config`). `None`
+    /// when there is no window, or when the node CA is the controller CA (a CA directory of a
+    /// release of one CA, where the node CA's trust takes them all).
+    pub fn legacy_trust(&self) -> Option<(&str, SystemTime)> {
+        let until = self.legacy_until?;
+        (self.node.pem != self.controller.pem).then_some((self.controller.pem.as_str(), until))
+    }
+
+    /// Takes node certificates of the controller CA until `until` (the store's
+    /// `node_legacy_until`, `store::fleet_ca`): by then every one a release of one CA issued
+    /// has ended. `None`: never.
+    pub fn with_legacy_until(mut self, until: Option<SystemTime>) -> FleetCa {
+        self.legacy_until = until;
+        self
     }
 
     /// The same CAs, never naming an address of `names` (the controller's server
@@ -894,7 +923,12 @@ mod tests {
         );
         assert!(dir.path().join(NODE_CA_CERT_FILE).exists());
         assert_ne!(migrated.node_ca_pem(), migrated.ca_pem());
-        let trust = migrated.node_trust_pem();
-        assert!(trust.contains(migrated.node_ca_pem()) && trust.contains(migrated.ca_pem()));
+        // Node certificates of ca.pem are taken only within the window the store recorded.
+        assert_eq!(migrated.node_trust_pem(), migrated.node_ca_pem());
+        let open = migrated.with_legacy_until(Some(SystemTime::now() + Duration::from_secs(60)));
+        let trust = open.node_trust_pem();
+        assert!(trust.contains(open.node_ca_pem()) && trust.contains(open.ca_pem()));
+        let closed = open.with_legacy_until(Some(SystemTime::now() - Duration::from_secs(1)));
+        assert_eq!(closed.node_trust_pem(), closed.node_ca_pem());
     }
 }
