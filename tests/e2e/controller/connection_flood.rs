@@ -56,7 +56,7 @@ impl Flood {
                 eprintln!("the flood holds {held} idle connections");
                 while !stop.load(Ordering::Relaxed) {
                     for slot in idle.iter_mut() {
-                        if slot.as_mut().map_or(true, &closed) {
+                        if slot.as_mut().is_none_or(&closed) {
                             *slot = connect();
                             reopened.fetch_add(1, Ordering::Relaxed);
                         }
