@@ -396,10 +396,9 @@ async fn accept_loop(
 }
 
 /// A connection over TLS without a fleet certificate (an operator's client, or a stranger) is
-/// served within the strangers' share of the connections; one with a certificate waits for a
-/// slot (`http_serve`).
+/// served within the strangers' share of the connections; one with a certificate takes a slot,
+/// shedding the longest idle connection at the cap (`http_serve`).
 impl crate::http_serve::Admission for Peer {
-    const WAITS_FIRST: bool = false;
     fn waits_for_a_slot(&self) -> bool {
         self.identity.is_some()
     }

@@ -139,39 +139,14 @@ async fn unknown_fields_are_set_aside_answered_as_warnings_and_counted() {
     }
 }
 
-/// Enrolls `node_id` on a controller in mTLS mode (a bootstrap token minted by the admin, a
-/// registration at 127.0.0.1:`spawn_port`); its HTTP client, presenting its certificate.
+/// `node_id` enrolled on `controller` (mTLS): its HTTP client, presenting its certificate.
 async fn enrolled(
     controller: &ControllerProcess,
     node_id: &str,
     spawn_port: u16,
 ) -> reqwest::Client {
-    let token = controller
-        .admin_api()
-        .create_bootstrap_token(&fleetwire_types::CreateBootstrapTokenRequest {
-            node_id: node_id.parse().unwrap(),
-            ttl_s: Some(600),
-        })
-        .await
-        .unwrap()
-        .token
-        .to_string();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut body = registration(node_id, spawn_port, 100);
-    body["csr_pem"] = plain_csr(&key, node_id).into();
-    let request: fleetwire_types::RegisterNodeRequest = typed(&body);
-    let cert = controller
-        .api(None)
-        .with_bootstrap_token(token.as_str())
-        .unwrap()
-        .register_node(&request)
-        .await
-        .unwrap()
-        .into_inner()
-        .cert_pem
-        .unwrap()
-        .to_string();
-    tls_client(&controller.ca_pem(), Some((&cert, &key.serialize_pem())))
+    let (cert, key) = enroll(controller, node_id, spawn_port).await;
+    tls_client(&controller.ca_pem(), Some((&cert, &key)))
 }
 
 /// The log lines unknown fields cost are charged to who sent them (issue 28): a node inventing

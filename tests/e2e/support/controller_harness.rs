@@ -46,7 +46,22 @@ impl ControllerProcess {
     pub fn start_in(dir: &std::path::Path, extra: &[&str]) -> ControllerProcess {
         let mut args = vec!["--plain-http"];
         args.extend_from_slice(extra);
-        Self::launch(dir, &args, false, "/readyz")
+        Self::launch(dir, &args, false, "/readyz", None)
+    }
+
+    /// [`ControllerProcess::start`] (plain, `secure` false) or
+    /// [`ControllerProcess::start_secure`], its descriptor limit (`RLIMIT_NOFILE`) set to
+    /// `nofile`, soft and hard, so that it cannot raise it.
+    pub fn start_with_nofile(secure: bool, nofile: u64) -> ControllerProcess {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let dir = temp.path().to_path_buf();
+        let mut controller = if secure {
+            Self::secure_in(&dir, &[], "/readyz", Some(nofile))
+        } else {
+            Self::launch(&dir, &["--plain-http"], false, "/readyz", Some(nofile))
+        };
+        controller._temp = Some(temp);
+        controller
     }
 
     /// Starts a controller in its default mode, mTLS, in a new temporary directory: its CA in
@@ -61,10 +76,15 @@ impl ControllerProcess {
 
     /// [`ControllerProcess::start_secure`] in `dir` (kept when it stops).
     pub fn start_secure_in(dir: &std::path::Path, extra: &[&str]) -> ControllerProcess {
-        Self::secure_in(dir, extra, "/readyz")
+        Self::secure_in(dir, extra, "/readyz", None)
     }
 
-    fn secure_in(dir: &std::path::Path, extra: &[&str], ready_path: &str) -> ControllerProcess {
+    fn secure_in(
+        dir: &std::path::Path,
+        extra: &[&str],
+        ready_path: &str,
+        nofile: Option<u64>,
+    ) -> ControllerProcess {
         use std::os::unix::fs::PermissionsExt;
         let tokens = dir.join("operator-tokens");
         std::fs::write(
@@ -82,21 +102,23 @@ impl ControllerProcess {
             tokens.as_str(),
         ];
         args.extend_from_slice(extra);
-        Self::launch(dir, &args, true, ready_path)
+        Self::launch(dir, &args, true, ready_path, nofile)
     }
 
     /// [`ControllerProcess::start_secure_in`] for a controller that stands by (several on one
     /// PostgreSQL database): waits for `/healthz`, since its `/readyz` answers 503.
     pub fn start_secure_standby_in(dir: &std::path::Path, extra: &[&str]) -> ControllerProcess {
-        Self::secure_in(dir, extra, "/healthz")
+        Self::secure_in(dir, extra, "/healthz", None)
     }
 
-    /// Starts the controller and waits until `ready_path` answers 200.
+    /// Starts the controller (its descriptor limit `nofile` if given) and waits until
+    /// `ready_path` answers 200.
     fn launch(
         dir: &std::path::Path,
         extra: &[&str],
         secure: bool,
         ready_path: &str,
+        nofile: Option<u64>,
     ) -> ControllerProcess {
         // The test's own `--listen 127.0.0.1:PORT` (to advertise it), else a free port.
         let listen = extra
@@ -114,6 +136,22 @@ impl ControllerProcess {
         };
         let mut command = fleetwire();
         command.arg("controller");
+        if let Some(nofile) = nofile {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: the closure makes one system call, setrlimit, async-signal-safe, between
+            // fork and exec.
+            #[allow(unsafe_code)]
+            unsafe {
+                command.pre_exec(move || {
+                    use rustix::process::{setrlimit, Resource, Rlimit};
+                    let limit = Rlimit {
+                        current: Some(nofile),
+                        maximum: Some(nofile),
+                    };
+                    Ok(setrlimit(Resource::Nofile, limit)?)
+                });
+            }
+        }
         if listen.is_none() {
             command.arg("--listen").arg(format!("127.0.0.1:{port}"));
         }
@@ -292,6 +330,42 @@ pub fn client() -> reqwest::Client {
         .timeout(Duration::from_secs(20))
         .build()
         .expect("client")
+}
+
+/// Enrolls `node_id` on `controller` in mTLS mode as an operator and a node do: a bootstrap
+/// token minted with the admin token, then a registration (at 127.0.0.1:`spawn_port`) with a
+/// CSR. The node's certificate and key, PEM.
+pub async fn enroll(
+    controller: &ControllerProcess,
+    node_id: &str,
+    spawn_port: u16,
+) -> (String, String) {
+    let token = controller
+        .admin_api()
+        .create_bootstrap_token(&fleetwire_types::CreateBootstrapTokenRequest {
+            node_id: node_id.parse().unwrap(),
+            ttl_s: Some(600),
+        })
+        .await
+        .unwrap()
+        .token
+        .to_string();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut body = registration(node_id, spawn_port, 100);
+    body["csr_pem"] = plain_csr(&key, node_id).into();
+    let request: fleetwire_types::RegisterNodeRequest = typed(&body);
+    let cert = controller
+        .api(None)
+        .with_bootstrap_token(token.as_str())
+        .unwrap()
+        .register_node(&request)
+        .await
+        .unwrap()
+        .into_inner()
+        .cert_pem
+        .unwrap()
+        .to_string();
+    (cert, key.serialize_pem())
 }
 
 /// A CSR for `key` naming `node_id` and nothing else.
