@@ -2,7 +2,8 @@
 //!
 //! - [`rust`]: the types (typify) and the root-document table the validators hang off;
 //! - [`openapi`]: the bundled OpenAPI documents (3.0.3, and 3.1.0 with the schemas as they are);
-//! - [`client`]: the typed client's operations (`fleetwire-client`), from the API description;
+//! - [`client`]: the typed client's operations (`fleetwire-client`), from the API descriptions
+//!   (the controller's and the node agent's);
 //! - `model` and `site` (feature `site`): the documentation model and the reference site
 //!   rendered from it with askama;
 //! - the bundle itself, embedded in `fleetwire-types` for the validators.
@@ -85,8 +86,9 @@ pub struct Outputs {
     /// `agent-api.json` and `agent-api.3.1.json`: the node agent's local API, the same two ways.
     pub agent_openapi_json: Option<String>,
     pub agent_openapi_31_json: Option<String>,
-    /// The typed client's operations (`fleetwire-client`), from the API description.
-    pub client_rs: Option<String>,
+    /// The typed client's operations (`fleetwire-client`), one file per API document (the
+    /// fleet API's, the node agent's), by file name.
+    pub client_rs: Vec<(PathBuf, String)>,
 }
 
 /// Reads fleetwire's `schemas_dir` once and generates every output from it.
@@ -203,12 +205,26 @@ impl Generation {
         ))
     }
 
-    /// The typed client's operations: fleetwire's only (`fleetwire-client`, built on its types).
-    pub fn client_rs(&self) -> Result<Option<String>> {
-        match self.config.target.is_fleetwire() {
-            true => client::client(&self.bundle),
-            false => Ok(None),
+    /// The typed client's operations, one file per API document ([`client::Api`]: the fleet
+    /// API's and, when there is one, the node agent's), named by their file in the client
+    /// crate's `src/generated/`: fleetwire's only (`fleetwire-client`, built on its types).
+    pub fn client_rs(&self) -> Result<Vec<(PathBuf, String)>> {
+        if !self.config.target.is_fleetwire() {
+            return Ok(Vec::new());
         }
+        let mut files = Vec::new();
+        if let Some(text) = client::client(&self.bundle, &client::FLEET)? {
+            files.push((PathBuf::from(client::FLEET.file), text));
+        }
+        if let Some(path) = &self.config.agent_api_file {
+            let agent = agent_bundle(&self.bundle, path)?;
+            if let Some(text) = client::client(&agent, &client::AGENT)
+                .with_context(|| format!("the node agent's API ({})", path.display()))?
+            {
+                files.push((PathBuf::from(client::AGENT.file), text));
+            }
+        }
+        Ok(files)
     }
 
     /// The documentation model the site is rendered from, offering `openapi` (the two
@@ -308,11 +324,7 @@ impl GeneratedCrate {
     pub fn sources(self, generation: &Generation) -> Result<Vec<(PathBuf, String)>> {
         Ok(match self {
             GeneratedCrate::Types => rust_sources(generation)?,
-            GeneratedCrate::Client => generation
-                .client_rs()?
-                .map(|text| (PathBuf::from(client::CLIENT_FILE), text))
-                .into_iter()
-                .collect(),
+            GeneratedCrate::Client => generation.client_rs()?,
         })
     }
 }

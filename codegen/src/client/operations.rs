@@ -10,7 +10,7 @@ use openapiv3::{
     SecurityScheme, StatusCode, Type,
 };
 
-use crate::bundle::{ref_name, Bundle, API_FILE};
+use crate::bundle::{ref_name, Bundle};
 
 /// The security schemes the client knows, by their name in the document, with the variant of
 /// `fleetwire_client::Bearer` that holds each one's token.
@@ -95,23 +95,24 @@ pub enum Status {
     Range(u16),
 }
 
-/// Every operation of the bundle's API description, in path order (methods in OpenAPI's
-/// order within a path); `None` without an API description.
-pub fn read(bundle: &Bundle) -> Result<Option<Vec<Operation>>> {
+/// Every operation of the bundle's API description (`file` under `schemas/`, for the
+/// messages), in path order (methods in OpenAPI's order within a path); `None` without an API
+/// description.
+pub fn read(bundle: &Bundle, file: &str) -> Result<Option<Vec<Operation>>> {
     let Some(api) = &bundle.api else {
         return Ok(None);
     };
     let doc: OpenAPI = serde_json::from_value(api.clone())
-        .with_context(|| format!("{API_FILE} is not an OpenAPI 3.0 document"))?;
-    check_schemes(&doc)?;
+        .with_context(|| format!("{file} is not an OpenAPI 3.0 document"))?;
+    check_schemes(&doc, file)?;
     let is_root = |name: &str| bundle.roots.iter().any(|r| r.name == name);
     let mut operations = Vec::new();
     for (path, item) in doc.paths.iter() {
         let ReferenceOr::Item(item) = item else {
-            bail!("{API_FILE}: {path}: references to path items are not supported");
+            bail!("{file}: {path}: references to path items are not supported");
         };
         for (method, op) in item.iter() {
-            let at = format!("{API_FILE}: {} {path}", method.to_uppercase());
+            let at = format!("{file}: {} {path}", method.to_uppercase());
             let operation = read_operation(path, method, op, &item.parameters, &is_root)
                 .with_context(|| at.clone())?;
             operations.push(operation);
@@ -120,14 +121,17 @@ pub fn read(bundle: &Bundle) -> Result<Option<Vec<Operation>>> {
     Ok(Some(operations))
 }
 
-fn check_schemes(doc: &OpenAPI) -> Result<()> {
+fn check_schemes(doc: &OpenAPI, file: &str) -> Result<()> {
     let Some(components) = &doc.components else {
         return Ok(());
     };
     for (name, scheme) in &components.security_schemes {
         let bearer = matches!(scheme, ReferenceOr::Item(SecurityScheme::HTTP { scheme, .. }) if scheme.eq_ignore_ascii_case("bearer"));
         if !bearer || !BEARER_SCHEMES.iter().any(|(known, _)| known == name) {
-            bail!("{API_FILE}: security scheme `{name}`: the client knows only the bearer schemes {:?}", BEARER_SCHEMES.iter().map(|(n, _)| *n).collect::<Vec<_>>());
+            bail!(
+                "{file}: security scheme `{name}`: the client knows only the bearer schemes {:?}",
+                BEARER_SCHEMES.iter().map(|(n, _)| *n).collect::<Vec<_>>()
+            );
         }
     }
     Ok(())

@@ -1,13 +1,19 @@
-//! Calls from the controller to its nodes: the node agent's local API (PPN's
-//! `POST /v1/spawn` and `DELETE /v1/vms/{vm_id}` on `wg_ip:spawn_port`, and
-//! `GET /v1/vms/{vm_id}/logs`) and the node runtime's
-//! `GET /health`. Every answer is read through the generated validated reader.
+//! Calls from the controller to its nodes: the node agent's local API on
+//! `wg_ip:spawn_port`, only through the client generated from
+//! `schemas/agent-api.openapi.json` (`fleetwire_client::agent`, issue 31; docs/architecture.md,
+//! "How the controller reaches agents"), and the node runtime's `GET /health`, which no API
+//! document of fleetwire describes. What stays here is the controller's policy: which address
+//! it calls, the mTLS client that believes only that node's certificate (issue 28), timeouts,
+//! the size of answer it reads, and how failures read as [`AgentCallError`]. Every answer is
+//! read through the generated validated reader.
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use anyhow::Context;
-use fleetwire_types::{CreateVmRequest, RuntimeHealth, VmLogChunk, VmRecord, WireDocument};
+use fleetwire_types::{
+    CreateVmRequest, LogOffset, RuntimeHealth, VmId, VmLogChunk, VmRecord, WireDocument,
+};
 
 use parking_lot::RwLock;
 
@@ -60,6 +66,13 @@ pub enum AgentCallError {
          (its wg_ip, its addresses or its node id), not at {host:?}"
     )]
     UncertifiedAddress { url: String, host: String },
+    /// The call was not sent: its arguments are not what the agent's API takes.
+    #[error("{method} {url} was not sent: {cause}")]
+    Unsent {
+        method: &'static str,
+        url: String,
+        cause: String,
+    },
     /// The TLS client for the call could not be set up.
     #[error("{url}: setting up TLS for the call failed: {cause}")]
     TlsSetup { url: String, cause: String },
@@ -227,19 +240,39 @@ impl AgentClient {
         Ok((client, url))
     }
 
-    /// `POST /v1/spawn` on `node_id`'s agent; the `VmRecord` it answers.
+    /// The generated client of `node_id`'s agent (`fleetwire_client::agent`), on the
+    /// controller's HTTP client for that node, and the agent's base URL for messages.
+    fn agent_api(
+        &self,
+        node_id: &str,
+        agent: AgentEndpoint,
+    ) -> Result<(fleetwire_client::agent::AgentClient, String), AgentCallError> {
+        let (http, base) = self.agent(node_id, agent)?;
+        let client = fleetwire_client::Client::builder(base.as_str())
+            .http_client(http)
+            .max_answer_bytes(MAX_ANSWER_BYTES)
+            .build()
+            .map_err(|e| AgentCallError::TlsSetup {
+                url: base.clone(),
+                cause: e.to_string(),
+            })?;
+        Ok((client.into(), base))
+    }
+
+    /// `spawn_vm` (`POST /v1/spawn`) on `node_id`'s agent; the `VmRecord` it answers.
     pub async fn spawn(
         &self,
         node_id: &str,
         agent: AgentEndpoint,
         request: &CreateVmRequest,
     ) -> Result<VmRecord, AgentCallError> {
-        let (client, base) = self.agent(node_id, agent)?;
-        let url = format!("{base}/v1/spawn");
-        read_answer("POST", &url, client.post(&url).json(request).send().await).await
+        let (client, base) = self.agent_api(node_id, agent)?;
+        let call = Call::new("POST", format!("{base}/v1/spawn"));
+        call.answer(client.spawn_vm(request).await)
     }
 
-    /// `GET /v1/vms/{vm_id}/logs?offset=N` on `node_id`'s agent: a piece of the VM's output.
+    /// `get_vm_logs` (`GET /v1/vms/{vm_id}/logs?offset=N`) on `node_id`'s agent: a piece of
+    /// the VM's output.
     pub async fn logs(
         &self,
         node_id: &str,
@@ -247,46 +280,34 @@ impl AgentClient {
         vm_id: &str,
         offset: u64,
     ) -> Result<VmLogChunk, AgentCallError> {
-        let (client, base) = self.agent(node_id, agent)?;
-        let url = format!(
-            "{base}/v1/vms/{}/logs?offset={offset}",
-            crate::ids::path_segment(vm_id)
-        );
-        read_answer("GET", &url, client.get(&url).send().await).await
+        let (client, base) = self.agent_api(node_id, agent)?;
+        let call = Call::new("GET", format!("{base}{}/logs", vm_path(vm_id)));
+        let id: VmId = vm_id.parse().map_err(|e| call.unsent(format!("{e}")))?;
+        call.answer(client.get_vm_logs(&id, Some(&LogOffset(offset))).await)
     }
 
-    /// `DELETE /v1/vms/{vm_id}` on `node_id`'s agent. An agent that no longer knows the VM
-    /// (404) has nothing left to delete, which is success.
+    /// `delete_vm` (`DELETE /v1/vms/{vm_id}`) on `node_id`'s agent. An agent that no longer
+    /// knows the VM (404) has nothing left to delete, which is success; so is any other 2xx
+    /// than the document's 204 (a PPN agent's 200, docs/interop.md), whatever its body.
     pub async fn delete(
         &self,
         node_id: &str,
         agent: AgentEndpoint,
         vm_id: &str,
     ) -> Result<(), AgentCallError> {
-        // VM ids may hold spaces, '/', '%', ... (schemas/node.schema.json's VmId): one segment.
-        let (client, base) = self.agent(node_id, agent)?;
-        let url = format!("{base}/v1/vms/{}", crate::ids::path_segment(vm_id));
-        let response =
-            client
-                .delete(&url)
-                .send()
-                .await
-                .map_err(|e| AgentCallError::Unanswered {
-                    method: "DELETE",
-                    url: url.clone(),
-                    cause: crate::tls::with_causes(&e),
-                })?;
-        let status = response.status();
-        if status.is_success() || status == reqwest::StatusCode::NOT_FOUND {
-            return Ok(());
+        let (client, base) = self.agent_api(node_id, agent)?;
+        let call = Call::new("DELETE", format!("{base}{}", vm_path(vm_id)));
+        match client.delete_vm(vm_id).await {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.status().is_some_and(|status| {
+                    status.is_success() || status == reqwest::StatusCode::NOT_FOUND
+                }) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(call.failure(e)),
         }
-        let body = response.bytes().await.unwrap_or_default();
-        Err(AgentCallError::Refused {
-            method: "DELETE",
-            url,
-            status,
-            quoted: quote(&body),
-        })
     }
 
     /// `GET {address}/health` on `node_id`'s runtime; over mTLS for an `https://` address
@@ -321,6 +342,93 @@ impl AgentClient {
             self.http.clone()
         };
         read_answer("GET", &url, client.get(&url).send().await).await
+    }
+}
+
+/// `/v1/vms/{vm_id}` with the id as one segment (VM ids may hold spaces, '/', '%', ...:
+/// schemas/node.schema.json's VmId), for messages; the generated client encodes it alike.
+fn vm_path(vm_id: &str) -> String {
+    format!("/v1/vms/{}", crate::ids::path_segment(vm_id))
+}
+
+/// One call to an agent, as its failures name it.
+struct Call {
+    method: &'static str,
+    url: String,
+}
+
+impl Call {
+    fn new(method: &'static str, url: String) -> Call {
+        Call { method, url }
+    }
+
+    fn unsent(&self, cause: String) -> AgentCallError {
+        AgentCallError::Unsent {
+            method: self.method,
+            url: self.url.clone(),
+            cause,
+        }
+    }
+
+    /// The generated client's answer: the body, its unknown fields noted (README "Unknown
+    /// fields"), or the failure as an [`AgentCallError`].
+    fn answer<T: WireDocument>(
+        &self,
+        answer: Result<fleetwire_client::ResponseValue<T>, fleetwire_client::Error>,
+    ) -> Result<T, AgentCallError> {
+        let answer = answer.map_err(|e| self.failure(e))?;
+        crate::unknown_fields::note_fields(
+            T::INFO.name,
+            answer.unknown_fields(),
+            &format!("{} {}", self.method, self.url),
+        );
+        Ok(answer.into_inner())
+    }
+
+    fn failure(&self, error: fleetwire_client::Error) -> AgentCallError {
+        use fleetwire_client::Error as E;
+        let (method, url) = (self.method, self.url.clone());
+        match error {
+            E::Transport { message, .. } => AgentCallError::Unanswered {
+                method,
+                url,
+                cause: message,
+            },
+            E::AnswerTooLarge { limit, .. } => AgentCallError::Unreadable {
+                method,
+                url,
+                cause: format!("the answer is larger than {limit} bytes"),
+            },
+            E::Api { status, error, .. } => AgentCallError::Refused {
+                method,
+                url,
+                status,
+                quoted: quote(format!("{} ({})", error.message.as_str(), error.code).as_bytes()),
+            },
+            E::UnexpectedStatus { status, body, .. } => AgentCallError::Refused {
+                method,
+                url,
+                status,
+                quoted: quote(body.as_bytes()),
+            },
+            // A success status with another body than the document's.
+            E::InvalidResponse {
+                status, expected, ..
+            } if status.is_success() => AgentCallError::Invalid {
+                method,
+                url,
+                document: expected,
+                rejection: error.to_string(),
+            },
+            // A refusal whose body is not an `ApiError` (a PPN agent's own text).
+            E::InvalidResponse { status, .. } => AgentCallError::Refused {
+                method,
+                url,
+                status,
+                quoted: quote(error.to_string().as_bytes()),
+            },
+            E::InvalidRequest { message, .. } => self.unsent(message),
+        }
     }
 }
 

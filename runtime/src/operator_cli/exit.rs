@@ -45,7 +45,9 @@ impl Failure {
         match error {
             Error::InvalidRequest { .. } => Failure::Usage,
             Error::Transport { .. } => Failure::Unreachable,
-            Error::UnexpectedStatus { .. } | Error::InvalidResponse { .. } => Failure::BadAnswer,
+            Error::UnexpectedStatus { .. }
+            | Error::InvalidResponse { .. }
+            | Error::AnswerTooLarge { .. } => Failure::BadAnswer,
             Error::Api { status, .. } => match status.as_u16() {
                 404 => Failure::NotFound,
                 401 | 403 => Failure::NotAllowed,

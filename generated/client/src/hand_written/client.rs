@@ -13,7 +13,7 @@ use serde::Serialize;
 use fleetwire_types::FieldValidation;
 
 use crate::error::{BuildError, Error};
-use crate::response::with_causes;
+use crate::response::{with_causes, AnswerLimit};
 use crate::secret::BearerToken;
 use crate::trust::{fleet_tls_config, no_trust_config};
 
@@ -71,6 +71,7 @@ pub struct Client {
     operator_token: Option<BearerToken>,
     bootstrap_token: Option<BearerToken>,
     field_validation: Option<FieldValidation>,
+    max_answer_bytes: Option<usize>,
 }
 
 impl fmt::Debug for Client {
@@ -94,6 +95,7 @@ impl Client {
             operator_token: None,
             bootstrap_token: None,
             field_validation: None,
+            max_answer_bytes: None,
             timeout: DEFAULT_TIMEOUT,
         }
     }
@@ -204,11 +206,15 @@ impl Client {
                 .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
                 .body(body);
         }
-        request.send().await.map_err(|source| Error::Transport {
+        let mut response = request.send().await.map_err(|source| Error::Transport {
             operation: operation.id,
             message: with_causes(&source),
             source,
-        })
+        })?;
+        if let Some(limit) = self.max_answer_bytes {
+            response.extensions_mut().insert(AnswerLimit(limit));
+        }
+        Ok(response)
     }
 }
 
@@ -226,7 +232,7 @@ pub(crate) fn json_body<T: Serialize>(
 }
 
 /// A query parameter's value: a string-valued type as its string, anything else as JSON text.
-pub(crate) fn query_value<T: Serialize>(value: &T) -> String {
+pub(crate) fn query_value<T: Serialize + ?Sized>(value: &T) -> String {
     match serde_json::to_value(value) {
         Ok(serde_json::Value::String(text)) => text,
         Ok(other) => other.to_string(),
@@ -262,6 +268,7 @@ pub struct ClientBuilder {
     operator_token: Option<BearerToken>,
     bootstrap_token: Option<BearerToken>,
     field_validation: Option<FieldValidation>,
+    max_answer_bytes: Option<usize>,
     timeout: Duration,
 }
 
@@ -334,6 +341,14 @@ impl ClientBuilder {
         self
     }
 
+    /// Refuses an answer whose body is larger than `bytes` ([`Error::AnswerTooLarge`]) instead
+    /// of reading it: for a caller that talks to peers it trusts less than the controller (the
+    /// controller reading a node's agent). Unset, a body is read whole.
+    pub fn max_answer_bytes(mut self, bytes: usize) -> Self {
+        self.max_answer_bytes = Some(bytes);
+        self
+    }
+
     /// How long one call may take (default [`DEFAULT_TIMEOUT`]).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -385,6 +400,7 @@ impl ClientBuilder {
                     operator_token: self.operator_token,
                     bootstrap_token: self.bootstrap_token,
                     field_validation: self.field_validation,
+                    max_answer_bytes: self.max_answer_bytes,
                 })
             }
             (Transport::FleetCa(ca_pem), true) => fleet_tls_config(
@@ -407,6 +423,7 @@ impl ClientBuilder {
             operator_token: self.operator_token,
             bootstrap_token: self.bootstrap_token,
             field_validation: self.field_validation,
+            max_answer_bytes: self.max_answer_bytes,
         })
     }
 }

@@ -65,6 +65,13 @@ pub enum Error {
         status: StatusCode,
         body: String,
     },
+    /// The answer's body is larger than the client reads (`ClientBuilder::max_answer_bytes`).
+    #[error("{operation}: the {status} answer is larger than {limit} bytes")]
+    AnswerTooLarge {
+        operation: &'static str,
+        status: StatusCode,
+        limit: usize,
+    },
     /// The answer's status is declared, but its body is not the document declared for it.
     #[error(
         "{operation}: the {status} answer is not a {expected}: {}",
@@ -102,6 +109,7 @@ impl Error {
             | Error::Transport { operation, .. }
             | Error::Api { operation, .. }
             | Error::UnexpectedStatus { operation, .. }
+            | Error::AnswerTooLarge { operation, .. }
             | Error::InvalidResponse { operation, .. } => operation,
         }
     }
@@ -111,6 +119,7 @@ impl Error {
         match self {
             Error::Api { status, .. }
             | Error::UnexpectedStatus { status, .. }
+            | Error::AnswerTooLarge { status, .. }
             | Error::InvalidResponse { status, .. } => Some(*status),
             Error::InvalidRequest { .. } | Error::Transport { .. } => None,
         }

@@ -14,6 +14,11 @@ use reqwest::{Response, StatusCode};
 
 use crate::error::Error;
 
+/// The most an answer's body may hold (`ClientBuilder::max_answer_bytes`), carried on the
+/// response from `Client::send` to the body readers here.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AnswerLimit(pub(crate) usize);
+
 /// How much of an undeclared answer's body [`Error::UnexpectedStatus`] quotes (not a schema
 /// limit).
 const QUOTED_BODY_CHARS: usize = 300;
@@ -95,16 +100,36 @@ pub fn warnings(headers: &HeaderMap) -> Vec<String> {
 
 async fn body(
     operation: &'static str,
-    response: Response,
+    mut response: Response,
 ) -> Result<(StatusCode, HeaderMap, Vec<u8>), Error> {
     let status = response.status();
     let headers = response.headers().clone();
-    let bytes = response.bytes().await.map_err(|source| Error::Transport {
+    let limit = response.extensions().get::<AnswerLimit>().map(|l| l.0);
+    let too_large = |limit| Error::AnswerTooLarge {
         operation,
-        message: format!("reading the {status} answer: {}", with_causes(&source)),
-        source,
-    })?;
-    Ok((status, headers, bytes.to_vec()))
+        status,
+        limit,
+    };
+    // Refused at once when the declared length says so, else chunk by chunk.
+    if let (Some(limit), Some(length)) = (limit, response.content_length()) {
+        if length > limit as u64 {
+            return Err(too_large(limit));
+        }
+    }
+    let mut bytes = Vec::new();
+    loop {
+        let chunk = response.chunk().await.map_err(|source| Error::Transport {
+            operation,
+            message: format!("reading the {status} answer: {}", with_causes(&source)),
+            source,
+        })?;
+        let Some(chunk) = chunk else { break };
+        if let Some(limit) = limit.filter(|&limit| bytes.len() + chunk.len() > limit) {
+            return Err(too_large(limit));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok((status, headers, bytes))
 }
 
 fn invalid(
