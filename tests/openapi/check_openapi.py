@@ -20,7 +20,8 @@ openapi-schema-validator (python-openapi; not the Rust code that wrote the docum
    listed as such, never skipped silently;
 3. with `--answers DIR`: every live answer the API conformance test
    (tests/e2e/controller/api.rs) recorded there validates against the response schema that
-   each document gives for its operation, method, path template and status (or `default`).
+   each document gives for its operation, method, path template and status (else its range,
+   `5XX`, else `default`).
    No answers in DIR is a failure (the controller's documents only: the answers are its). A JSON request body the controller accepted (2xx), recorded
    with its answer, must validate against the operation's request body schema as well.
 
@@ -250,7 +251,9 @@ def response_schema(document: dict, answer: dict) -> tuple[dict | None, str | No
             f"not {answer['operation']}"
         )
     responses = operation["responses"]
-    response = responses.get(str(answer["status"]), responses.get("default"))
+    # OpenAPI's order: the exact status, then its range (`5XX`), then `default`.
+    status = str(answer["status"])
+    response = responses.get(status, responses.get(f"{status[0]}XX", responses.get("default")))
     if response is None:
         raise LookupError(f"status {answer['status']} is not documented")
     content = response.get("content")

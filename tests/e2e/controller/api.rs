@@ -1,9 +1,9 @@
 //! The controller against its API document: every operation of
 //! `generated/openapi/fleet-api.json` is called on a live controller, and every answer is
-//! checked against the schema the document gives for that status (or `default`). Then the
-//! refusals: bodies that break their schema (400 with each violation's JSON pointer), too
-//! large (413), not JSON (415), unknown routes (404), wrong methods (405), unknown runtimes
-//! (422) — all as `ApiError` documents, none of which changes stored state.
+//! checked against the schema the document gives for that status (else its range, `5XX`, else
+//! `default`). Then the refusals: bodies that break their schema (400 with each violation's
+//! JSON pointer), too large (413), not JSON (415), unknown routes (404), wrong methods (405),
+//! unknown runtimes (422) — all as `ApiError` documents, none of which changes stored state.
 //!
 //! With `FLEETWIRE_OPENAPI_ANSWERS=DIR`, every answer checked here is also written to DIR (one
 //! JSON file each: operation, method, path template, status, content type, body), for
@@ -72,6 +72,8 @@ impl ApiDocument {
         let responses = &operation["responses"];
         let response = responses
             .get(status.to_string())
+            // OpenAPI's order: the exact status, then its range (`5XX`), then `default`.
+            .or_else(|| responses.get(format!("{}XX", status / 100)))
             .or_else(|| responses.get("default"))
             .unwrap_or_else(|| panic!("{id}: status {status} is not in the document"));
         let Some(content) = response.get("content").and_then(Value::as_object) else {

@@ -7,7 +7,11 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 fn generate(document: &str, out: &str) -> serde_json::Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../generated/openapi").join(document);
+    // Read when the script runs, not baked in when it is built: cargo may reuse one built
+    // script for a copy of this crate elsewhere (the same package, hashed alike).
+    let path = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap())
+        .join("../../../generated/openapi")
+        .join(document);
     println!("cargo:rerun-if-changed={}", path.display());
     let text = std::fs::read_to_string(&path).unwrap();
     let spec: openapiv3::OpenAPI = serde_json::from_str(&text).unwrap();
@@ -46,13 +50,25 @@ fn main() {
                 let ty = r.as_str().unwrap().rsplit('/').next().unwrap();
                 write!(chain, ".body(serde_json::from_value::<fleet::types::{ty}>(body.clone().ok_or(\"no body\")?).map_err(|e| e.to_string())?)").unwrap();
             }
-            let json = op["responses"]
+            // The success answer as its model: JSON into its type, text (the metrics page) into
+            // a string, no body into `()`.
+            let success: Vec<&serde_json::Value> = op["responses"]
                 .as_object()
                 .unwrap()
                 .iter()
                 .filter(|(s, _)| s.starts_with('2'))
-                .any(|(_, r)| r.pointer("/content/application~1json").is_some());
-            let read = if json { "json(answer.into_inner())" } else { "Ok(serde_json::Value::Null)" };
+                .map(|(_, r)| r)
+                .collect();
+            let text = success.iter().any(|r| {
+                r["content"]
+                    .as_object()
+                    .is_some_and(|c| !c.is_empty() && !c.contains_key("application/json"))
+            });
+            let read = if text {
+                "text(answer.into_inner()).await"
+            } else {
+                "json(answer.into_inner())"
+            };
             writeln!(
                 dispatch,
                 "        \"{id}\" => {{ let answer = {chain}.send().await.map_err(|e| format!(\"{{e:?}}\"))?; {read} }}"
@@ -60,7 +76,9 @@ fn main() {
             .unwrap();
         }
     }
-    dispatch.push_str("        other => Err(format!(\"the client has no operation {other}\")),\n    }\n}\n");
+    dispatch.push_str(
+        "        other => Err(format!(\"the client has no operation {other}\")),\n    }\n}\n",
+    );
     let dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     std::fs::write(dir.join("dispatch.rs"), dispatch).unwrap();
 }

@@ -191,7 +191,7 @@ impl crate::client::Client {
     ///
     /// Enrolls a fleetwire agent's node, or updates its record when the node_id is already known; called by the agent at start, before its first heartbeat, and again to renew its certificate. A new node is listed as "registering" until its first heartbeat makes it "ready". A bootstrap token is single-use: a first enrollment, or a re-enrollment after the node was forgotten or its certificate expired. The certificate the controller signs from csr_pem has a subject and subject alternative names it sets itself from the node_id, wg_ip and addresses (never what the CSR asks for); it is returned with the CA certificate, which the agent trusts from then on. A refused registration changes nothing. PPN agents never call this: their first heartbeat enrolls them, on a --plain-http controller. Access: the node itself: a single-use bootstrap token for the body's node_id in `Authorization: Bearer` (a first enrollment), or the node's current certificate from the fleet CA as the TLS client certificate (a restart or a renewal); 401 with neither, 403 when either names another node. In mTLS mode the body must carry csr_pem: the controller signs the node's certificate from it, and refuses a registration without one (400 at /csr_pem), since the node could not serve its agent API without a certificate. A `--plain-http` controller authenticates no node and takes a registration without csr_pem.
     ///
-    /// `POST /v1/nodes/register` (access `node`, credential [`Bearer::Bootstrap`]). Answers `200` with a [`fleetwire_types::RegisterNodeResponse`]; `400`, `401`, `403`, `409`, `413`, `415`, `422` and every other status are an `ApiError`: [`Error::Api`].
+    /// `POST /v1/nodes/register` (access `node`, credential [`Bearer::Bootstrap`]). Answers `200` with a [`fleetwire_types::RegisterNodeResponse`]; `400`, `401`, `403`, `408`, `409`, `413`, `415`, `422`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     pub async fn register_node(
         &self,
         body: &fleetwire_types::RegisterNodeRequest,
@@ -212,14 +212,17 @@ impl crate::client::Client {
                 >(operation.id, answer)
                     .await
             }
-            _ => response::api_error(operation.id, answer).await,
+            400 | 401 | 403 | 408 | 409 | 413 | 415 | 422 | 500..=599 => {
+                response::api_error(operation.id, answer).await
+            }
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Report a node's state
     ///
     /// Sent by every agent once per heartbeat interval (10 s by default). Accepts an unmodified PPN agent's heartbeat as well as fleetwire's superset. The heartbeat replaces the node's reported figures and VM list wholesale, and the controller stamps the node's last_heartbeat with its own receive time: a node is judged stale after 30 s by that clock, never by the node's timestamp_utc. A heartbeat enrolls a node only on a --plain-http controller, from an unknown node_id, as PPN agents expect; like a registration it is committed to the store before it is answered. Other heartbeats are written behind, within one second; while the store is behind, a heartbeat is answered once its change is written. A changed runtime_boot_id makes the controller prune the node's stale warm-pool records; runtime_stalled true sets the node's data-plane cordon until a heartbeat reports the runtime answering again; the reported free disk drives the disk-pressure cordon. Answers 200 with an empty body, as a PPN controller does. A VM the heartbeat lists that the controller records on another node (or that a placement in flight holds) is set aside: the node record lists it in rejected_vms with the node that has it, and the VM stays where it is recorded. Access: the node itself: its current certificate from the fleet CA as the TLS client certificate, whose DNS name is the body's node_id (401 without one, 403 for another node's). A `--plain-http` controller authenticates no node.
     ///
-    /// `POST /v1/nodes/heartbeat` (access `node`). Answers `200` with no body; `400`, `401`, `403`, `404`, `413`, `415` and every other status are an `ApiError`: [`Error::Api`].
+    /// `POST /v1/nodes/heartbeat` (access `node`). Answers `200` with no body; `400`, `401`, `403`, `404`, `408`, `413`, `415`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     pub async fn post_heartbeat(
         &self,
         body: &fleetwire_types::NodeHeartbeat,
@@ -235,14 +238,17 @@ impl crate::client::Client {
             .await?;
         match answer.status().as_u16() {
             200 => response::empty(operation.id, answer).await,
-            _ => response::api_error(operation.id, answer).await,
+            400 | 401 | 403 | 404 | 408 | 413 | 415 | 500..=599 => {
+                response::api_error(operation.id, answer).await
+            }
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// List nodes
     ///
     /// Lists node records, ordered by node_id. Without a status filter every live node is listed (any phase but unreachable), which is what a PPN client expects from this route. Unlike PPN, nodes silent for more than 30 s are not deleted: they are kept as "unreachable" and listed with status=unreachable or status=all, so a node that went silent can be told from one that never enrolled. Access: an operator token of either scope in `Authorization: Bearer` (401 without a token the controller knows). A `--plain-http` controller serves it to anyone.
     ///
-    /// `GET /v1/nodes` (access `read`, credential [`Bearer::Operator`]). Answers `200` with a list of [`fleetwire_types::NodeRecord`]; `400`, `401` and every other status are an `ApiError`: [`Error::Api`].
+    /// `GET /v1/nodes` (access `read`, credential [`Bearer::Operator`]). Answers `200` with a list of [`fleetwire_types::NodeRecord`]; `400`, `401`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     /// - `status`: "live" (the default: every node but the unreachable ones), one lifecycle phase, or "all".
     pub async fn list_nodes(
         &self,
@@ -262,14 +268,15 @@ impl crate::client::Client {
                 response::json_list::<fleetwire_types::NodeRecord>(operation.id, answer)
                     .await
             }
-            _ => response::api_error(operation.id, answer).await,
+            400 | 401 | 500..=599 => response::api_error(operation.id, answer).await,
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Get a node
     ///
     /// Returns one node's record, whatever its status. Access: an operator token of either scope in `Authorization: Bearer` (401 without a token the controller knows). A `--plain-http` controller serves it to anyone.
     ///
-    /// `GET /v1/nodes/{node_id}` (access `read`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::NodeRecord`]; `401`, `404` and every other status are an `ApiError`: [`Error::Api`].
+    /// `GET /v1/nodes/{node_id}` (access `read`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::NodeRecord`]; `401`, `404`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     /// - `node_id`: The node's id.
     pub async fn get_node(
         &self,
@@ -282,14 +289,15 @@ impl crate::client::Client {
             200 => {
                 response::json::<fleetwire_types::NodeRecord>(operation.id, answer).await
             }
-            _ => response::api_error(operation.id, answer).await,
+            401 | 404 | 500..=599 => response::api_error(operation.id, answer).await,
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Unenroll a node
     ///
     /// Removes the node's record and the VM records it reported. Nothing is sent to the node. Its certificate is no longer accepted, so it enrolls again only with a new bootstrap token (on a --plain-http controller, an agent that keeps heartbeating enrolls again). Unreachable nodes are never removed otherwise; this is the only way to forget one. Access: an operator token with the admin scope in `Authorization: Bearer` (401 without a token the controller knows, 403 for a read-only one). A `--plain-http` controller serves it only to clients on its own host (loopback, 403 from elsewhere), or, started with `--operator-token-file`, to an admin token as in mTLS mode.
     ///
-    /// `DELETE /v1/nodes/{node_id}` (access `admin`, credential [`Bearer::Operator`]). Answers `204` with no body; `401`, `403`, `404` and every other status are an `ApiError`: [`Error::Api`].
+    /// `DELETE /v1/nodes/{node_id}` (access `admin`, credential [`Bearer::Operator`]). Answers `204` with no body; `401`, `403`, `404`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     /// - `node_id`: The node's id.
     pub async fn delete_node(
         &self,
@@ -300,14 +308,17 @@ impl crate::client::Client {
         let answer = self.send(operation, &["v1", "nodes", &node_id], &[], None).await?;
         match answer.status().as_u16() {
             204 => response::empty(operation.id, answer).await,
-            _ => response::api_error(operation.id, answer).await,
+            401 | 403 | 404 | 500..=599 => {
+                response::api_error(operation.id, answer).await
+            }
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Cordon a node
     ///
     /// Sets the node's data-plane cordon: it keeps its status and its running VMs but gets no new VMs until uncordoned. Cordoning a cordoned node changes nothing. The disk-pressure cordon is separate and only the controller sets or clears it. Access: an operator token with the admin scope in `Authorization: Bearer` (401 without a token the controller knows, 403 for a read-only one). A `--plain-http` controller serves it only to clients on its own host (loopback, 403 from elsewhere), or, started with `--operator-token-file`, to an admin token as in mTLS mode.
     ///
-    /// `POST /v1/nodes/{node_id}/cordon` (access `admin`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::NodeRecord`]; `401`, `403`, `404` and every other status are an `ApiError`: [`Error::Api`].
+    /// `POST /v1/nodes/{node_id}/cordon` (access `admin`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::NodeRecord`]; `401`, `403`, `404`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     /// - `node_id`: The node's id.
     /// - `reason`: Why the node is cordoned, kept as its cordon_reason.
     pub async fn cordon_node(
@@ -329,14 +340,17 @@ impl crate::client::Client {
             200 => {
                 response::json::<fleetwire_types::NodeRecord>(operation.id, answer).await
             }
-            _ => response::api_error(operation.id, answer).await,
+            401 | 403 | 404 | 500..=599 => {
+                response::api_error(operation.id, answer).await
+            }
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Uncordon a node
     ///
     /// Clears the node's data-plane cordon and, when it is draining, returns it to "ready", so it takes new VMs again. It does not clear the disk-pressure cordon, and a self-cordon comes back with the next heartbeat as long as the node's runtime is stalled. Access: an operator token with the admin scope in `Authorization: Bearer` (401 without a token the controller knows, 403 for a read-only one). A `--plain-http` controller serves it only to clients on its own host (loopback, 403 from elsewhere), or, started with `--operator-token-file`, to an admin token as in mTLS mode.
     ///
-    /// `POST /v1/nodes/{node_id}/uncordon` (access `admin`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::NodeRecord`]; `401`, `403`, `404` and every other status are an `ApiError`: [`Error::Api`].
+    /// `POST /v1/nodes/{node_id}/uncordon` (access `admin`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::NodeRecord`]; `401`, `403`, `404`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     /// - `node_id`: The node's id.
     pub async fn uncordon_node(
         &self,
@@ -351,14 +365,17 @@ impl crate::client::Client {
             200 => {
                 response::json::<fleetwire_types::NodeRecord>(operation.id, answer).await
             }
-            _ => response::api_error(operation.id, answer).await,
+            401 | 403 | 404 | 500..=599 => {
+                response::api_error(operation.id, answer).await
+            }
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Drain a node
     ///
     /// Puts the node in "draining": it gets no new VMs, and its running VMs are left until they are deleted. Uncordon ends the drain. Access: an operator token with the admin scope in `Authorization: Bearer` (401 without a token the controller knows, 403 for a read-only one). A `--plain-http` controller serves it only to clients on its own host (loopback, 403 from elsewhere), or, started with `--operator-token-file`, to an admin token as in mTLS mode.
     ///
-    /// `POST /v1/nodes/{node_id}/drain` (access `admin`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::NodeRecord`]; `401`, `403`, `404` and every other status are an `ApiError`: [`Error::Api`].
+    /// `POST /v1/nodes/{node_id}/drain` (access `admin`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::NodeRecord`]; `401`, `403`, `404`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     /// - `node_id`: The node's id.
     pub async fn drain_node(
         &self,
@@ -373,14 +390,17 @@ impl crate::client::Client {
             200 => {
                 response::json::<fleetwire_types::NodeRecord>(operation.id, answer).await
             }
-            _ => response::api_error(operation.id, answer).await,
+            401 | 403 | 404 | 500..=599 => {
+                response::api_error(operation.id, answer).await
+            }
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Fleet status
     ///
     /// Every live node (unreachable ones are left out, as PPN does, but counted), with per-status counts and the time of the snapshot. PPN clients read the nodes and last_updated fields as before. Access: an operator token of either scope in `Authorization: Bearer` (401 without a token the controller knows). A `--plain-http` controller serves it to anyone.
     ///
-    /// `GET /v1/fleet` (access `read`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::FleetStatus`]; `401` and every other status are an `ApiError`: [`Error::Api`].
+    /// `GET /v1/fleet` (access `read`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::FleetStatus`]; `401`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     pub async fn get_fleet(
         &self,
     ) -> Result<ResponseValue<fleetwire_types::FleetStatus>, Error> {
@@ -391,14 +411,15 @@ impl crate::client::Client {
                 response::json::<fleetwire_types::FleetStatus>(operation.id, answer)
                     .await
             }
-            _ => response::api_error(operation.id, answer).await,
+            401 | 500..=599 => response::api_error(operation.id, answer).await,
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// List VMs
     ///
     /// Lists the VMs of every node the controller knows, as their agents last reported them, ordered by vm_id; optionally only one tenant's. Access: an operator token of either scope in `Authorization: Bearer` (401 without a token the controller knows). A `--plain-http` controller serves it to anyone.
     ///
-    /// `GET /v1/vms` (access `read`, credential [`Bearer::Operator`]). Answers `200` with a list of [`fleetwire_types::VmRecord`]; `400`, `401` and every other status are an `ApiError`: [`Error::Api`].
+    /// `GET /v1/vms` (access `read`, credential [`Bearer::Operator`]). Answers `200` with a list of [`fleetwire_types::VmRecord`]; `400`, `401`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     /// - `tenant_id`: Only this tenant's VMs.
     pub async fn list_vms(
         &self,
@@ -418,14 +439,15 @@ impl crate::client::Client {
                 response::json_list::<fleetwire_types::VmRecord>(operation.id, answer)
                     .await
             }
-            _ => response::api_error(operation.id, answer).await,
+            400 | 401 | 500..=599 => response::api_error(operation.id, answer).await,
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Create a VM
     ///
     /// Places a VM and has the chosen node's agent start it. Only "ready" nodes that are neither cordoned nor disk-cordoned and whose runtime runs the request's workload (an image only on smolvm nodes, a command without an image only on process nodes) qualify, with at least ram_mb + 512 MB of ram_available_mb and room on their disk ledger for disk_gb; with restore_checkpoint, only nodes whose engine_version is at least the checkpoint's. Among them the one with the most available memory wins, KVM nodes first with prefer_kvm, reserved nodes only when nothing else qualifies. The controller assigns vm_id when absent, forwards the request to the node agent's POST /v1/spawn and keeps the VmRecord it answers, with tenant_id copied in. A node that created the VM but could not start it answers state "Error" with its message (e.g. the runtime's answer to the failed start); the controller keeps that record and answers it, and the node retries per its restart policy. Access: an operator token with the admin scope in `Authorization: Bearer` (401 without a token the controller knows, 403 for a read-only one). A `--plain-http` controller serves it only to clients on its own host (loopback, 403 from elsewhere), or, started with `--operator-token-file`, to an admin token as in mTLS mode.
     ///
-    /// `POST /v1/vms` (access `admin`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::VmRecord`]; `400`, `401`, `403`, `409`, `413`, `415`, `422`, `502`, `503` and every other status are an `ApiError`: [`Error::Api`].
+    /// `POST /v1/vms` (access `admin`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::VmRecord`]; `400`, `401`, `403`, `408`, `409`, `413`, `415`, `422`, `502`, `503`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     pub async fn create_vm(
         &self,
         body: &fleetwire_types::CreateVmRequest,
@@ -438,14 +460,17 @@ impl crate::client::Client {
             200 => {
                 response::json::<fleetwire_types::VmRecord>(operation.id, answer).await
             }
-            _ => response::api_error(operation.id, answer).await,
+            400 | 401 | 403 | 408 | 409 | 413 | 415 | 422 | 502 | 503 | 500..=599 => {
+                response::api_error(operation.id, answer).await
+            }
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Get a VM
     ///
     /// Returns one VM's record (a route PPN's controller lacks). Access: an operator token of either scope in `Authorization: Bearer` (401 without a token the controller knows). A `--plain-http` controller serves it to anyone.
     ///
-    /// `GET /v1/vms/{vm_id}` (access `read`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::VmRecord`]; `401`, `404` and every other status are an `ApiError`: [`Error::Api`].
+    /// `GET /v1/vms/{vm_id}` (access `read`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::VmRecord`]; `401`, `404`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     /// - `vm_id`: The VM's id.
     pub async fn get_vm(
         &self,
@@ -458,14 +483,15 @@ impl crate::client::Client {
             200 => {
                 response::json::<fleetwire_types::VmRecord>(operation.id, answer).await
             }
-            _ => response::api_error(operation.id, answer).await,
+            401 | 404 | 500..=599 => response::api_error(operation.id, answer).await,
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Delete a VM
     ///
     /// Has the owning node's agent delete the VM (DELETE /v1/vms/{vm_id} on the agent), then forgets the VM and releases its disk reservation on the node's ledger. Access: an operator token with the admin scope in `Authorization: Bearer` (401 without a token the controller knows, 403 for a read-only one). A `--plain-http` controller serves it only to clients on its own host (loopback, 403 from elsewhere), or, started with `--operator-token-file`, to an admin token as in mTLS mode.
     ///
-    /// `DELETE /v1/vms/{vm_id}` (access `admin`, credential [`Bearer::Operator`]). Answers `204` with no body; `401`, `403`, `404`, `502` and every other status are an `ApiError`: [`Error::Api`].
+    /// `DELETE /v1/vms/{vm_id}` (access `admin`, credential [`Bearer::Operator`]). Answers `204` with no body; `401`, `403`, `404`, `502`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     /// - `vm_id`: The VM's id.
     pub async fn delete_vm(
         &self,
@@ -476,14 +502,17 @@ impl crate::client::Client {
         let answer = self.send(operation, &["v1", "vms", &vm_id], &[], None).await?;
         match answer.status().as_u16() {
             204 => response::empty(operation.id, answer).await,
-            _ => response::api_error(operation.id, answer).await,
+            401 | 403 | 404 | 502 | 500..=599 => {
+                response::api_error(operation.id, answer).await
+            }
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Read a VM's output
     ///
     /// Returns a piece of one VM's output: its workload's standard output and error, which its node's agent keeps in a file under its state directory (VM_STATE_DIR/logs). The controller relays the request to the node's agent (GET /v1/vms/{vm_id}/logs on its local API, over mTLS with the controller's client certificate, as it calls the agent to spawn) and answers what the agent answered: operators reach the output through the controller's authentication, never the agent itself. A reader follows the output by asking again from next_offset (`fleetwire vms logs -f`). Access: an operator token of either scope in `Authorization: Bearer` (401 without a token the controller knows). A `--plain-http` controller serves it to anyone.
     ///
-    /// `GET /v1/vms/{vm_id}/logs` (access `read`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::VmLogChunk`]; `401`, `404`, `502` and every other status are an `ApiError`: [`Error::Api`].
+    /// `GET /v1/vms/{vm_id}/logs` (access `read`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::VmLogChunk`]; `401`, `404`, `502`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     /// - `vm_id`: The VM's id.
     /// - `offset`: Where to start reading, in bytes from the start of the VM's output (0 when absent): the next_offset of the last piece read.
     pub async fn get_vm_logs(
@@ -505,14 +534,17 @@ impl crate::client::Client {
             200 => {
                 response::json::<fleetwire_types::VmLogChunk>(operation.id, answer).await
             }
-            _ => response::api_error(operation.id, answer).await,
+            401 | 404 | 502 | 500..=599 => {
+                response::api_error(operation.id, answer).await
+            }
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Liveness
     ///
     /// Answers 200 whenever the controller process serves HTTP, without touching the store. (A PPN controller has no such route.) Access: anyone, in both modes; no token and no certificate.
     ///
-    /// `GET /healthz` (access `open`). Answers `200` with a [`fleetwire_types::Health`]; every other status is an `ApiError`: [`Error::Api`].
+    /// `GET /healthz` (access `open`). Answers `200` with a [`fleetwire_types::Health`]; `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     pub async fn get_healthz(
         &self,
     ) -> Result<ResponseValue<fleetwire_types::Health>, Error> {
@@ -520,14 +552,15 @@ impl crate::client::Client {
         let answer = self.send(operation, &["healthz"], &[], None).await?;
         match answer.status().as_u16() {
             200 => response::json::<fleetwire_types::Health>(operation.id, answer).await,
-            _ => response::api_error(operation.id, answer).await,
+            500..=599 => response::api_error(operation.id, answer).await,
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Readiness
     ///
     /// Answers 200 when the controller leads and can serve requests, its store included, and 503 when it cannot: its store is unreachable, or it is a standby (role "standby", with the leader's leader_url). A load balancer sends traffic to the controller whose /readyz answers 200. A standby answers every route other than /healthz, /readyz and /metrics with 307 Temporary Redirect to the leader's URL with the same path and query (clients repeat the request there, body included), or 503 not_leader with Retry-After when no controller leads (docs/controller.md, "Several controllers"). Access: anyone, in both modes; no token and no certificate.
     ///
-    /// `GET /readyz` (access `open`). Answers `200`, `503` with a [`fleetwire_types::Health`]; every other status is an `ApiError`: [`Error::Api`].
+    /// `GET /readyz` (access `open`). Answers `200`, `503` with a [`fleetwire_types::Health`]; any other status is [`Error::UnexpectedStatus`].
     pub async fn get_readyz(
         &self,
     ) -> Result<ResponseValue<fleetwire_types::Health>, Error> {
@@ -537,27 +570,28 @@ impl crate::client::Client {
             200 | 503 => {
                 response::json::<fleetwire_types::Health>(operation.id, answer).await
             }
-            _ => response::api_error(operation.id, answer).await,
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Metrics
     ///
     /// The controller's metrics in the OpenMetrics text format, for a Prometheus-compatible scraper. Access: an operator token of either scope in `Authorization: Bearer` (401 without a token the controller knows), unless the controller runs with `--metrics-auth none`. A `--plain-http` controller serves it to anyone.
     ///
-    /// `GET /metrics` (access `metrics`, credential [`Bearer::Operator`]). Answers `200` with text; `401` and every other status are an `ApiError`: [`Error::Api`].
+    /// `GET /metrics` (access `metrics`, credential [`Bearer::Operator`]). Answers `200` with text; `401`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     pub async fn get_metrics(&self) -> Result<ResponseValue<String>, Error> {
         let operation = &GET_METRICS;
         let answer = self.send(operation, &["metrics"], &[], None).await?;
         match answer.status().as_u16() {
             200 => response::text(operation.id, answer).await,
-            _ => response::api_error(operation.id, answer).await,
+            401 | 500..=599 => response::api_error(operation.id, answer).await,
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Mint a bootstrap token
     ///
     /// Mints a single-use bootstrap token that lets one agent, with exactly this node_id, register once and get its first node certificate. The answer is the only place the token appears: the controller stores its hash. `fleetwire token create` does the same on the controller host, or through this route with --url. Access: an operator token with the admin scope in `Authorization: Bearer` (401 without a token the controller knows, 403 for a read-only one). A `--plain-http` controller serves it only to clients on its own host (loopback, 403 from elsewhere), or, started with `--operator-token-file`, to an admin token as in mTLS mode.
     ///
-    /// `POST /v1/tokens` (access `admin`, credential [`Bearer::Operator`]). Answers `201` with a [`fleetwire_types::BootstrapTokenIssued`]; `400`, `401`, `403`, `413`, `415` and every other status are an `ApiError`: [`Error::Api`].
+    /// `POST /v1/tokens` (access `admin`, credential [`Bearer::Operator`]). Answers `201` with a [`fleetwire_types::BootstrapTokenIssued`]; `400`, `401`, `403`, `408`, `413`, `415`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     pub async fn create_bootstrap_token(
         &self,
         body: &fleetwire_types::CreateBootstrapTokenRequest,
@@ -573,7 +607,10 @@ impl crate::client::Client {
                 >(operation.id, answer)
                     .await
             }
-            _ => response::api_error(operation.id, answer).await,
+            400 | 401 | 403 | 408 | 413 | 415 | 500..=599 => {
+                response::api_error(operation.id, answer).await
+            }
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
 }

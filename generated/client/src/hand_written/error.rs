@@ -50,7 +50,7 @@ pub enum Error {
         source: reqwest::Error,
     },
     /// The controller refused the call with an `ApiError`, at a status the document declares
-    /// for one (its `default` included).
+    /// for one (a range such as `5XX`, or `default`, included).
     #[error("{operation}: {status}: {} ({})", error.message.as_str(), error.code)]
     Api {
         operation: &'static str,

@@ -26,6 +26,22 @@ fn json<T: serde::Serialize>(answer: T) -> Result<serde_json::Value, String> {
     serde_json::to_value(answer).map_err(|e| e.to_string())
 }
 
+/// A text answer (the metrics page), read whole, as a JSON string.
+async fn text(stream: progenitor_client::ByteStream) -> Result<serde_json::Value, String> {
+    use futures_util::TryStreamExt;
+    let bytes = stream
+        .into_inner()
+        .try_fold(Vec::new(), |mut all, chunk| async move {
+            all.extend_from_slice(&chunk);
+            Ok(all)
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    String::from_utf8(bytes)
+        .map(serde_json::Value::String)
+        .map_err(|e| e.to_string())
+}
+
 include!(concat!(env!("OUT_DIR"), "/dispatch.rs"));
 
 #[tokio::main(flavor = "current_thread")]
@@ -56,7 +72,14 @@ async fn main() {
     let client = fleet::Client::new_with_client(&text("base").unwrap(), http.build().unwrap());
     let params = request["params"].as_object().cloned().unwrap_or_default();
     let body = (!request["body"].is_null()).then(|| request["body"].clone());
-    match call(&client, request["operation"].as_str().unwrap(), &params, body).await {
+    match call(
+        &client,
+        request["operation"].as_str().unwrap(),
+        &params,
+        body,
+    )
+    .await
+    {
         Ok(answer) => println!("{answer}"),
         Err(e) => {
             eprintln!("{e}");
