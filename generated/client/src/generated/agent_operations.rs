@@ -101,7 +101,7 @@ impl crate::agent_client::AgentClient {
     ///
     /// PPN's spawn call: the request becomes an instance of desired.json (its vm_id assigned when absent, disk_gb in MiB), and the answer is the VM's record once the runtime runs it or failed to start it, or after 10 s with what it is then. A request with neither image nor command runs the node's VM_DEFAULT_COMMAND on the process driver. Access: the fleet controller only: a client certificate from the fleet CA that carries the controller's mark (a handshake without a fleet certificate does not complete; 403 for another one, e.g. a node's). An agent with VM_PLAIN_HTTP=true serves plain HTTP to anyone who reaches it.
     ///
-    /// `POST /v1/spawn` (access `controller`). Answers `200` with a [`fleetwire_types::VmRecord`]; `400`, `403`, `404`, `409`, `413`, `415`, `422`, `503` and every other status are an `ApiError`: [`Error::Api`].
+    /// `POST /v1/spawn` (access `controller`). Answers `200` with a [`fleetwire_types::VmRecord`]; `400`, `403`, `404`, `408`, `409`, `413`, `415`, `422`, `503`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     pub async fn spawn_vm(
         &self,
         body: &fleetwire_types::CreateVmRequest,
@@ -114,14 +114,17 @@ impl crate::agent_client::AgentClient {
             200 => {
                 response::json::<fleetwire_types::VmRecord>(operation.id, answer).await
             }
-            _ => response::api_error(operation.id, answer).await,
+            400 | 403 | 404 | 408 | 409 | 413 | 415 | 422 | 503 | 500..=599 => {
+                response::api_error(operation.id, answer).await
+            }
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// List VMs
     ///
     /// The VMs of desired.json with what the last reconcile pass observed of each, as PPN's VmRecords; empty before the first pass. Access: the fleet controller only: a client certificate from the fleet CA that carries the controller's mark (a handshake without a fleet certificate does not complete; 403 for another one, e.g. a node's). An agent with VM_PLAIN_HTTP=true serves plain HTTP to anyone who reaches it.
     ///
-    /// `GET /v1/vms` (access `controller`). Answers `200` with a list of [`fleetwire_types::VmRecord`]; `403` and every other status are an `ApiError`: [`Error::Api`].
+    /// `GET /v1/vms` (access `controller`). Answers `200` with a list of [`fleetwire_types::VmRecord`]; `403`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     pub async fn list_vms(
         &self,
     ) -> Result<ResponseValue<Vec<fleetwire_types::VmRecord>>, Error> {
@@ -132,14 +135,15 @@ impl crate::agent_client::AgentClient {
                 response::json_list::<fleetwire_types::VmRecord>(operation.id, answer)
                     .await
             }
-            _ => response::api_error(operation.id, answer).await,
+            403 | 500..=599 => response::api_error(operation.id, answer).await,
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Stop and remove a VM
     ///
     /// Removes the VM from desired.json; the driver stops it (SIGTERM, then SIGKILL after VM_STOP_TIMEOUT_MS) and removes its volume. Access: the fleet controller only: a client certificate from the fleet CA that carries the controller's mark (a handshake without a fleet certificate does not complete; 403 for another one, e.g. a node's). An agent with VM_PLAIN_HTTP=true serves plain HTTP to anyone who reaches it.
     ///
-    /// `DELETE /v1/vms/{vm_id}` (access `controller`). Answers `204` with no body; `403`, `404` and every other status are an `ApiError`: [`Error::Api`].
+    /// `DELETE /v1/vms/{vm_id}` (access `controller`). Answers `204` with no body; `403`, `404`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     /// - `vm_id`: The VM's id (vmId), or the app id desired.json knows it by.
     pub async fn delete_vm(&self, vm_id: &str) -> Result<ResponseValue<()>, Error> {
         let operation = &DELETE_VM;
@@ -147,14 +151,15 @@ impl crate::agent_client::AgentClient {
         let answer = self.send(operation, &["v1", "vms", &vm_id], &[], None).await?;
         match answer.status().as_u16() {
             204 => response::empty(operation.id, answer).await,
-            _ => response::api_error(operation.id, answer).await,
+            403 | 404 | 500..=599 => response::api_error(operation.id, answer).await,
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Read a VM's output
     ///
     /// Returns a piece of one VM's output (its workload's standard output and error, kept under VM_STATE_DIR/logs by the process and qemu drivers) from offset on. The controller relays operators' GET /v1/vms/{vm_id}/logs here. Access: the fleet controller only: a client certificate from the fleet CA that carries the controller's mark (a handshake without a fleet certificate does not complete; 403 for another one, e.g. a node's). An agent with VM_PLAIN_HTTP=true serves plain HTTP to anyone who reaches it.
     ///
-    /// `GET /v1/vms/{vm_id}/logs` (access `controller`). Answers `200` with a [`fleetwire_types::VmLogChunk`]; `403`, `404` and every other status are an `ApiError`: [`Error::Api`].
+    /// `GET /v1/vms/{vm_id}/logs` (access `controller`). Answers `200` with a [`fleetwire_types::VmLogChunk`]; `403`, `404`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     /// - `vm_id`: The VM's id.
     /// - `offset`: Where to start reading, in bytes from the start of the VM's output (0 when absent): the next_offset of the last piece read.
     pub async fn get_vm_logs(
@@ -176,14 +181,15 @@ impl crate::agent_client::AgentClient {
             200 => {
                 response::json::<fleetwire_types::VmLogChunk>(operation.id, answer).await
             }
-            _ => response::api_error(operation.id, answer).await,
+            403 | 404 | 500..=599 => response::api_error(operation.id, answer).await,
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Get the desired state
     ///
     /// The host's desired.json as in force. Access: the fleet controller only: a client certificate from the fleet CA that carries the controller's mark (a handshake without a fleet certificate does not complete; 403 for another one, e.g. a node's). An agent with VM_PLAIN_HTTP=true serves plain HTTP to anyone who reaches it.
     ///
-    /// `GET /v1/desired` (access `controller`). Answers `200` with a [`fleetwire_types::HostDesiredState`]; `403` and every other status are an `ApiError`: [`Error::Api`].
+    /// `GET /v1/desired` (access `controller`). Answers `200` with a [`fleetwire_types::HostDesiredState`]; `403`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     pub async fn get_desired(
         &self,
     ) -> Result<ResponseValue<fleetwire_types::HostDesiredState>, Error> {
@@ -194,14 +200,15 @@ impl crate::agent_client::AgentClient {
                 response::json::<fleetwire_types::HostDesiredState>(operation.id, answer)
                     .await
             }
-            _ => response::api_error(operation.id, answer).await,
+            403 | 500..=599 => response::api_error(operation.id, answer).await,
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Replace the desired state
     ///
     /// Replaces desired.json as a whole. A refused document changes nothing: the one in force stays, and the refusal is reported as reported.json's message. Access: the fleet controller only: a client certificate from the fleet CA that carries the controller's mark (a handshake without a fleet certificate does not complete; 403 for another one, e.g. a node's). An agent with VM_PLAIN_HTTP=true serves plain HTTP to anyone who reaches it.
     ///
-    /// `PUT /v1/desired` (access `controller`). Answers `200` with a [`fleetwire_types::HostDesiredState`]; `400`, `403`, `413`, `415`, `422` and every other status are an `ApiError`: [`Error::Api`].
+    /// `PUT /v1/desired` (access `controller`). Answers `200` with a [`fleetwire_types::HostDesiredState`]; `400`, `403`, `408`, `413`, `415`, `422`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     pub async fn put_desired(
         &self,
         body: &fleetwire_types::HostDesiredState,
@@ -215,14 +222,17 @@ impl crate::agent_client::AgentClient {
                 response::json::<fleetwire_types::HostDesiredState>(operation.id, answer)
                     .await
             }
-            _ => response::api_error(operation.id, answer).await,
+            400 | 403 | 408 | 413 | 415 | 422 | 500..=599 => {
+                response::api_error(operation.id, answer).await
+            }
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Get the reported state
     ///
     /// The reported.json of the last reconcile pass. Access: the fleet controller only: a client certificate from the fleet CA that carries the controller's mark (a handshake without a fleet certificate does not complete; 403 for another one, e.g. a node's). An agent with VM_PLAIN_HTTP=true serves plain HTTP to anyone who reaches it.
     ///
-    /// `GET /v1/reported` (access `controller`). Answers `200` with a [`fleetwire_types::HostReportedState`]; `403`, `503` and every other status are an `ApiError`: [`Error::Api`].
+    /// `GET /v1/reported` (access `controller`). Answers `200` with a [`fleetwire_types::HostReportedState`]; `403`, `503`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     pub async fn get_reported(
         &self,
     ) -> Result<ResponseValue<fleetwire_types::HostReportedState>, Error> {
@@ -235,27 +245,29 @@ impl crate::agent_client::AgentClient {
                 >(operation.id, answer)
                     .await
             }
-            _ => response::api_error(operation.id, answer).await,
+            403 | 503 | 500..=599 => response::api_error(operation.id, answer).await,
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Metrics
     ///
     /// The host's meters and the agent's own counters in the OpenMetrics text format. Access: the fleet controller only: a client certificate from the fleet CA that carries the controller's mark (a handshake without a fleet certificate does not complete; 403 for another one, e.g. a node's). An agent with VM_PLAIN_HTTP=true serves plain HTTP to anyone who reaches it.
     ///
-    /// `GET /metrics` (access `controller`). Answers `200` with text; `403`, `503` and every other status are an `ApiError`: [`Error::Api`].
+    /// `GET /metrics` (access `controller`). Answers `200` with text; `403`, `503`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     pub async fn get_metrics(&self) -> Result<ResponseValue<String>, Error> {
         let operation = &GET_METRICS;
         let answer = self.send(operation, &["metrics"], &[], None).await?;
         match answer.status().as_u16() {
             200 => response::text(operation.id, answer).await,
-            _ => response::api_error(operation.id, answer).await,
+            403 | 503 | 500..=599 => response::api_error(operation.id, answer).await,
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
     /// Liveness
     ///
     /// Answers while the agent serves, with its version and transport. Access: the fleet controller only: a client certificate from the fleet CA that carries the controller's mark (a handshake without a fleet certificate does not complete; 403 for another one, e.g. a node's). An agent with VM_PLAIN_HTTP=true serves plain HTTP to anyone who reaches it.
     ///
-    /// `GET /healthz` (access `controller`). Answers `200` with a [`fleetwire_types::Health`]; `403` and every other status are an `ApiError`: [`Error::Api`].
+    /// `GET /healthz` (access `controller`). Answers `200` with a [`fleetwire_types::Health`]; `403`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     pub async fn get_healthz(
         &self,
     ) -> Result<ResponseValue<fleetwire_types::Health>, Error> {
@@ -263,7 +275,8 @@ impl crate::agent_client::AgentClient {
         let answer = self.send(operation, &["healthz"], &[], None).await?;
         match answer.status().as_u16() {
             200 => response::json::<fleetwire_types::Health>(operation.id, answer).await,
-            _ => response::api_error(operation.id, answer).await,
+            403 | 500..=599 => response::api_error(operation.id, answer).await,
+            _ => response::unexpected(operation.id, answer).await,
         }
     }
 }
