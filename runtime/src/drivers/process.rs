@@ -342,6 +342,9 @@ async fn supervise(mut sv: Supervisor) {
             break;
         };
 
+        // The run's uptime counts from the spawn, not from after its bookkeeping (the group
+        // file's fsync can take longer than a short resetAfterMs on a busy disk).
+        let started = Instant::now();
         let (pid, exited) = match spawn_tenant(&sv.spec, &sv.volume, &sv.log, &sv.group_file) {
             Ok(started) => started,
             Err(err) => {
@@ -360,7 +363,6 @@ async fn supervise(mut sv: Supervisor) {
                 continue;
             }
         };
-        let started = Instant::now();
         sv.update(|l| {
             l.state = InstanceState::Running;
             l.pid = Some(pid);

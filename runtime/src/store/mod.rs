@@ -14,6 +14,7 @@ pub mod batch_rules;
 pub mod contact_log;
 pub mod error;
 pub mod fleet_ca;
+pub mod fleet_ca_row;
 pub mod node_rows;
 pub mod open;
 pub mod postgres;

@@ -196,7 +196,7 @@ fn a_tenant_that_stays_up_long_enough_earns_its_budget_back() {
         assert_ne!(
             i.state,
             InstanceState::Failed,
-            "the budget was restored each time"
+            "the budget was restored each time: {i:?}"
         );
         (i.restart_count >= 3).then(|| i.clone())
     });

@@ -90,16 +90,7 @@ fn a_second_controller_on_postgresql_with_its_own_ca_refuses_to_start() {
 /// A CA directory of another fleet, made by `fleetwire ca init` in `dir/ca`.
 fn other_ca_dir(dir: &Path) -> std::path::PathBuf {
     let ca = dir.join("ca");
-    let init = crate::support::fleetwire()
-        .args(["ca", "init", "--dir"])
-        .arg(&ca)
-        .output()
-        .unwrap();
-    assert!(
-        init.status.success(),
-        "{}",
-        String::from_utf8_lossy(&init.stderr)
-    );
+    crate::support::ca_init(&ca);
     ca
 }
 

@@ -208,16 +208,7 @@ async fn a_fleet_enrolled_under_one_ca_keeps_working_when_the_node_ca_is_created
     let data = temp.path().join("controller");
     let ca_dir = data.join("ca");
     // The older layout: one CA, signing the nodes and the controller alike.
-    let init = fleetwire()
-        .args(["ca", "init", "--dir"])
-        .arg(&ca_dir)
-        .output()
-        .unwrap();
-    assert!(
-        init.status.success(),
-        "{}",
-        String::from_utf8_lossy(&init.stderr)
-    );
+    crate::support::ca_init(&ca_dir);
     std::fs::copy(ca_dir.join("ca.pem"), ca_dir.join("node-ca.pem")).unwrap();
     std::fs::copy(ca_dir.join("ca.key"), ca_dir.join("node-ca.key")).unwrap();
     let fleet_ca = std::fs::read(ca_dir.join("ca.pem")).unwrap();

@@ -59,6 +59,20 @@ pub fn fleetwire() -> Command {
     Command::new(fleetwire_bin())
 }
 
+/// A fleet's CA directory made by `fleetwire ca init --dir <ca>`, as an operator makes one.
+pub fn ca_init(ca: &std::path::Path) {
+    let init = fleetwire()
+        .args(["ca", "init", "--dir"])
+        .arg(ca)
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+}
+
 /// Sends `signal` to process `pid` (one the test started); false when it is gone already.
 pub fn send_signal(pid: u32, signal: rustix::process::Signal) -> bool {
     rustix::process::Pid::from_raw(pid as i32)

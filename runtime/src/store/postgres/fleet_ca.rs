@@ -2,7 +2,7 @@
 
 use super::{connect_client, off_runtime, with_schema_lock};
 use crate::store::error::StoreError;
-use crate::store::fleet_ca::{legacy_until, Recorded};
+use crate::store::fleet_ca_row::{legacy_until, Recorded};
 
 /// The table, and the node CA's columns added to one made before them.
 const POSTGRES_TABLE: &str = "CREATE TABLE IF NOT EXISTS fleet_ca (

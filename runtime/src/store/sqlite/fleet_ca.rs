@@ -6,7 +6,7 @@ use rusqlite::OptionalExtension;
 
 use super::open_connection;
 use crate::store::error::StoreError;
-use crate::store::fleet_ca::{legacy_until, Recorded};
+use crate::store::fleet_ca_row::{legacy_until, Recorded};
 
 const SQLITE_TABLE: &str = "CREATE TABLE IF NOT EXISTS fleet_ca (
     id                INTEGER PRIMARY KEY CHECK (id = 1),
