@@ -159,7 +159,7 @@ impl crate::agent_client::AgentClient {
     ///
     /// Returns a piece of one VM's output (its workload's standard output and error, kept under VM_STATE_DIR/logs by the process and qemu drivers) from offset on. The controller relays operators' GET /v1/vms/{vm_id}/logs here. Access: the fleet controller only: a client certificate from the fleet CA that carries the controller's mark (a handshake without a fleet certificate does not complete; 403 for another one, e.g. a node's). An agent with VM_PLAIN_HTTP=true serves plain HTTP to anyone who reaches it.
     ///
-    /// `GET /v1/vms/{vm_id}/logs` (access `controller`). Answers `200` with a [`fleetwire_types::VmLogChunk`]; `403`, `404`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
+    /// `GET /v1/vms/{vm_id}/logs` (access `controller`). Answers `200` with a [`fleetwire_types::VmLogChunk`]; `400`, `403`, `404`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     /// - `vm_id`: The VM's id.
     /// - `offset`: Where to start reading, in bytes from the start of the VM's output (0 when absent): the next_offset of the last piece read.
     pub async fn get_vm_logs(
@@ -181,7 +181,9 @@ impl crate::agent_client::AgentClient {
             200 => {
                 response::json::<fleetwire_types::VmLogChunk>(operation.id, answer).await
             }
-            403 | 404 | 500..=599 => response::api_error(operation.id, answer).await,
+            400 | 403 | 404 | 500..=599 => {
+                response::api_error(operation.id, answer).await
+            }
             _ => response::unexpected(operation.id, answer).await,
         }
     }

@@ -318,7 +318,7 @@ impl crate::client::Client {
     ///
     /// Sets the node's data-plane cordon: it keeps its status and its running VMs but gets no new VMs until uncordoned. Cordoning a cordoned node changes nothing. The disk-pressure cordon is separate and only the controller sets or clears it. Access: an operator token with the admin scope in `Authorization: Bearer` (401 without a token the controller knows, 403 for a read-only one). A `--plain-http` controller serves it only to clients on its own host (loopback, 403 from elsewhere), or, started with `--operator-token-file`, to an admin token as in mTLS mode.
     ///
-    /// `POST /v1/nodes/{node_id}/cordon` (access `admin`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::NodeRecord`]; `401`, `403`, `404`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
+    /// `POST /v1/nodes/{node_id}/cordon` (access `admin`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::NodeRecord`]; `400`, `401`, `403`, `404`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     /// - `node_id`: The node's id.
     /// - `reason`: Why the node is cordoned, kept as its cordon_reason.
     pub async fn cordon_node(
@@ -340,7 +340,7 @@ impl crate::client::Client {
             200 => {
                 response::json::<fleetwire_types::NodeRecord>(operation.id, answer).await
             }
-            401 | 403 | 404 | 500..=599 => {
+            400 | 401 | 403 | 404 | 500..=599 => {
                 response::api_error(operation.id, answer).await
             }
             _ => response::unexpected(operation.id, answer).await,
@@ -512,7 +512,7 @@ impl crate::client::Client {
     ///
     /// Returns a piece of one VM's output: its workload's standard output and error, which its node's agent keeps in a file under its state directory (VM_STATE_DIR/logs). The controller relays the request to the node's agent (GET /v1/vms/{vm_id}/logs on its local API, over mTLS with the controller's client certificate, as it calls the agent to spawn) and answers what the agent answered: operators reach the output through the controller's authentication, never the agent itself. A reader follows the output by asking again from next_offset (`fleetwire vms logs -f`). Access: an operator token of either scope in `Authorization: Bearer` (401 without a token the controller knows). A `--plain-http` controller serves it to anyone.
     ///
-    /// `GET /v1/vms/{vm_id}/logs` (access `read`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::VmLogChunk`]; `401`, `404`, `502`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
+    /// `GET /v1/vms/{vm_id}/logs` (access `read`, credential [`Bearer::Operator`]). Answers `200` with a [`fleetwire_types::VmLogChunk`]; `400`, `401`, `404`, `502`, `5XX` with an `ApiError` are [`Error::Api`], any other status [`Error::UnexpectedStatus`].
     /// - `vm_id`: The VM's id.
     /// - `offset`: Where to start reading, in bytes from the start of the VM's output (0 when absent): the next_offset of the last piece read.
     pub async fn get_vm_logs(
@@ -534,7 +534,7 @@ impl crate::client::Client {
             200 => {
                 response::json::<fleetwire_types::VmLogChunk>(operation.id, answer).await
             }
-            401 | 404 | 502 | 500..=599 => {
+            400 | 401 | 404 | 502 | 500..=599 => {
                 response::api_error(operation.id, answer).await
             }
             _ => response::unexpected(operation.id, answer).await,
