@@ -8,6 +8,7 @@ use std::path::Path;
 
 use super::config::RuntimeTlsExport;
 use crate::drivers::driver::ClientTlsFiles;
+use crate::drivers::smolvm::transport::issuers_after_leaf;
 use crate::file_error::FileError;
 
 /// The file smolvm's `SMOLVM_SERVE_TLS_CERT` names in [`RuntimeTlsExport::dir`].
@@ -44,7 +45,7 @@ pub fn export_runtime_tls(
     // smolvm takes client certificates of the fleet CA (the controller's) and of the node CA
     // (the agent's own, whose issuer the controller sends after it in the chain).
     let mut ca = ca;
-    ca.extend_from_slice(issuers_after_leaf(&cert));
+    ca.extend_from_slice(issuers_after_leaf(&String::from_utf8_lossy(&cert)).as_bytes());
     for (name, bytes, mode) in [
         (RUNTIME_KEY_FILE, &key, 0o640),
         (RUNTIME_CERT_FILE, &cert, 0o644),
@@ -63,21 +64,6 @@ pub fn export_runtime_tls(
         );
     }
     Ok(())
-}
-
-/// The certificates of a PEM chain after its first (the leaf's issuers), as PEM; empty when
-/// the chain is the leaf alone.
-fn issuers_after_leaf(chain: &[u8]) -> &[u8] {
-    const BEGIN: &[u8] = b"-----BEGIN CERTIFICATE-----";
-    let second = chain
-        .windows(BEGIN.len())
-        .enumerate()
-        .filter(|(_, window)| *window == BEGIN)
-        .nth(1);
-    match second {
-        Some((at, _)) => &chain[at..],
-        None => &[],
-    }
 }
 
 /// The first directory above `dir` that neither everyone nor group `gid` may traverse, if
@@ -108,15 +94,6 @@ fn set_owner_and_mode(path: &Path, gid: Option<u32>, mode: u32) -> Result<(), Fi
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_issuers_after_the_leaf_are_what_follows_its_block() {
-        let leaf = "-----BEGIN CERTIFICATE-----\nLEAF\n-----END CERTIFICATE-----\n";
-        let issuer = "-----BEGIN CERTIFICATE-----\nNODECA\n-----END CERTIFICATE-----\n";
-        assert_eq!(issuers_after_leaf(leaf.as_bytes()), b"");
-        let chain = format!("{leaf}{issuer}");
-        assert_eq!(issuers_after_leaf(chain.as_bytes()), issuer.as_bytes());
-    }
 
     #[test]
     fn the_runtime_gets_the_certificate_key_and_ca_with_the_key_0640_for_its_group() {

@@ -3,7 +3,7 @@
 //! `/capacity` and `/metrics` to the node base. In smolvm's plain mode both are the same
 //! listener. In fleet mode (docs/agent.md) the API base is smolvm's mTLS port: the agent
 //! presents the node certificate the controller issued at registration and accepts only a
-//! server certificate from the fleet CA; the node base is smolvm's plain loopback door, so
+//! server presenting a certificate of this same node ([`mtls_client`]); the node base is smolvm's plain loopback door, so
 //! capacity is read before the node has a certificate and while TLS is misconfigured.
 
 use std::path::{Path, PathBuf};
@@ -13,6 +13,8 @@ use std::time::{Duration, SystemTime};
 use reqwest::{Client, Method, RequestBuilder};
 
 use crate::drivers::driver::{ClientTlsFiles, DriverError, DriverSettings};
+use crate::fleet_identity::{identify, PeerIdentity};
+use crate::fleet_tls_client::ServerRole;
 
 /// Longest time one call to the runtime may take. Creating a machine only writes its record
 /// and sparse disks.
@@ -66,22 +68,22 @@ pub enum FleetTlsError {
         path: PathBuf,
         error: std::io::Error,
     },
-    #[error("fleet mode: the node certificate and key: {0}")]
-    Identity(reqwest::Error),
-    #[error("fleet mode: {}: {error}", path.display())]
-    Ca {
-        path: PathBuf,
-        error: reqwest::Error,
-    },
+    #[error("fleet mode: the node certificate, its key or the CAs: {0}")]
+    Setup(String),
     #[error("fleet mode: building the TLS client: {0}")]
     Client(reqwest::Error),
 }
 
-/// A client that presents `files.cert` and trusts only `files.ca` and the issuers `files.cert`
-/// carries after its leaf.
+/// A client that presents `files.cert` and takes only a server presenting a certificate of
+/// this same node: smolvm in fleet mode serves the node's own certificate, which names no
+/// loopback address (issue 28), so the runtime is checked by the node id the certificate
+/// carries, as the controller checks it (`ServerRole::TheNode`), not by the address it is
+/// called at. Trusted issuers: the node CA, which the controller sends after the leaf in the
+/// chain (docs/security.md), and the fleet CA `files.ca`, for a certificate a controller
+/// issued before the node CA existed.
 fn mtls_client(files: &ClientTlsFiles) -> Result<Client, FleetTlsError> {
     let read = |path: &Path, what: &'static str| {
-        std::fs::read(path).map_err(|error| {
+        std::fs::read_to_string(path).map_err(|error| {
             let path = path.to_path_buf();
             if error.kind() == std::io::ErrorKind::NotFound {
                 FleetTlsError::Missing { what, path }
@@ -91,28 +93,41 @@ fn mtls_client(files: &ClientTlsFiles) -> Result<Client, FleetTlsError> {
         })
     };
     let chain = read(&files.cert, "node certificate")?;
-    let mut identity = chain.clone();
-    identity.push(b'\n');
-    identity.extend_from_slice(&read(&files.key, "node key")?);
-    let ca = read(&files.ca, "fleet CA")?;
-    let identity = reqwest::Identity::from_pem(&identity).map_err(FleetTlsError::Identity)?;
-    let ca = reqwest::Certificate::from_pem(&ca).map_err(|error| FleetTlsError::Ca {
-        path: files.ca.clone(),
-        error,
-    })?;
-    // smolvm serves the node certificate, issued by the node CA, which the controller sends
-    // after it in the chain (docs/security.md); the fleet CA stays trusted for a certificate
-    // a controller issued before the node CA existed.
-    let issuers =
-        reqwest::Certificate::from_pem_bundle(&chain).map_err(|error| FleetTlsError::Ca {
-            path: files.cert.clone(),
-            error,
-        })?;
+    let key = read(&files.key, "node key")?;
+    let fleet_ca = read(&files.ca, "fleet CA")?;
+    let certificates = crate::tls_server::certificates_of(&chain, "the node certificate")
+        .map_err(|error| FleetTlsError::Setup(error.to_string()))?;
+    let Some(PeerIdentity::Node { node_id, .. }) =
+        certificates.first().and_then(|leaf| identify(leaf))
+    else {
+        return Err(FleetTlsError::Setup(format!(
+            "{} is not a node certificate of the fleet",
+            files.cert.display()
+        )));
+    };
+    let mut trusted = fleet_ca;
+    trusted.push('\n');
+    trusted.push_str(issuers_after_leaf(&chain));
+    let tls = crate::fleet_tls_client::client_config(
+        &trusted,
+        ServerRole::TheNode(&node_id),
+        Some((&chain, &key)),
+    )
+    .map_err(|error| FleetTlsError::Setup(error.to_string()))?;
     builder()
-        .identity(identity)
-        .tls_certs_only(std::iter::once(ca).chain(issuers.into_iter().skip(1)))
+        .tls_backend_preconfigured(tls)
         .build()
         .map_err(FleetTlsError::Client)
+}
+
+/// The certificates of a PEM chain after its first (the leaf's issuers); empty when the chain
+/// is the leaf alone.
+pub(crate) fn issuers_after_leaf(chain: &str) -> &str {
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    match chain.match_indices(BEGIN).nth(1) {
+        Some((at, _)) => &chain[at..],
+        None => "",
+    }
 }
 
 impl SmolvmTransport {
@@ -205,6 +220,15 @@ mod tests {
     }
 
     #[test]
+    fn the_issuers_after_the_leaf_are_what_follows_its_block() {
+        let leaf = "-----BEGIN CERTIFICATE-----\nLEAF\n-----END CERTIFICATE-----\n";
+        let issuer = "-----BEGIN CERTIFICATE-----\nNODECA\n-----END CERTIFICATE-----\n";
+        assert_eq!(issuers_after_leaf(leaf), "");
+        let chain = format!("{leaf}{issuer}");
+        assert_eq!(issuers_after_leaf(&chain), issuer);
+    }
+
+    #[test]
     fn fleet_mode_without_a_certificate_says_what_is_missing_but_the_door_works() {
         let dir = tempfile::tempdir().unwrap();
         let files = ClientTlsFiles {
@@ -232,8 +256,13 @@ mod tests {
         ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         let ca = ca_params.self_signed(&ca_key).unwrap();
         let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["node-1".into()])
-            .unwrap()
+        // A node certificate as the node CA issues it: the node's mark, its id as the one name.
+        let mut node_params = rcgen::CertificateParams::new(vec!["node-1".into()]).unwrap();
+        node_params.distinguished_name.push(
+            rcgen::DnType::OrganizationName,
+            crate::fleet_identity::NODE_ORGANIZATION,
+        );
+        let cert = node_params
             .signed_by(&key, &rcgen::Issuer::new(ca_params, ca_key))
             .unwrap();
         std::fs::write(&files.cert, cert.pem()).unwrap();
@@ -262,6 +291,9 @@ mod tests {
             .request(Method::GET, "/api/v1/machines")
             .unwrap_err()
             .to_string();
-        assert!(err.contains("node certificate and key"), "{err}");
+        assert!(
+            err.contains("node certificate, its key or the CAs"),
+            "{err}"
+        );
     }
 }
