@@ -37,14 +37,7 @@ pub fn err_line(text: &str) {
 pub fn violation_lines(violations: &[fleetwire_types::Violation]) -> String {
     violations
         .iter()
-        .map(|v| {
-            let at = if v.instance_path.is_empty() {
-                "/"
-            } else {
-                v.instance_path.as_str()
-            };
-            format!("\n  {at}: {} ({})", v.message, v.keyword)
-        })
+        .map(|v| format!("\n  {}: {} ({})", v.shown_path(), v.message, v.keyword))
         .collect()
 }
 

@@ -89,14 +89,7 @@ pub enum Error {
 fn where_(violations: &[Violation]) -> String {
     let spots: Vec<String> = violations
         .iter()
-        .map(|v| {
-            let at = if v.instance_path.is_empty() {
-                "/"
-            } else {
-                v.instance_path.as_str()
-            };
-            format!("{at} ({})", v.keyword)
-        })
+        .map(|v| format!("{} ({})", v.shown_path(), v.keyword))
         .collect();
     spots.join(", ")
 }

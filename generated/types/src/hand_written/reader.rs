@@ -53,12 +53,19 @@ pub fn summarize(violations: &[Violation]) -> String {
 
 /// `pointer: message (keyword)`, the pointer shown as `/` for the document root.
 pub fn describe(v: &Violation) -> String {
-    let pointer = if v.instance_path.is_empty() {
-        "/"
-    } else {
-        v.instance_path.as_str()
-    };
-    format!("{pointer}: {} ({})", v.message, v.keyword)
+    format!("{}: {} ({})", v.shown_path(), v.message, v.keyword)
+}
+
+impl Violation {
+    /// Where the offending value is, as people read it: the instance path, or `/` for the
+    /// whole document (whose JSON pointer is the empty string, invisible in a message).
+    pub fn shown_path(&self) -> &str {
+        if self.instance_path.is_empty() {
+            "/"
+        } else {
+            self.instance_path.as_str()
+        }
+    }
 }
 
 /// A document accepted under fleetwire's unknown-field policy (README "Unknown fields"): the
