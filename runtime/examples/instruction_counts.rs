@@ -366,7 +366,6 @@ async fn reconcile_passes(count: usize) {
     use fleetwire::agent::desired::DesiredStore;
     use fleetwire::agent::reconcile::{pass, PassState};
     use fleetwire::agent::shared::Agent;
-    use fleetwire::drivers::driver::DriverSettings;
     use fleetwire_types::{HostDesiredState, InstanceState};
 
     let dir = tempfile::tempdir().unwrap();
@@ -385,18 +384,7 @@ async fn reconcile_passes(count: usize) {
         config.host_id.clone(),
     )
     .unwrap();
-    let driver = fleetwire::drivers::registry::driver_for(
-        config.runtime,
-        &DriverSettings {
-            state_dir: config.state_dir.clone(),
-            stop_timeout: config.stop_timeout,
-            runtime_address: config.runtime_address.clone(),
-            runtime_local_address: config.runtime_local_address.clone(),
-            runtime_client_tls: None,
-            qemu: config.qemu.clone(),
-        },
-    )
-    .unwrap();
+    let driver = fleetwire::agent::serve::driver_for(&config).unwrap();
     let instances: Vec<serde_json::Value> = (0..AGENT_INSTANCES)
         .map(|i| {
             serde_json::json!({

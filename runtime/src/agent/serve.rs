@@ -13,7 +13,7 @@ use super::desired::DesiredStore;
 use super::runtime_tls::export_runtime_tls;
 use super::shared::Agent;
 use super::{heartbeat, identity, local_api, reconcile};
-use crate::drivers::driver::DriverSettings;
+use crate::drivers::driver::{Driver, DriverError, DriverSettings};
 
 /// Entry point of `fleetwire agent`. Exit codes: 0 stopped cleanly, 1 failed, 2 bad settings.
 pub fn run(args: &AgentArgs) -> ExitCode {
@@ -81,20 +81,7 @@ pub async fn serve_until(
         config.host_id.clone(),
     )
     .context("desired.json")?;
-    let driver = crate::drivers::registry::driver_for(
-        config.runtime,
-        &DriverSettings {
-            state_dir: config.state_dir.clone(),
-            stop_timeout: config.stop_timeout,
-            runtime_address: config.runtime_address.clone(),
-            runtime_local_address: config.runtime_local_address.clone(),
-            runtime_client_tls: config
-                .runtime_tls
-                .as_ref()
-                .map(|_| identity::identity_files(&config.state_dir)),
-            qemu: config.qemu.clone(),
-        },
-    )?;
+    let driver = driver_for(&config)?;
     let listener = tokio::net::TcpListener::bind((config.listen_address, config.spawn_port))
         .await
         .with_context(|| {
@@ -157,4 +144,23 @@ pub async fn serve_until(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The driver an agent of this configuration runs its VMs with: the one place that turns the
+/// agent's settings into the driver's (the instruction-count harness builds its agent with it).
+pub fn driver_for(config: &AgentConfig) -> Result<Arc<dyn Driver>, DriverError> {
+    crate::drivers::registry::driver_for(
+        config.runtime,
+        &DriverSettings {
+            state_dir: config.state_dir.clone(),
+            stop_timeout: config.stop_timeout,
+            runtime_address: config.runtime_address.clone(),
+            runtime_local_address: config.runtime_local_address.clone(),
+            runtime_client_tls: config
+                .runtime_tls
+                .as_ref()
+                .map(|_| identity::identity_files(&config.state_dir)),
+            qemu: config.qemu.clone(),
+        },
+    )
 }
