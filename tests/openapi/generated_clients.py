@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+import select
 import shutil
 import socket
 import subprocess
@@ -312,6 +313,43 @@ def plan(node: str, vm: str, spawn_port: int) -> list:
     ]
 
 
+class Driver:
+    """A client's driver (tests/openapi/clients/), one process for a whole plan: a call a line
+    on its stdin, an answer a line on its stdout ({"answer": …} or {"error": "…"}). Starting a
+    process for each call cost most of this step (docs/interop.md)."""
+
+    def __init__(self, command: list, log: Path):
+        self.log = open(log, "w")
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=self.log, text=True)
+
+    def call(self, call: dict, timeout: float = 120) -> dict:
+        line = ""
+        if self.process.poll() is None and not self.process.stdin.closed:
+            try:
+                self.process.stdin.write(json.dumps(call) + "\n")
+                self.process.stdin.flush()
+                ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+                line = self.process.stdout.readline() if ready else ""
+            except BrokenPipeError:
+                pass
+        if not line:
+            self.close()
+            return {"error": f"the driver gave no answer within {timeout:.0f} s "
+                             f"(exit {self.process.poll()}; its errors: {self.log.name})"}
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.process.poll() is None and not self.process.stdin.closed:
+            self.process.stdin.close()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        if not self.log.closed:
+            self.log.close()
+
+
 def live(fleet: Fleet, client: str, driver: list, doc: dict, folder: Path) -> None:
     mode = "mTLS" if fleet.secure else "plain"
     node = re.sub(r"[^a-z0-9-]", "-", f"gc-{client}-{mode}".lower())
@@ -321,31 +359,34 @@ def live(fleet: Fleet, client: str, driver: list, doc: dict, folder: Path) -> No
         failures.append(f"operations no client calls (add them to the plan): {sorted(missing)}")
     bootstrap, cert = None, None
     called = 0
-    for operation, caller, params, body in steps:
-        call = {"operation": operation, "base": fleet.base, "ca": fleet.ca, "token": None,
-                "cert": None, "key": None, "params": params, "body": body,
-                "body_type": body_type(doc, operation), "text_answer": text_answer(doc, operation)}
-        if fleet.secure:
-            if caller == "operator":
-                call["token"] = fleet.token
-            elif caller == "bootstrap":
-                call["token"] = bootstrap
-                call["body"] = dict(body, csr_pem=csr(node, folder))
-            elif caller == "node":
-                call["cert"], call["key"] = str(cert), str(folder / f"{node}.key")
-        file = folder / f"{node}-{operation}.json"
-        file.write_text(json.dumps(call))
-        result = subprocess.run(driver + [str(file)], capture_output=True, text=True, timeout=120)
-        if result.returncode != 0:
-            failures.append(f"{client} ({mode}) {operation}: {result.stderr.strip()[-800:]}")
-            continue
-        called += 1
-        answer = json.loads(result.stdout or "null")
-        if operation == "create_bootstrap_token":
-            bootstrap = answer.get("token")
-        elif operation == "register_node" and fleet.secure:
-            cert = folder / f"{node}.crt"
-            cert.write_text(answer.get("cert_pem") or answer.get("certPem") or "")
+    process = Driver(driver, folder / f"{node}-driver.log")
+    try:
+        for operation, caller, params, body in steps:
+            call = {"operation": operation, "base": fleet.base, "ca": fleet.ca, "token": None,
+                    "cert": None, "key": None, "params": params, "body": body,
+                    "body_type": body_type(doc, operation),
+                    "text_answer": text_answer(doc, operation)}
+            if fleet.secure:
+                if caller == "operator":
+                    call["token"] = fleet.token
+                elif caller == "bootstrap":
+                    call["token"] = bootstrap
+                    call["body"] = dict(body, csr_pem=csr(node, folder))
+                elif caller == "node":
+                    call["cert"], call["key"] = str(cert), str(folder / f"{node}.key")
+            out = process.call(call)
+            if "error" in out:
+                failures.append(f"{client} ({mode}) {operation}: {str(out['error'])[-800:]}")
+                continue
+            called += 1
+            answer = out["answer"]
+            if operation == "create_bootstrap_token":
+                bootstrap = answer.get("token")
+            elif operation == "register_node" and fleet.secure:
+                cert = folder / f"{node}.crt"
+                cert.write_text(answer.get("cert_pem") or answer.get("certPem") or "")
+    finally:
+        process.close()
     print(f"{client} on the {mode} fleet: {called} of {len(steps)} operations answered and read")
 
 
@@ -374,14 +415,16 @@ def build_go(target: Path, name: str, doc: dict, out: Path) -> Path:
         body = ""
         for setter, _, ty in setters:
             if ty == body_type(doc, snake(method)):
-                body = (f"\n\t\tvar b openapi.{ty}\n\t\tmust(json.Unmarshal(call.Body, &b))\n"
+                body = (f"\n\t\tvar b openapi.{ty}\n"
+                        f"\t\tif err := json.Unmarshal(call.Body, &b); err != nil {{\n"
+                        f"\t\t\treturn nil, err\n\t\t}}\n"
                         f"\t\trequest = request.{setter}(b)")
         returns = re.search(rf"^func \(a \*{service}APIService\) {method}Execute\(r Api{method}Request\) \(([^)]*)\)",
                             text, re.M).group(1)
         if returns.count(",") == 2:
-            call_line = "answer, _, err := request.Execute()\n\t\tdone(answer, err)"
+            call_line = "answer, _, err := request.Execute()\n\t\treturn answer, err"
         else:
-            call_line = "_, err := request.Execute()\n\t\tdone(nil, err)"
+            call_line = "_, err := request.Execute()\n\t\treturn nil, err"
         cases.append(f'\tcase "{snake(method)}":\n\t\trequest := client.{service}API.{method}(ctx{args}){body}\n\t\t{call_line}')
     driver = out / f"{name}-go-driver"
     shutil.rmtree(driver, ignore_errors=True)
