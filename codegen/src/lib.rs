@@ -196,7 +196,7 @@ impl Generation {
     fn openapi_of(&self, bundle: &Bundle) -> Result<(Option<String>, Option<String>)> {
         let examples_dir = &self.config.examples_dir;
         let with_examples = |doc: Option<serde_json::Value>| -> Result<Option<String>> {
-            doc.map(|doc| pretty(&openapi::with_examples(doc, examples_dir)?))
+            doc.map(|doc| openapi::to_text(&openapi::with_examples(doc, examples_dir)?))
                 .transpose()
         };
         Ok((

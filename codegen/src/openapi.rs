@@ -3,10 +3,13 @@
 //! dialect (`fleet-api.json`) and once as the draft 2020-12 schemas are, in OpenAPI 3.1.0
 //! (`fleet-api.3.1.json`). docs/interop.md ("OpenAPI consumers") says how the two differ.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use serde_json::ser::{Formatter, PrettyFormatter};
 use serde_json::{json, Map, Value};
 
 use crate::bundle::{collect_refs, ref_name, Bundle, API_FILE};
@@ -28,6 +31,7 @@ pub fn document(bundle: &Bundle) -> Result<Option<Value>> {
             schemas.insert(name.clone(), converted);
         }
     }
+    let schemas = for_generators(schemas)?;
     assemble(&mut doc, OPENAPI_30, schemas)?;
     crate::openapi_as_read::mark_request_bodies(&mut doc)?;
     // The result must still be a valid 3.0 document, now with its schemas.
@@ -53,6 +57,7 @@ pub fn document_31(bundle: &Bundle) -> Result<Option<Value>> {
             schemas.insert(name.clone(), converted);
         }
     }
+    let schemas = for_generators(schemas)?;
     assemble(&mut doc, OPENAPI_31, schemas)?;
     crate::openapi_as_read::mark_request_bodies(&mut doc)?;
     name_node_certificates(&mut doc)?;
@@ -62,8 +67,13 @@ pub fn document_31(bundle: &Bundle) -> Result<Option<Value>> {
 /// Gives every request and response body whose schema is a definition with fixtures
 /// (`schemas/examples/<Type>/valid/*.json`) those fixtures as its `examples`, by file name: the
 /// fixtures the tests validate, so a client generator or a mock server gets bodies known to be
-/// accepted. Both OpenAPI versions spell media-type examples the same way.
+/// accepted. Each fixture is written once, as `components.examples.<Type>.<name>`, and each
+/// body refers to it there: openapi-generator reads a response's examples as references and
+/// warns ("Failed to get the schema name: null") for each one written inline
+/// (docs/interop.md, "OpenAPI consumers"). Both OpenAPI versions spell media-type examples the
+/// same way.
 pub fn with_examples(mut doc: Value, examples_dir: &Path) -> Result<Value> {
+    let mut components: BTreeMap<String, Value> = BTreeMap::new();
     let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
         return Ok(doc);
     };
@@ -99,11 +109,18 @@ pub fn with_examples(mut doc: Value, examples_dir: &Path) -> Result<Value> {
                 };
                 let mut examples = Map::new();
                 for e in crate::examples::load(examples_dir, &name)? {
-                    let value: Value = serde_json::from_str(&e.text)
-                        .with_context(|| format!("example {}", e.site_path()))?;
+                    let key = example_component(&name, &e.name);
+                    if !components.contains_key(&key) {
+                        let value: Value = serde_json::from_str(&e.text)
+                            .with_context(|| format!("example {}", e.site_path()))?;
+                        components.insert(
+                            key.clone(),
+                            json!({"summary": format!("schemas/{}/{name}/valid/{}", crate::examples::EXAMPLES_DIR, e.file), "value": value}),
+                        );
+                    }
                     examples.insert(
                         e.name.clone(),
-                        json!({"summary": format!("schemas/{}/{name}/valid/{}", crate::examples::EXAMPLES_DIR, e.file), "value": value}),
+                        json!({"$ref": format!("#/components/examples/{key}")}),
                     );
                 }
                 if !examples.is_empty() {
@@ -114,7 +131,26 @@ pub fn with_examples(mut doc: Value, examples_dir: &Path) -> Result<Value> {
             }
         }
     }
+    if !components.is_empty() {
+        doc.as_object_mut()
+            .context("the document must be an object")?
+            .entry("components")
+            .or_insert_with(|| Value::Object(Map::new()))
+            .as_object_mut()
+            .context("`components` must be an object")?
+            .insert(
+                "examples".into(),
+                Value::Object(components.into_iter().collect()),
+            );
+    }
     Ok(doc)
+}
+
+/// The key of fixture `example` of `type_name` in `components.examples`: `<Type>.<name>`,
+/// e.g. `ApiError.invalid-document` (fixture names are file names: letters, digits, `.`, `-`
+/// and `_`, all a component key may hold).
+pub fn example_component(type_name: &str, example: &str) -> String {
+    format!("{type_name}.{example}")
 }
 
 /// OpenAPI 3.1 can say what 3.0 cannot: that the node routes (`x-fleetwire-access: node`) take
@@ -221,6 +257,206 @@ fn assemble(doc: &mut Value, version: &str, schemas: Map<String, Value>) -> Resu
         Value::String("fleetwire-codegen from schemas/ (do not edit; run `cargo run -p fleetwire-codegen -- generate`)".into()),
     );
     Ok(())
+}
+
+/// What openapi-generator 7.26.0 needs of the component schemas, beyond their being valid, to
+/// take a document without "Failed to get the schema name: null" (docs/interop.md, "OpenAPI
+/// consumers"); neither changes what a schema accepts:
+/// - no inline schema where its normalizer looks for a reference from a component to itself
+///   (`OpenAPINormalizer.fixSelfReferenceSchema` reads the reference of an array's `items`,
+///   of each `oneOf` and `anyOf` variant and of a schema `additionalProperties`, and warns when
+///   there is none): each becomes a component of its own ([`hoist_members`]);
+/// - no whole number written with a fraction or an exponent in a schema
+///   ([`whole_numbers_as_integers`]; [`to_text`] for those beyond 64 bits): the 3.1 parser's
+///   reference resolution (swagger-parser) then leaves a closed object's
+///   `additionalProperties: false` as a schema object, which the same normalizer inspects
+///   (measured: `"default": 2.0` on `RestartPolicy.backoffFactor`, the `float` bound
+///   `3.4028234663852886e+38` on `NodeHeartbeat.cpu_load_pct`; as integers, neither).
+fn for_generators(schemas: Map<String, Value>) -> Result<Map<String, Value>> {
+    let mut schemas = hoist_members(schemas)?;
+    schemas.values_mut().for_each(whole_numbers_as_integers);
+    Ok(schemas)
+}
+
+/// Moves each inline schema at the top of a component that openapi-generator reads as a
+/// possible reference (an array's `items`, each `oneOf` and `anyOf` variant, a schema
+/// `additionalProperties`) into a component of its own, placed after it, and refers to it
+/// there: `<Name>Item`, `<Name><Title>` for a variant (by its `title`, else `Variant<n>`, from
+/// 1), `<Name>Value`. A reference validates as its target does, so every document accepts what
+/// it accepted; a name already taken is an error.
+pub fn hoist_members(schemas: Map<String, Value>) -> Result<Map<String, Value>> {
+    let defined: BTreeSet<String> = schemas.keys().cloned().collect();
+    let mut out = Map::new();
+    for (name, schema) in schemas {
+        hoist_into(&mut out, &defined, name, schema)?;
+    }
+    Ok(out)
+}
+
+fn hoist_into(
+    out: &mut Map<String, Value>,
+    defined: &BTreeSet<String>,
+    name: String,
+    mut schema: Value,
+) -> Result<()> {
+    let mut members: Vec<(String, Value)> = Vec::new();
+    let mut take = |slot: &mut Value, member: String| {
+        if slot.is_object() && slot.get("$ref").is_none() {
+            let reference = json!({ "$ref": format!("#/components/schemas/{member}") });
+            members.push((member, std::mem::replace(slot, reference)));
+        }
+    };
+    if let Some(map) = schema.as_object_mut() {
+        if let Some(items) = map.get_mut("items") {
+            take(items, format!("{name}Item"));
+        }
+        for keyword in ["oneOf", "anyOf"] {
+            if let Some(variants) = map.get_mut(keyword).and_then(Value::as_array_mut) {
+                for (i, variant) in variants.iter_mut().enumerate() {
+                    let suffix = variant
+                        .get("title")
+                        .and_then(Value::as_str)
+                        .map(pascal_case)
+                        .filter(|t| !t.is_empty())
+                        .unwrap_or_else(|| format!("Variant{}", i + 1));
+                    take(variant, format!("{name}{suffix}"));
+                }
+            }
+        }
+        if let Some(values) = map.get_mut("additionalProperties") {
+            take(values, format!("{name}Value"));
+        }
+    }
+    out.insert(name.clone(), schema);
+    for (member, schema) in members {
+        if defined.contains(&member) || out.contains_key(&member) {
+            bail!("`{name}` has an inline schema that must become the component `{member}`, a name already taken");
+        }
+        hoist_into(out, defined, member, schema)?;
+    }
+    Ok(())
+}
+
+/// `exit code` → `ExitCode`: a title's letters and digits, each word capitalised.
+fn pascal_case(title: &str) -> String {
+    title
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .map(|word| {
+            let mut chars = word.chars();
+            chars
+                .next()
+                .map(|first| first.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Writes every whole number a schema keyword holds (a bound, `multipleOf`, a `default`,
+/// `const` or `enum` value that is a number) as an integer where one holds it: `2.0` as `2`,
+/// the same number to JSON Schema. Beyond 64 bits [`to_text`] writes its digits. Examples and
+/// extensions (`x-…`) are values, left as written.
+pub fn whole_numbers_as_integers(schema: &mut Value) {
+    fn integer(value: &mut Value) {
+        let Some(number) = value.as_f64().filter(|_| value.is_f64()) else {
+            return;
+        };
+        if number.fract() != 0.0 || !number.is_finite() {
+            return;
+        }
+        // 2^64 and -2^63: the range of the integers a JSON number holds here.
+        if (0.0..18_446_744_073_709_551_616.0).contains(&number) {
+            *value = Value::from(number as u64);
+        } else if (-9_223_372_036_854_775_808.0..0.0).contains(&number) {
+            *value = Value::from(number as i64);
+        }
+    }
+    match schema {
+        Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                match key.as_str() {
+                    "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum"
+                    | "multipleOf" | "default" | "const" => integer(value),
+                    "enum" => value.as_array_mut().into_iter().flatten().for_each(integer),
+                    "examples" | "example" => {}
+                    // Property names are data, not keywords.
+                    "properties" | "patternProperties" | "dependentSchemas" | "$defs" => value
+                        .as_object_mut()
+                        .into_iter()
+                        .flat_map(|m| m.values_mut())
+                        .for_each(whole_numbers_as_integers),
+                    k if k.starts_with("x-") => {}
+                    _ => whole_numbers_as_integers(value),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(whole_numbers_as_integers),
+        _ => {}
+    }
+}
+
+/// A document's text: serde_json's pretty form with a final newline, except that a whole
+/// number too large for a 64-bit integer is written as its exact digits, not with an
+/// exponent: the `float` bound `f32::MAX` as `340282346638528859811704183484516925440`, not
+/// `3.4028234663852886e+38` (the same number; see [`for_generators`]).
+pub fn to_text(doc: &Value) -> Result<String> {
+    let mut out = Vec::new();
+    let mut writer =
+        serde_json::Serializer::with_formatter(&mut out, WholeDigits(PrettyFormatter::new()));
+    doc.serialize(&mut writer)?;
+    let mut text = String::from_utf8(out).context("serde_json wrote UTF-8")?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// serde_json's pretty formatter, writing a whole `f64` outside the 64-bit integers as digits.
+struct WholeDigits<'a>(PrettyFormatter<'a>);
+
+impl Formatter for WholeDigits<'_> {
+    fn write_f64<W: ?Sized + io::Write>(&mut self, writer: &mut W, value: f64) -> io::Result<()> {
+        let integral =
+            (-9_223_372_036_854_775_808.0..18_446_744_073_709_551_616.0).contains(&value);
+        if value.is_finite() && value.fract() == 0.0 && !integral {
+            // `{:.0}` writes an f64's exact decimal value.
+            write!(writer, "{value:.0}")
+        } else {
+            self.0.write_f64(writer, value)
+        }
+    }
+    fn begin_array<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.begin_array(writer)
+    }
+    fn end_array<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.end_array(writer)
+    }
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        self.0.begin_array_value(writer, first)
+    }
+    fn end_array_value<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.end_array_value(writer)
+    }
+    fn begin_object<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.begin_object(writer)
+    }
+    fn end_object<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.end_object(writer)
+    }
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        self.0.begin_object_key(writer, first)
+    }
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.begin_object_value(writer)
+    }
+    fn end_object_value<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.end_object_value(writer)
+    }
 }
 
 /// `node.schema.json#/$defs/X` → `#/components/schemas/X` everywhere in the paths.

@@ -3,7 +3,7 @@
 //! independent OpenAPI validator — are checked by `tests/openapi/check_openapi.py`.)
 
 use fleetwire_codegen::openapi::{to_openapi_30, to_openapi_31};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
 
@@ -208,18 +208,329 @@ fn the_3_1_document_has_the_same_paths_and_the_2020_12_schemas_as_they_are() {
         schemas_31.keys().collect::<Vec<_>>(),
         schemas_30.keys().collect::<Vec<_>>()
     );
+    // Every component is a definition, or a part of one the writer made a component of its
+    // own (`openapi::hoist_members`), which goes back in its place for the comparison.
+    let mut hoisted: BTreeSet<&str> = schemas_31
+        .keys()
+        .map(String::as_str)
+        .filter(|name| !outputs.bundle.defs.contains_key(*name))
+        .collect();
     for (name, schema) in schemas_31 {
-        let mut definition = outputs.bundle.defs[name].clone();
+        let Some(definition) = outputs.bundle.defs.get(name) else {
+            continue;
+        };
+        let mut definition = definition.clone();
         with_format_range(&mut definition);
-        // Through text, as the document was read (the same rounding of long numbers).
-        let definition: Value =
-            serde_json::from_str(&serde_json::to_string(&definition).unwrap()).unwrap();
+        // Through text, as the document was written and read (the same rounding of long
+        // numbers), and numbers as numbers: the documents write a whole one as an integer
+        // (`2.0` as `2`).
+        let mut definition: Value =
+            serde_json::from_str(&fleetwire_codegen::openapi::to_text(&definition).unwrap())
+                .unwrap();
+        numbers_as_f64(&mut definition);
         let mut expected = serde_json::to_string(&definition).unwrap();
         expected = expected.replace("\"#/$defs/", "\"#/components/schemas/");
+        let mut schema = schema.clone();
+        inline_hoisted(&mut schema, schemas_31, &mut hoisted);
+        numbers_as_f64(&mut schema);
         assert_eq!(
-            serde_json::to_string(schema).unwrap(),
+            serde_json::to_string(&schema).unwrap(),
             expected,
             "{name} differs from its definition"
+        );
+    }
+    assert!(
+        hoisted.is_empty(),
+        "components that are no definition nor part of one: {hoisted:?}"
+    );
+}
+
+/// `schema` with each reference to a component that is no definition (in `hoisted`) replaced
+/// by that component, where the writer took it from: `items`, a variant, `additionalProperties`.
+fn inline_hoisted<'a>(
+    schema: &mut Value,
+    schemas: &'a serde_json::Map<String, Value>,
+    hoisted: &mut BTreeSet<&'a str>,
+) {
+    let mut slots: Vec<&mut Value> = Vec::new();
+    let map = schema.as_object_mut().unwrap();
+    for (key, value) in map.iter_mut() {
+        match key.as_str() {
+            "items" | "additionalProperties" => slots.push(value),
+            "oneOf" | "anyOf" => slots.extend(value.as_array_mut().unwrap().iter_mut()),
+            _ => {}
+        }
+    }
+    for slot in slots {
+        let Some(target) = slot
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix("#/components/schemas/"))
+        else {
+            continue;
+        };
+        let Some((name, member)) = schemas.get_key_value(target) else {
+            continue;
+        };
+        if hoisted.remove(name.as_str()) {
+            *slot = member.clone();
+            inline_hoisted(slot, schemas, hoisted);
+        }
+    }
+}
+
+/// Every number as an f64: `2` and `2.0` are the same number to JSON Schema.
+fn numbers_as_f64(value: &mut Value) {
+    match value {
+        Value::Number(n) => *value = json!(n.as_f64().unwrap()),
+        Value::Object(map) => map.values_mut().for_each(numbers_as_f64),
+        Value::Array(items) => items.iter_mut().for_each(numbers_as_f64),
+        _ => {}
+    }
+}
+
+fn documents() -> Vec<(&'static str, String)> {
+    let outputs = generated();
+    [
+        ("fleet-api.json", outputs.openapi_json),
+        ("fleet-api.3.1.json", outputs.openapi_31_json),
+        ("agent-api.json", outputs.agent_openapi_json),
+        ("agent-api.3.1.json", outputs.agent_openapi_31_json),
+    ]
+    .into_iter()
+    .map(|(file, text)| (file, text.unwrap()))
+    .collect()
+}
+
+/// openapi-generator's normalizer reads the reference of each array's `items`, each `oneOf`
+/// and `anyOf` variant and each schema `additionalProperties` at the top of a component, and
+/// warns ("Failed to get the schema name: null") where there is none (docs/interop.md): in
+/// every document each of those is a reference.
+#[test]
+fn no_component_has_an_inline_schema_where_openapi_generator_reads_a_reference() {
+    let mut hoisted = 0;
+    for (file, text) in documents() {
+        let doc: Value = serde_json::from_str(&text).unwrap();
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        for (name, schema) in schemas {
+            let mut members: Vec<(&str, &Value)> = Vec::new();
+            if let Some(items) = schema.get("items") {
+                members.push(("items", items));
+            }
+            for keyword in ["oneOf", "anyOf"] {
+                for variant in schema
+                    .get(keyword)
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    members.push((keyword, variant));
+                }
+            }
+            if let Some(values) = schema.get("additionalProperties").filter(|v| v.is_object()) {
+                members.push(("additionalProperties", values));
+            }
+            for (keyword, member) in members {
+                let target = member
+                    .get("$ref")
+                    .and_then(Value::as_str)
+                    .and_then(|r| r.strip_prefix("#/components/schemas/"));
+                assert!(
+                    target.is_some_and(|t| schemas.contains_key(t)),
+                    "{file}: {name}'s {keyword} is no reference to a component: {member}"
+                );
+            }
+        }
+        hoisted += ["ArgvItem", "GuestPortsItem"]
+            .iter()
+            .filter(|n| schemas.contains_key(**n))
+            .count();
+    }
+    // The controller's Argv and GuestPorts, in both of its documents and the agent's.
+    assert_eq!(hoisted, 8);
+}
+
+#[test]
+fn hoisted_members_are_named_after_their_component_and_refused_when_taken() {
+    use fleetwire_codegen::openapi::hoist_members;
+    let schemas = |v: Value| v.as_object().unwrap().clone();
+    let out = hoist_members(schemas(json!({
+        "Exit": {"oneOf": [
+            {"title": "exit code", "type": "integer"},
+            {"type": "string"},
+            {"$ref": "#/components/schemas/Other"}
+        ]},
+        "Lists": {"type": "array", "items": {"type": "array", "items": {"type": "string"}}},
+        "Map": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "Closed": {"type": "object", "additionalProperties": false},
+        "Other": {"type": "boolean"}
+    })))
+    .unwrap();
+    assert_eq!(
+        out.keys().map(String::as_str).collect::<Vec<_>>(),
+        [
+            "Exit",
+            "ExitExitCode",
+            "ExitVariant2",
+            "Lists",
+            "ListsItem",
+            "ListsItemItem",
+            "Map",
+            "MapValue",
+            "Closed",
+            "Other"
+        ]
+    );
+    assert_eq!(
+        out["Exit"]["oneOf"],
+        json!([
+            {"$ref": "#/components/schemas/ExitExitCode"},
+            {"$ref": "#/components/schemas/ExitVariant2"},
+            {"$ref": "#/components/schemas/Other"}
+        ])
+    );
+    assert_eq!(
+        out["ExitExitCode"],
+        json!({"title": "exit code", "type": "integer"})
+    );
+    assert_eq!(
+        out["ListsItem"],
+        json!({"type": "array", "items": {"$ref": "#/components/schemas/ListsItemItem"}})
+    );
+    assert_eq!(out["Closed"]["additionalProperties"], false);
+    let err = hoist_members(schemas(json!({
+        "Argv": {"type": "array", "items": {"type": "string"}},
+        "ArgvItem": {"type": "string"}
+    })))
+    .unwrap_err();
+    assert!(err.to_string().contains("ArgvItem"), "{err}");
+}
+
+/// A whole number in a schema is written as an integer: openapi-generator's 3.1 parser
+/// (swagger-parser) turns a closed object's `additionalProperties: false` into a schema object
+/// when a number among its properties is written with a fraction or an exponent and changes
+/// form when it copies the schema (`"default": 2.0`, `3.4028234663852886e+38`), and its
+/// normalizer then warns (docs/interop.md).
+#[test]
+fn whole_numbers_in_schemas_are_written_as_integers() {
+    use fleetwire_codegen::openapi::{to_text, whole_numbers_as_integers};
+    let mut schema = json!({
+        "type": "object",
+        "properties": {
+            "maximum": {"type": "number", "default": 2.0, "minimum": -1.0, "maximum": 1.5},
+            "big": {"type": "number", "maximum": f64::from(f32::MAX), "enum": [3.0, 0.5]},
+            "object": {"default": {"maximum": 2.0}, "examples": [2.0], "x-note": 2.0}
+        }
+    });
+    whole_numbers_as_integers(&mut schema);
+    let properties = &schema["properties"];
+    assert!(properties["maximum"]["default"].is_u64());
+    assert!(properties["maximum"]["minimum"].is_i64());
+    assert_eq!(properties["maximum"]["maximum"], 1.5);
+    assert!(properties["big"]["enum"][0].is_u64());
+    // Values are left as written: a default's members, examples, extensions.
+    assert!(properties["object"]["default"]["maximum"].is_f64());
+    assert!(properties["object"]["examples"][0].is_f64());
+    assert!(properties["object"]["x-note"].is_f64());
+    // Beyond 64 bits the number stays an f64, whose digits the document's text writes.
+    assert!(properties["big"]["maximum"].is_f64());
+    let text = to_text(&schema).unwrap();
+    assert!(
+        text.contains(r#""maximum": 340282346638528859811704183484516925440,"#),
+        "{text}"
+    );
+    assert!(text.contains(r#""default": 2,"#), "{text}");
+    assert!(text.contains(r#""x-note": 2.0"#), "{text}");
+    assert!(text.ends_with("}\n"));
+    // The digits are the same number.
+    let read: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(read["properties"]["big"]["maximum"], f64::from(f32::MAX));
+
+    for (file, text) in documents() {
+        let doc: Value = serde_json::from_str(&text).unwrap();
+        let mut whole_floats = Vec::new();
+        for (name, schema) in doc["components"]["schemas"].as_object().unwrap() {
+            let mut written = schema.clone();
+            whole_numbers_as_integers(&mut written);
+            assert_eq!(
+                &written, schema,
+                "{file}: {name} has a whole number written as a float"
+            );
+            collect_whole_floats(schema, &mut whole_floats);
+        }
+        for number in whole_floats {
+            assert!(
+                text.contains(&format!(": {number:.0}")),
+                "{file}: {number} is not written as its digits"
+            );
+        }
+    }
+}
+
+fn collect_whole_floats(value: &Value, out: &mut Vec<f64>) {
+    match value {
+        Value::Number(n) if n.is_f64() && n.as_f64().unwrap().fract() == 0.0 => {
+            out.push(n.as_f64().unwrap())
+        }
+        Value::Object(map) => map.values().for_each(|v| collect_whole_floats(v, out)),
+        Value::Array(items) => items.iter().for_each(|v| collect_whole_floats(v, out)),
+        _ => {}
+    }
+}
+
+/// Every body's examples refer to `components.examples.<Type>.<name>`, each written once and
+/// each referred to: openapi-generator warns for each response example written inline.
+#[test]
+fn body_examples_are_references_to_components_written_once() {
+    for (file, text) in documents() {
+        let doc: Value = serde_json::from_str(&text).unwrap();
+        let components = doc["components"]["examples"].as_object().unwrap();
+        let mut referred = BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                let bodies = op.get("requestBody").into_iter().chain(
+                    op["responses"]
+                        .as_object()
+                        .into_iter()
+                        .flat_map(|r| r.values()),
+                );
+                for body in bodies {
+                    for media in body
+                        .get("content")
+                        .and_then(Value::as_object)
+                        .into_iter()
+                        .flatten()
+                        .map(|(_, m)| m)
+                    {
+                        let Some(examples) = media.get("examples").and_then(Value::as_object)
+                        else {
+                            continue;
+                        };
+                        let type_name = media["schema"]["$ref"]
+                            .as_str()
+                            .unwrap()
+                            .rsplit('/')
+                            .next()
+                            .unwrap();
+                        for (name, example) in examples {
+                            let key =
+                                fleetwire_codegen::openapi::example_component(type_name, name);
+                            assert_eq!(
+                                example,
+                                &json!({"$ref": format!("#/components/examples/{key}")}),
+                                "{file}: {method} {path}: example {name}"
+                            );
+                            assert!(components.contains_key(&key), "{file}: no example {key}");
+                            referred.insert(key);
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            referred.iter().collect::<Vec<_>>(),
+            components.keys().collect::<Vec<_>>(),
+            "{file}: components.examples are the examples the bodies refer to"
         );
     }
 }
@@ -329,7 +640,11 @@ fn request_bodies_are_read_with_unknown_fields_set_aside_and_answers_stay_closed
     let schemas = &doc["components"]["schemas"];
     assert_eq!(schemas["NodeHeartbeat"]["additionalProperties"], false);
     // The request body still carries the type's fixtures as examples.
-    assert!(body["content"]["application/json"]["examples"]["full"].is_object());
+    assert_eq!(
+        body["content"]["application/json"]["examples"]["full"]["$ref"],
+        "#/components/examples/NodeHeartbeat.full"
+    );
+    assert!(doc["components"]["examples"]["NodeHeartbeat.full"]["value"].is_object());
     let created = &doc["paths"]["/v1/vms"]["post"]["responses"]["200"];
     assert_eq!(
         created["content"]["application/json"]["schema"]["$ref"],
