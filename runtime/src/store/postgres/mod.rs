@@ -439,8 +439,17 @@ fn migrate(client: &mut Client) -> Result<(), StoreError> {
         .batch_execute(VERSION_TABLE)
         .or_else(|e| {
             // Two controllers creating the table at once: one of them loses the race on the
-            // catalog, and the table is there.
-            if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) {
+            // catalog, and the table is there. `IF NOT EXISTS` does not cover the race: the
+            // loser sees a unique violation on the catalog's index, or, once the winner has
+            // committed between its check and its insert, "type … already exists" (42710) or
+            // "relation … already exists" (42P07).
+            use postgres::error::SqlState;
+            let raced = [
+                SqlState::UNIQUE_VIOLATION,
+                SqlState::DUPLICATE_OBJECT,
+                SqlState::DUPLICATE_TABLE,
+            ];
+            if e.code().is_some_and(|code| raced.contains(code)) {
                 Ok(())
             } else {
                 Err(e)
