@@ -13,7 +13,9 @@
 //!   extension, read once per connection, never per request.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
@@ -280,8 +282,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const HANDSHAKE_QUEUE: usize = 1024;
 /// Connections accepted and not yet taken by the server (in their handshake, or finished and
 /// queued): more wait in the listen backlog, where they hold no descriptor. When all are in
-/// use, the oldest still in its handshake is dropped for the newcomer, so connections that
-/// say nothing cannot keep a node's fresh connection out (issue 28).
+/// use, the oldest still in its handshake is told to give up for the newcomer, so connections
+/// that say nothing cannot keep a node's fresh connection out (issue 28); it gives up only if
+/// it is the client that owes the next bytes ([`Handshake`]).
 const ACCEPTED_UNSERVED: usize = 128;
 
 /// A TLS listener for `axum::serve`: TCP connections are accepted by a task of their own and
@@ -313,30 +316,102 @@ impl Drop for TlsListener {
     }
 }
 
-/// A handshake under way: its task, and whether the handshake is over (then it is not
-/// dropped for a newcomer: it may be a node's, waiting for the server).
-type Handshake = (tokio::task::AbortHandle, Arc<std::sync::atomic::AtomicBool>);
+/// A handshake under way, as the accept loop sees it.
+///
+/// In TLS 1.3 a client takes the handshake as done once it has sent its last flight (its
+/// certificate and `Finished`), before the server has read it: a node goes on to send its
+/// request. A handshake asked to give up for a newcomer therefore first reads what has arrived
+/// (and finishes if that completes it), and gives up only when the client owes the next bytes;
+/// while bytes of the client wait unread in its socket it declines, and may be asked again
+/// later. Under a burst of handshakes the server can fall behind its clients (issue 27: 3,000
+/// nodes connecting 64 at a time on a busy machine left the controller over 128 client flights
+/// behind); dropping the oldest of those unread reset connections their nodes held as open.
+struct Handshake {
+    task: tokio::task::AbortHandle,
+    state: Arc<HandshakeState>,
+}
+
+#[derive(Default)]
+struct HandshakeState {
+    /// Set once the handshake is over: it is not asked to give up (it may be a node's,
+    /// waiting for the server to take it).
+    done: AtomicBool,
+    /// Asked to give up, and not declined since.
+    asked: AtomicBool,
+    give_up: tokio::sync::Notify,
+}
+
+impl Handshake {
+    fn in_progress(&self) -> bool {
+        !self.task.is_finished() && !self.state.done.load(Ordering::Relaxed)
+    }
+}
+
+/// How long the accept loop waits for the handshake it asked to give up (or any other to end)
+/// before it asks the next oldest.
+const ASK_NEXT_AFTER: Duration = Duration::from_millis(100);
+
+/// Whether bytes of the client wait unread in `tcp` (the kernel's count: the runtime's
+/// readiness lags until its reactor has looked).
+fn unread_bytes(tcp: &TcpStream) -> bool {
+    rustix::io::ioctl_fionread(tcp).is_ok_and(|unread| unread > 0)
+}
 
 /// A permit of [`ACCEPTED_UNSERVED`]; when none is free, the oldest connection still in its
-/// handshake is dropped to free one.
+/// handshake is asked to give up, then the next oldest every [`ASK_NEXT_AFTER`], until a
+/// permit is freed (theirs, or that of a handshake that finished meanwhile).
 async fn unserved_permit(
     budget: &Arc<tokio::sync::Semaphore>,
     handshakes: &mut std::collections::VecDeque<Handshake>,
 ) -> tokio::sync::OwnedSemaphorePermit {
-    use std::sync::atomic::Ordering;
     if let Ok(permit) = budget.clone().try_acquire_owned() {
         return permit;
     }
-    handshakes.retain(|(task, done)| !task.is_finished() && !done.load(Ordering::Relaxed));
-    if let Some((oldest, _)) = handshakes.pop_front() {
-        oldest.abort();
-        tracing::debug!("dropped the oldest unfinished TLS handshake for a new connection");
+    loop {
+        handshakes.retain(Handshake::in_progress);
+        if let Some(oldest) = handshakes
+            .iter()
+            .find(|handshake| !handshake.state.asked.swap(true, Ordering::Relaxed))
+        {
+            oldest.state.give_up.notify_one();
+        }
+        if let Ok(permit) =
+            tokio::time::timeout(ASK_NEXT_AFTER, budget.clone().acquire_owned()).await
+        {
+            return permit.expect("the semaphore is never closed");
+        }
     }
-    budget
-        .clone()
-        .acquire_owned()
-        .await
-        .expect("the semaphore is never closed")
+}
+
+/// Runs the handshake of `tcp`; `None` when it gave up for a newcomer ([`Handshake`]).
+async fn handshake(
+    acceptor: TlsAcceptor,
+    tcp: TcpStream,
+    state: &HandshakeState,
+) -> Option<Result<std::io::Result<TlsStream<TcpStream>>, tokio::time::error::Elapsed>> {
+    let mut accept = std::pin::pin!(tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        acceptor.accept(tcp)
+    ));
+    let mut give_up = std::pin::pin!(state.give_up.notified());
+    std::future::poll_fn(|cx| {
+        // What has arrived is read first: it may finish the handshake.
+        if let Poll::Ready(outcome) = accept.as_mut().poll(cx) {
+            return Poll::Ready(Some(outcome));
+        }
+        while give_up.as_mut().poll(cx).is_ready() {
+            let timed: &tokio::time::Timeout<_> = &accept;
+            if !timed.get_ref().get_ref().is_some_and(unread_bytes) {
+                return Poll::Ready(None);
+            }
+            // The client's bytes are here, the runtime has not yet seen them: the server
+            // owes the next step. Declined; it may be asked again.
+            give_up.set(state.give_up.notified());
+            state.asked.store(false, Ordering::Relaxed);
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 async fn accept_loop(
@@ -364,14 +439,14 @@ async fn accept_loop(
         let _ = stream.set_nodelay(true);
         let acceptor = acceptor.clone();
         let finished = finished.clone();
-        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let handshake_done = done.clone();
+        let state = Arc::new(HandshakeState::default());
+        let task_state = state.clone();
         let task = tokio::spawn(async move {
             // Held until the server takes the connection (or it is dropped).
             let _permit = permit;
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => {
-                    handshake_done.store(true, std::sync::atomic::Ordering::Relaxed);
+            match handshake(acceptor, stream, &task_state).await {
+                Some(Ok(Ok(tls))) => {
+                    task_state.done.store(true, Ordering::Relaxed);
                     let identity = tls
                         .get_ref()
                         .1
@@ -383,14 +458,20 @@ async fn accept_loop(
                 }
                 // A stranger's certificate, plain HTTP on the TLS port, a scanner: the client
                 // was told by the TLS alert; nothing for the server's log above debug.
-                Ok(Err(error)) => tracing::debug!(%address, %error, "TLS handshake refused"),
-                Err(_) => tracing::debug!(%address, "TLS handshake timed out"),
+                Some(Ok(Err(error))) => tracing::debug!(%address, %error, "TLS handshake refused"),
+                Some(Err(_)) => tracing::debug!(%address, "TLS handshake timed out"),
+                None => tracing::debug!(
+                    %address,
+                    "dropped the oldest unfinished TLS handshake (waiting on its client) for a new connection"
+                ),
             }
         });
-        handshakes.push_back((task.abort_handle(), done));
+        handshakes.push_back(Handshake {
+            task: task.abort_handle(),
+            state,
+        });
         if handshakes.len() > 2 * ACCEPTED_UNSERVED {
-            use std::sync::atomic::Ordering;
-            handshakes.retain(|(task, done)| !task.is_finished() && !done.load(Ordering::Relaxed));
+            handshakes.retain(Handshake::in_progress);
         }
     }
 }

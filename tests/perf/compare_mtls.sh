@@ -20,6 +20,9 @@ nodes=${NODES:-3000}
 duration=${DURATION:-8s}
 nice_level=${NICE:-$([[ $(id -u) == 0 ]] && echo -10 || echo 0)}
 target=${CARGO_TARGET_DIR:-$PWD/target}
+# The controller's RUST_LOG (CONTROLLER_LOG=warn,fleetwire::tls_server=debug to see dropped
+# handshakes and shed connections); KEEP_FAILED=DIR keeps a failed run's directory there.
+controller_log=${CONTROLLER_LOG:-warn}
 if [[ -z ${FLEETWIRE_BIN:-} || -z ${LOADGEN_BIN:-} ]]; then
   echo "building fleetwire and fleetwire-loadgen (release) ..." >&2
   cargo build -q --release -p fleetwire -p fleetwire-loadgen >&2
@@ -59,7 +62,7 @@ run() {
     client=(--url "https://127.0.0.1:$port" --ca-file "$dir/ca/ca.pem"
       --operator-token-file "$dir/admin-token")
   fi
-  RUST_LOG=warn nice -n "$nice_level" "$fleetwire" controller --listen "127.0.0.1:$port" \
+  RUST_LOG=$controller_log nice -n "$nice_level" "$fleetwire" controller --listen "127.0.0.1:$port" \
     --data-dir "$dir" "${args[@]}" >"$dir/controller.log" 2>&1 &
   controller=$!
   for _ in $(seq 1 100); do
@@ -72,6 +75,7 @@ run() {
     >"$dir/loadgen.out" 2>"$dir/loadgen.err" || {
     echo "loadgen failed ($mode):" >&2
     tail -n 20 "$dir/loadgen.err" "$dir/controller.log" >&2
+    [[ -n ${KEEP_FAILED:-} ]] && cp -r "$dir" "$KEEP_FAILED/" && echo "kept $KEEP_FAILED/${dir##*/}" >&2
     exit 1
   }
   kill "$controller"

@@ -20,3 +20,4 @@ mod ppn_ids;
 mod store_refusal;
 mod trust;
 mod unknown_fields;
+mod unread_handshakes;
