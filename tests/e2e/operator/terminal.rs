@@ -69,17 +69,32 @@ fn a_terminal_gets_a_spinner_colours_and_completion() {
         "{plain:?}"
     );
 
-    // Completion in bash: `vms cr<TAB>` becomes `vms create`.
+    // Completion in bash: `vms cr<TAB>` becomes `vms create`. On a loaded machine a shell
+    // has been seen to take none of three TABs; a second shell is started before the test
+    // says completion is broken, which fails in both.
+    let mut failures = Vec::new();
+    for _ in 0..2 {
+        match completes_in_bash() {
+            Ok(()) => return,
+            Err(error) => failures.push(error),
+        }
+    }
+    panic!("bash completes `create` in neither of two shells: {failures:?}");
+}
+
+/// `fleetwire vms cr<TAB>` in an interactive bash that sourced the completion script: whether
+/// the line became `vms create`.
+fn completes_in_bash() -> Result<(), String> {
     let mut bash = Command::new("bash");
     bash.args(["--norc", "--noprofile", "-i"])
         .env("PS1", "$ ")
         .env("TERM", "dumb");
-    let mut shell = Session::spawn(bash).expect("bash on a pseudo terminal");
+    let mut shell = Session::spawn(bash).map_err(|e| format!("bash on a pseudo terminal: {e}"))?;
     // A person's terminal echoes; without it readline shows neither typing nor completion.
     shell
         .get_process_mut()
         .set_echo(true, None)
-        .expect("echo on");
+        .map_err(|e| format!("echo on: {e}"))?;
     shell.set_expect_timeout(Some(Duration::from_secs(20)));
     // Each line once the prompt is back, as a person types: readline reads the TAB itself.
     let fleetwire = fleetwire_bin().display().to_string();
@@ -87,24 +102,33 @@ fn a_terminal_gets_a_spinner_colours_and_completion() {
         format!("source <({fleetwire} completion bash)"),
         format!("alias fleetwire={fleetwire}"),
     ] {
-        shell.expect("$ ").expect("the prompt");
-        shell.send_line(&line).unwrap();
+        shell
+            .expect("$ ")
+            .map_err(|e| format!("the prompt: {e:?}"))?;
+        shell.send_line(&line).map_err(|e| e.to_string())?;
     }
-    shell.expect("$ ").expect("the prompt");
+    shell
+        .expect("$ ")
+        .map_err(|e| format!("the prompt: {e:?}"))?;
     // Typed before readline has the terminal (a loaded machine), the TAB is taken as text:
-    // clear the line and type again, a little later each time; a broken completion fails all.
+    // clear the line and type again, a little later each time.
     for tries in 1.. {
         std::thread::sleep(Duration::from_millis(300 * tries));
-        shell.send("fleetwire vms cr\t").unwrap();
+        shell
+            .send("fleetwire vms cr\t")
+            .map_err(|e| e.to_string())?;
         match shell.expect("vms create") {
             Ok(_) => break,
             Err(_) if tries < 3 => {
-                shell.send("\u{3}").unwrap();
-                shell.expect("$ ").expect("the prompt after ^C");
+                shell.send("\u{3}").map_err(|e| e.to_string())?;
+                shell
+                    .expect("$ ")
+                    .map_err(|e| format!("the prompt after ^C: {e:?}"))?;
             }
-            Err(error) => panic!("bash completes `create` ({tries} tries): {error:?}"),
+            Err(error) => return Err(format!("{tries} tries: {error:?}")),
         }
     }
-    shell.send("\u{3}").unwrap();
-    shell.send_line("exit").unwrap();
+    let _ = shell.send("\u{3}");
+    let _ = shell.send_line("exit");
+    Ok(())
 }
