@@ -131,8 +131,12 @@ fn which_qemu() -> PathBuf {
 }
 
 /// `n` consecutive ports nothing listens on, for VM_HOST_PORT_RANGE: the first and the last.
+/// `n` ports in a row that nothing listens on, for `VM_HOST_PORT_RANGE`: below the kernel's
+/// ephemeral ports (32768 and up by default), as the agent's own default is. Inside them, an
+/// outgoing connection of the test's could hold one of the ports when a VM is placed, and the
+/// placement would be refused for want of a free host port.
 pub(super) fn free_ports(n: u16) -> (u16, u16) {
-    let mut p = 42000 + (std::process::id() % 1000) as u16 * 4;
+    let mut p = 22000 + (std::process::id() % 1000) as u16 * 8;
     loop {
         if (p..p + n).all(|q| std::net::TcpListener::bind(("0.0.0.0", q)).is_ok()) {
             return (p, p + n - 1);
@@ -600,6 +604,38 @@ pub(super) fn qemu_agent_refusal(env: &[(&str, &str)]) -> String {
     .unwrap();
     assert!(!output.status.success());
     String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Runs without QEMU: an agent whose `VM_HOST_PORT_RANGE` lies in the kernel's ephemeral ports
+/// warns, naming both ranges and the way out, before it checks anything else (here it then stops
+/// for want of its QEMU); the default range draws no warning.
+#[test]
+fn a_qemu_agent_whose_host_ports_are_ephemeral_ports_says_so() {
+    let Ok(ephemeral) = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range") else {
+        eprintln!("skipped: /proc/sys/net/ipv4/ip_local_port_range is not readable here");
+        return;
+    };
+    let first: u16 = ephemeral
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let inside = format!("{}-{}", first + 100, first + 109);
+    let stderr = qemu_agent_refusal(&[
+        ("VM_QEMU_BINARY", "/nonexistent/qemu-system-x86_64"),
+        ("VM_HOST_PORT_RANGE", &inside),
+    ]);
+    assert!(
+        stderr.contains(&format!(
+            "VM_HOST_PORT_RANGE {inside} overlaps this host's ephemeral ports"
+        )) && stderr.contains("net.ipv4.ip_local_reserved_ports"),
+        "{stderr}"
+    );
+    if first > 20999 {
+        let stderr = qemu_agent_refusal(&[("VM_QEMU_BINARY", "/nonexistent/qemu-system-x86_64")]);
+        assert!(!stderr.contains("ephemeral ports"), "{stderr}");
+    }
 }
 
 /// Runs without QEMU: a qemu agent whose QEMU is not where it is told stops at once, naming

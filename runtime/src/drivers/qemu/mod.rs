@@ -63,6 +63,29 @@ struct Watched {
     tap: Option<Tap>,
 }
 
+/// Says so when outgoing connections may hold ports of `VM_HOST_PORT_RANGE`: each such moment
+/// is a VM placement refused for want of a free host port, seldom enough to look like chance.
+fn warn_of_ephemeral_host_ports(range: &std::ops::RangeInclusive<u16>) {
+    let Some((ephemeral, reserved)) = ports::host_ephemeral_ports() else {
+        return;
+    };
+    if let Some(overlap) = ports::ephemeral_overlap(range, &ephemeral, &reserved) {
+        tracing::warn!(
+            "VM_HOST_PORT_RANGE {}-{} overlaps this host's ephemeral ports {}-{} \
+             (net.ipv4.ip_local_port_range) at {}-{}: an outgoing connection may hold such a port, \
+             and a VM placed then finds no free host port (the controller answers no_capacity); \
+             take a range outside it (the default 20000-20999 is) or reserve it in \
+             net.ipv4.ip_local_reserved_ports",
+            range.start(),
+            range.end(),
+            ephemeral.start(),
+            ephemeral.end(),
+            overlap.start(),
+            overlap.end(),
+        );
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -70,6 +93,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl QemuDriver {
     pub fn new(settings: &DriverSettings) -> Result<QemuDriver, DriverError> {
         let qemu = settings.qemu.clone();
+        // Forwards are what host ports are for; guests on a bridge have none.
+        if qemu.bridge.is_none() {
+            warn_of_ephemeral_host_ports(&qemu.host_ports);
+        }
         let binary =
             qemu_process::resolve_binary(qemu.binary.as_deref()).map_err(DriverError::Qemu)?;
         let vmm = qemu_process::version(&binary)

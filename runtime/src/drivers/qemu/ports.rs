@@ -100,6 +100,43 @@ impl HostPorts {
     }
 }
 
+/// The ports of `range` the kernel may also hand out as the local port of an outgoing
+/// connection: those in its ephemeral range (`net.ipv4.ip_local_port_range`) and not reserved
+/// (`net.ipv4.ip_local_reserved_ports`), as a span from the first to the last such port. While
+/// a connection holds one, no guest port can be forwarded from it, so a VM placed then finds no
+/// free host port (docs/agent.md, `VM_HOST_PORT_RANGE`).
+pub fn ephemeral_overlap(
+    range: &RangeInclusive<u16>,
+    ephemeral: &RangeInclusive<u16>,
+    reserved: &[RangeInclusive<u16>],
+) -> Option<RangeInclusive<u16>> {
+    let first = *range.start().max(ephemeral.start());
+    let last = *range.end().min(ephemeral.end());
+    let open = |port: &u16| !reserved.iter().any(|r| r.contains(port));
+    let low = (first..=last).find(open)?;
+    let high = (first..=last).rev().find(open)?;
+    Some(low..=high)
+}
+
+/// This host's ephemeral port range and its reserved ports, from `/proc/sys/net/ipv4`; `None`
+/// where they cannot be read (no such files: not Linux, or a restricted `/proc`).
+pub fn host_ephemeral_ports() -> Option<(RangeInclusive<u16>, Vec<RangeInclusive<u16>>)> {
+    let read = |name: &str| std::fs::read_to_string(format!("/proc/sys/net/ipv4/{name}")).ok();
+    let range = read("ip_local_port_range")?;
+    let mut bounds = range.split_whitespace().map(|n| n.parse::<u16>().ok());
+    let (first, last) = (bounds.next()??, bounds.next()??);
+    let reserved = read("ip_local_reserved_ports")
+        .unwrap_or_default()
+        .trim()
+        .split(',')
+        .filter_map(|part| {
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            Some(a.trim().parse().ok()?..=b.trim().parse().ok()?)
+        })
+        .collect();
+    Some((first..=last, reserved))
+}
+
 fn bindable(port: u16) -> bool {
     TcpListener::bind(("0.0.0.0", port)).is_ok()
 }
@@ -114,7 +151,8 @@ mod tests {
 
     fn free_range(len: u16) -> RangeInclusive<u16> {
         // A run of ports nothing listens on, found by trying.
-        let mut start = 41000;
+        // Below the kernel's ephemeral ports, which outgoing connections take from.
+        let mut start = 22000;
         loop {
             if (start..start + len).all(bindable) {
                 return start..=start + len - 1;
@@ -139,6 +177,38 @@ mod tests {
         ports.free(&app("a"));
         assert_eq!(ports.assign(&app("c"), 2).unwrap(), a);
         assert_eq!(ports.of(&app("b")), b);
+    }
+
+    #[test]
+    fn the_part_of_the_range_the_kernel_may_give_outgoing_connections() {
+        let ephemeral = 32768..=60999;
+        // The default range lies below the ephemeral ports.
+        assert_eq!(ephemeral_overlap(&(20000..=20999), &ephemeral, &[]), None);
+        assert_eq!(
+            ephemeral_overlap(&(42000..=42002), &ephemeral, &[]),
+            Some(42000..=42002)
+        );
+        assert_eq!(
+            ephemeral_overlap(&(32000..=33000), &ephemeral, &[]),
+            Some(32768..=33000)
+        );
+        // Reserved ports are never handed out: a range reserved whole is left alone.
+        assert_eq!(
+            ephemeral_overlap(
+                &(42000..=42009),
+                &ephemeral,
+                &[41000..=41999, 42000..=42009]
+            ),
+            None
+        );
+        assert_eq!(
+            ephemeral_overlap(
+                &(42000..=42009),
+                &ephemeral,
+                &[42000..=42004, 42009..=42009]
+            ),
+            Some(42005..=42008)
+        );
     }
 
     #[test]
