@@ -48,7 +48,14 @@ pub fn run(args: ControllerArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Set here rather than left to tokio, so that `--worker-threads` is the one way to size
+    // it (tokio's own TOKIO_WORKER_THREADS does not apply to the controller).
+    let workers = args.worker_threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+        usize::from,
+    );
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         .build()
     {
@@ -337,7 +344,7 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
             if no_operators {
                 tracing::warn!("--plain-http without --operator-token-file: routes that change the fleet (placing and deleting VMs, cordons, unenrolling, minting bootstrap tokens) answer only clients on this host");
             }
-            tracing::info!(listen = %listen, db = %db, ca = ?ca_dir, transport = "plain_http", "controller serving");
+            tracing::info!(listen = %listen, db = %db, ca = ?ca_dir, transport = "plain_http", workers = tokio::runtime::Handle::current().metrics().num_workers(), "controller serving");
             // Answers go out as soon as they are written (no Nagle delay behind an
             // unacknowledged segment, which a large `GET /v1/fleet` answer would otherwise meet).
             let listener = axum::serve::ListenerExt::tap_io(tcp, |stream| {
@@ -367,6 +374,7 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
                 ca = ?ca_dir,
                 transport = "mtls",
                 server_names = %names,
+                workers = tokio::runtime::Handle::current().metrics().num_workers(),
                 "controller serving HTTPS"
             );
             let listener = TlsListener::new(tcp, config)?;

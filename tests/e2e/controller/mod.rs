@@ -21,3 +21,4 @@ mod store_refusal;
 mod trust;
 mod unknown_fields;
 mod unread_handshakes;
+mod worker_threads;

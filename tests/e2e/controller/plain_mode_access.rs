@@ -147,17 +147,7 @@ async fn tokens_a_plain_controller_minted_are_retired_when_the_store_starts_in_m
     drop(plain);
 
     let secure = ControllerProcess::start_secure_in(dir, &[]);
-    // Without the log's colours.
-    let mut log = String::new();
-    let mut escaped = false;
-    for c in secure.log().chars() {
-        match (escaped, c) {
-            (false, '\u{1b}') => escaped = true,
-            (true, 'm') => escaped = false,
-            (false, c) => log.push(c),
-            (true, _) => {}
-        }
-    }
+    let log = secure.log_text();
     assert!(
         log.contains("retired=1")
             && log.contains("retired the unused bootstrap tokens a --plain-http controller minted"),

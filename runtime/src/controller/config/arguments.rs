@@ -117,6 +117,14 @@ pub struct ControllerArgs {
     /// this (at most 600ms, so a change reaches the store within 1 s).
     #[arg(long, env = "FLEETWIRE_FLUSH_INTERVAL", default_value = "500ms", value_parser = parse_duration)]
     pub flush_interval: Duration,
+    /// Threads that serve requests and run the periodic jobs (the async runtime's workers);
+    /// by default one per CPU this process may use. Where other busy programs share the
+    /// machine's cores, fewer workers than cores keep a worker from being preempted with
+    /// requests queued on it: the tail latency that costs (docs/performance.md, "Three
+    /// campaigns of 2026-12-04").
+    #[arg(long, env = "FLEETWIRE_WORKER_THREADS",
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub worker_threads: Option<u16>,
     /// Port of the agents' local API for a node that never says which (PPN agents do not):
     /// spawn and delete calls go to wg_ip on this port. 9220 is what PPN controllers call and
     /// PPN's host setup runs its agents on; the variable is PPN's own, so a PPN controller's
