@@ -11,7 +11,8 @@
 #   ROUNDS=5 NODES=3000 DURATION=8s bash tests/perf/compare_mtls.sh
 #
 # Release builds of this checkout (`cargo build --release -p fleetwire -p fleetwire-loadgen`);
-# FLEETWIRE_BIN and LOADGEN_BIN take other binaries. NICE (-10 as root) gives the controller and
+# FLEETWIRE_BIN and LOADGEN_BIN take other binaries; WORKERS is the controller's
+# `--worker-threads` (one per CPU by default). NICE (-10 as root) gives the controller and
 # the load generator the cores before other work on a shared machine.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -63,7 +64,7 @@ run() {
       --operator-token-file "$dir/admin-token")
   fi
   RUST_LOG=$controller_log nice -n "$nice_level" "$fleetwire" controller --listen "127.0.0.1:$port" \
-    --data-dir "$dir" "${args[@]}" >"$dir/controller.log" 2>&1 &
+    --data-dir "$dir" "${args[@]}" ${WORKERS:+--worker-threads "$WORKERS"} >"$dir/controller.log" 2>&1 &
   controller=$!
   for _ in $(seq 1 100); do
     # Readiness only: the certificate is the load generator's to check.

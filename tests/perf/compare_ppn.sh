@@ -7,6 +7,7 @@
 #
 #   bash tests/perf/compare_ppn.sh              # 6 rounds of 8 s each
 #   ROUNDS=10 DURATION=8s bash tests/perf/compare_ppn.sh
+#   WORKERS=1 bash tests/perf/compare_ppn.sh    # fleetwire on one worker thread, as PPN runs
 #
 # fleetwire runs `controller --plain-http` on SQLite (an empty data dir of its own), the
 # release build of this checkout (`cargo build --release -p fleetwire`; FLEETWIRE_BIN=path
@@ -18,7 +19,8 @@
 # where no other PPN on the machine meets it.
 # Environment: ROUNDS (6), DURATION (8s), NODES (10000), CONNECTIONS (32), NICE (niceness of
 # the servers and wrk, -10 as root: on a machine shared with builds they then get the cores),
-# OUT (directory for wrk's outputs and the servers' logs; a temporary one by default).
+# OUT (directory for wrk's outputs and the servers' logs; a temporary one by default), WORKERS
+# (`--worker-threads` of fleetwire's controller; by default one per CPU).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 workspace=$PWD
@@ -79,7 +81,7 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$out/fleetwire-data"
 "$FLEETWIRE_BIN" controller --listen 127.0.0.1:19403 --data-dir "$out/fleetwire-data" --plain-http \
-  >"$out/fleetwire.log" 2>&1 &
+  ${WORKERS:+--worker-threads "$WORKERS"} >"$out/fleetwire.log" 2>&1 &
 pids+=("$!")
 RUST_LOG=warn "$PPN_BIN" >"$out/ppn.log" 2>&1 &
 pids+=("$!")
@@ -100,7 +102,7 @@ run_wrk() { # URL DURATION OUTPUT
 # enrolment) before answering it, which is not what the rounds measure.
 for i in 0 1; do run_wrk "${urls[$i]}" 3s "$out/warmup-${names[$i]}.txt"; done
 
-echo "# $(date -u +%FT%TZ) rounds=$rounds duration=$duration nodes=$NODES connections=$connections load=$(cut -d' ' -f1-3 /proc/loadavg) fleetwire=$FLEETWIRE_BIN ppn=$PPN_BIN out=$out"
+echo "# $(date -u +%FT%TZ) rounds=$rounds duration=$duration nodes=$NODES connections=$connections workers=${WORKERS:-default} load=$(cut -d' ' -f1-3 /proc/loadavg) fleetwire=$FLEETWIRE_BIN ppn=$PPN_BIN out=$out"
 printf '%-6s %-10s %12s %9s %9s %6s\n' round server requests_s p50_ms p99_ms load1
 for round in $(seq "$rounds"); do
   order="0 1"
