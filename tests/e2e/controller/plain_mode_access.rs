@@ -147,7 +147,7 @@ async fn tokens_a_plain_controller_minted_are_retired_when_the_store_starts_in_m
     drop(plain);
 
     let secure = ControllerProcess::start_secure_in(dir, &[]);
-    let log = secure.log_text();
+    let log = secure.log();
     assert!(
         log.contains("retired=1")
             && log.contains("retired the unused bootstrap tokens a --plain-http controller minted"),

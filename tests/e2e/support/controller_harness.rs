@@ -222,22 +222,6 @@ impl ControllerProcess {
         std::fs::read_to_string(self.dir.join("controller.log")).unwrap_or_default()
     }
 
-    /// [`ControllerProcess::log`] without its colours (terminal escape sequences), for tests
-    /// that look for a field such as `workers=1`.
-    pub fn log_text(&self) -> String {
-        let mut text = String::new();
-        let mut escaped = false;
-        for c in self.log().chars() {
-            match (escaped, c) {
-                (false, '\u{1b}') => escaped = true,
-                (true, 'm') => escaped = false,
-                (false, c) => text.push(c),
-                (true, _) => {}
-            }
-        }
-        text
-    }
-
     /// The fleet CA's certificate (mTLS mode).
     pub fn ca_path(&self) -> PathBuf {
         self.dir.join("ca/ca.pem")
