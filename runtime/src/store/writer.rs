@@ -33,23 +33,6 @@ use super::backend::{Durability, Store};
 use super::error::StoreError;
 use super::node_rows::NodeWrite;
 
-/// The writer's nice value: the lowest CPU priority there is.
-pub const WRITER_NICE: i32 = 19;
-
-/// Lowers the calling thread, the writer, to [`WRITER_NICE`]. When the cores are busy, the
-/// threads answering nodes then run before a batch that is written behind anyway; the bound
-/// above still holds, because what a batch costs is measured in wall time, so a writer kept
-/// waiting for a core makes the producers wait sooner (docs/performance.md, "The store
-/// writer's priority").
-fn yield_the_cpu_to_requests() {
-    // Linux keeps a nice value per thread, and PRIO_PROCESS with no id names the calling
-    // thread, not the process (setpriority(2), "BUGS").
-    #[cfg(target_os = "linux")]
-    if let Err(error) = rustix::process::setpriority_process(None, WRITER_NICE) {
-        tracing::warn!(%error, "could not lower the store writer's CPU priority");
-    }
-}
-
 /// Where the writer reads what to write, and reports what it wrote.
 pub trait Source: Send + 'static {
     /// How a node is queued for write-behind; commits name nodes by id (`From<String>`).
@@ -237,7 +220,6 @@ impl<K: From<String> + Send + 'static> Writer<K> {
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || {
-                yield_the_cpu_to_requests();
                 WriterLoop {
                     store,
                     snapshot,

@@ -1,9 +1,7 @@
 //! How many threads serve: `--worker-threads` (or `FLEETWIRE_WORKER_THREADS`) sizes the
 //! controller's runtime, tokio's own `TOKIO_WORKER_THREADS` does not, the start log says how
 //! many it runs (`workers=`), and a count the controller cannot run is refused before anything
-//! starts (docs/controller.md, "--worker-threads"). The store writer runs at the lowest CPU
-//! priority, the workers at the process's (docs/performance.md, "The store writer's
-//! priority").
+//! starts (docs/controller.md, "--worker-threads").
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -106,56 +104,4 @@ fn a_worker_count_the_controller_cannot_run_is_refused_naming_the_flag() {
             "--worker-threads {value:?}: {stderr}"
         );
     }
-}
-
-/// A thread's name and nice value from its `stat` file: "tid (comm) state ppid …"; the name
-/// may hold spaces, so the fields count from its ')'.
-fn name_and_nice(stat: &str) -> (String, i32) {
-    let (head, rest) = stat.rsplit_once(')').unwrap();
-    let name = head.split_once('(').unwrap().1.to_string();
-    (
-        name,
-        rest.split_whitespace().nth(16).unwrap().parse().unwrap(),
-    )
-}
-
-/// Each thread of process `pid` by name, with its nice value: what `ps -L -o comm,ni` shows.
-fn threads_and_nice(pid: u32) -> Vec<(String, i32)> {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        // A thread that ended meanwhile has no stat to read.
-        .filter_map(|task| std::fs::read_to_string(task.unwrap().path().join("stat")).ok())
-        .map(|stat| name_and_nice(&stat))
-        .collect()
-}
-
-#[test]
-fn the_store_writer_yields_the_cpu_to_the_workers() {
-    let controller = ControllerProcess::start(&["--worker-threads", "2"]);
-    let pid = controller.process.child.id();
-    let threads = wait_for("the store writer thread", Duration::from_secs(20), || {
-        let threads = threads_and_nice(pid);
-        threads
-            .iter()
-            .any(|(name, _)| name == "store-writer")
-            .then_some(threads)
-    });
-    // The main thread's: the priority the controller was started with.
-    let (_, process_nice) =
-        name_and_nice(&std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap());
-    let nice_of = |wanted: &str| -> Vec<i32> {
-        threads
-            .iter()
-            .filter(|(name, _)| name == wanted)
-            .map(|(_, nice)| *nice)
-            .collect()
-    };
-    assert_eq!(nice_of("store-writer"), [19], "{threads:?}");
-    // The workers keep it.
-    let workers = nice_of("tokio-rt-worker");
-    assert!(workers.len() >= 2, "{threads:?}");
-    assert!(
-        workers.iter().all(|nice| *nice == process_nice),
-        "{threads:?}"
-    );
 }
