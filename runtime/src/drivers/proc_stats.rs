@@ -90,7 +90,21 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
 /// When the process started, in clock ticks since boot (field 22): with the pid, it names a
 /// process for good, since a pid can be reused but not at the same instant.
 pub fn start_time(pid: u32) -> Option<u64> {
-    stat_fields(pid)?.get(22 - 3)?.parse().ok()
+    start_time_in(&std::fs::read(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// Field 22 of a `stat` file's bytes. Allocates nothing: a forked child reads its own start
+/// with it before exec (`drivers::process`, the group record).
+pub fn start_time_in(stat: &[u8]) -> Option<u64> {
+    let after_name = stat.iter().rposition(|&b| b == b')')? + 1;
+    let field = stat[after_name..]
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|f| !f.is_empty())
+        .nth(22 - 3)?;
+    field.iter().try_fold(0u64, |n, &b| {
+        b.is_ascii_digit()
+            .then(|| n.checked_mul(10)?.checked_add(u64::from(b - b'0')))?
+    })
 }
 
 /// When the process started, on the wall clock: its start in clock ticks after boot, placed
@@ -150,6 +164,20 @@ mod tests {
         let s = parse_stat(stat, 100, 4096).unwrap();
         assert_eq!(s.cpu_ms, (250 + 50 + 10 + 5) * 10);
         assert_eq!(s.rss_bytes, 300 * 4096);
+    }
+
+    #[test]
+    fn the_start_time_is_field_22_counted_after_the_command_name() {
+        let stat = b"42 (my (odd) 1 2 cmd) S 1 42 42 0 -1 4194304 100 0 0 0 250 50 10 5 20 0 1 0 987654321 10000000 300 18446744073709551615\n";
+        assert_eq!(start_time_in(stat), Some(987_654_321));
+        assert_eq!(start_time_in(b"42 (cmd) S 1 42"), None);
+        assert_eq!(start_time_in(b"no name at all"), None);
+        let mine = std::fs::read("/proc/self/stat").unwrap();
+        let text = String::from_utf8_lossy(&mine);
+        let fields: Vec<&str> = text[text.rfind(')').unwrap() + 1..]
+            .split_whitespace()
+            .collect();
+        assert_eq!(start_time_in(&mine), fields[22 - 3].parse().ok());
     }
 
     #[test]

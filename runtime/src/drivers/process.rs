@@ -520,31 +520,30 @@ fn spawn_tenant(
         .stderr(out)
         .process_group(0);
     let agent = std::process::id();
-    // SAFETY: the closure makes two system calls, prctl and getppid, both async-signal-safe;
-    // prctl only asks the kernel to SIGKILL the tenant if the agent dies, so a crashed agent
-    // leaves no unsupervised tenants behind.
-    // An agent killed between the fork and the prctl would not be noticed (the child would
-    // already belong to init), so the child checks that its parent is still the agent after
-    // asking, and does not run the tenant if not (docs/agent.md, "Restarts and crashes").
+    let mut record = GroupRecord::new(group_file)?;
+    // SAFETY: the closure makes only system calls (prctl, getppid, and in `write_own` getpid,
+    // open, read, write, close and rename), all async-signal-safe, on memory allocated before
+    // the fork; it allocates nothing, which a child forked from a threaded process must not.
+    // prctl asks the kernel to SIGKILL the tenant if the agent dies, so a crashed agent leaves
+    // no unsupervised tenant behind. An agent killed between the fork and the prctl would not
+    // be noticed (the child would already belong to init), so the child checks that its parent
+    // is still the agent after asking, and does not run the tenant if not. The group is
+    // recorded before the exec, so nothing the tenant starts can exist unrecorded (docs/agent.md,
+    // "Restarts and crashes").
     #[allow(unsafe_code)]
     unsafe {
         cmd.pre_exec(move || {
             use rustix::process::{getppid, set_parent_process_death_signal};
             set_parent_process_death_signal(Some(Signal::KILL))?;
             if getppid().map(|p| p.as_raw_nonzero().get() as u32) != Some(agent) {
-                return Err(std::io::Error::other(
-                    "the agent died while starting the tenant",
-                ));
+                // No one reads this: the agent that would is gone.
+                return Err(rustix::io::Errno::SRCH.into());
             }
-            Ok(())
+            record.write_own()
         });
     }
     let mut child = cmd.spawn()?;
     let pid = child.id();
-    if let Some(started) = proc_stats::start_time(pid) {
-        let _ =
-            crate::atomic_file::write(group_file, format!("{pid} {started}\n").as_bytes(), 0o644);
-    }
     let (tx, rx) = oneshot::channel();
     std::thread::Builder::new()
         .name(format!("wait-{pid}"))
@@ -560,6 +559,85 @@ fn spawn_tenant(
             let _ = tx.send(Ended { exit, cpu_ms });
         })?;
     Ok((pid, rx))
+}
+
+/// `run/<appId>.pgid`: the tenant's process group, named by its leader's pid and start time
+/// ("pid start\n"), written by the forked child itself before it execs the tenant. Recorded
+/// after the spawn instead, an agent killed in between would leave what the tenant had already
+/// started in its group to init, unrecorded: `agent::kill_reconcile` caught that. No fsync:
+/// the record must outlive the agent's process, not the machine, whose reboot ends the tenants
+/// too.
+struct GroupRecord {
+    path: std::ffi::CString,
+    temp: std::ffi::CString,
+    stat: [u8; 1024],
+    line: [u8; 48],
+}
+
+impl GroupRecord {
+    /// Everything the child needs, allocated before the fork.
+    fn new(path: &Path) -> std::io::Result<GroupRecord> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = |p: &Path| {
+            std::ffi::CString::new(p.as_os_str().as_bytes())
+                .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+        };
+        let mut temp = path.as_os_str().to_owned();
+        temp.push(".tmp");
+        Ok(GroupRecord {
+            path: c(path)?,
+            temp: c(Path::new(&temp))?,
+            stat: [0; 1024],
+            line: [0; 48],
+        })
+    }
+
+    /// In the forked child: records the child's own group (it leads it: `process_group(0)`),
+    /// replacing the file whole. Allocates nothing.
+    fn write_own(&mut self) -> std::io::Result<()> {
+        use rustix::fs::{open, rename, Mode, OFlags};
+        let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
+        let stat = open(
+            c"/proc/self/stat",
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let mut read = 0;
+        while read < self.stat.len() {
+            match rustix::io::read(&stat, &mut self.stat[read..])? {
+                0 => break,
+                n => read += n,
+            }
+        }
+        drop(stat);
+        let started = proc_stats::start_time_in(&self.stat[..read])
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidData))?;
+        let mut len = 0;
+        for part in [
+            itoa::Buffer::new().format(pid).as_bytes(),
+            b" ".as_slice(),
+            itoa::Buffer::new().format(started).as_bytes(),
+            b"\n".as_slice(),
+        ] {
+            self.line[len..len + part.len()].copy_from_slice(part);
+            len += part.len();
+        }
+        let file = open(
+            self.temp.as_c_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o644),
+        )?;
+        let mut written = 0;
+        while written < len {
+            match rustix::io::write(&file, &self.line[written..len])? {
+                0 => return Err(std::io::ErrorKind::WriteZero.into()),
+                n => written += n,
+            }
+        }
+        drop(file);
+        rename(self.temp.as_c_str(), self.path.as_c_str())?;
+        Ok(())
+    }
 }
 
 /// The tenant dies with the agent (PR_SET_PDEATHSIG), but what it started may not: at start,

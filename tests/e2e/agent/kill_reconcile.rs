@@ -220,12 +220,21 @@ fn the_agent_killed_200_times_mid_reconcile_leaves_no_orphan_and_runs_nothing_tw
             })
             .collect();
         let mut last = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
         let converged = crate::support::wait_for(
             &format!(
                 "kill {kill}: the tenants the desired state asks for, under agent {agent_pid} only"
             ),
-            Duration::from_secs(20),
+            Duration::from_secs(30),
             || {
+                // What was seen against what was asked, should it never converge.
+                assert!(
+                    Instant::now() < deadline,
+                    "kill {kill}: after 20 s under agent {agent_pid} (killed {killed}) the \
+                     tenants are {last:#?}\nand the desired state asks for {expected:#?}\n\
+                     (reported: {:#?})",
+                    agent.reported().instances
+                );
                 last = tenants(&prefix);
                 let mut per_token: BTreeMap<&str, Vec<&Tenant>> = BTreeMap::new();
                 for t in &last {
@@ -248,7 +257,6 @@ fn the_agent_killed_200_times_mid_reconcile_leaves_no_orphan_and_runs_nothing_tw
                 ok.then(|| last.clone())
             },
         );
-        let _ = killed;
         // The instances desired running are reported running.
         agent.wait_reported(
             &format!("kill {kill}: every instance desired running reported running"),
