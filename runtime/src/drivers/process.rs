@@ -696,3 +696,47 @@ fn signal_group(pid: u32, signal: Signal) {
         let _ = rustix::process::kill_process_group(group, signal);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The group is recorded before the tenant runs: a tenant that reads the record first
+    /// thing finds its own pid there, every time. Written after the start returned, as it
+    /// was, the record was not there yet for a tenant this quick.
+    #[tokio::test]
+    async fn a_tenant_finds_its_group_recorded_when_it_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let record = dir.path().join("app.pgid");
+        let log = dir.path().join("app.log");
+        let spec = BootSpec {
+            deployment_id: "d1".parse().unwrap(),
+            command: vec![
+                "sh".into(),
+                "-c".into(),
+                format!("echo \"$$ $(cat {})\"", record.display()),
+            ],
+            env: Vec::new(),
+            resources: serde_json::from_value(
+                serde_json::json!({"vcpuCount": 1, "memoryMib": 64, "diskMib": 0}),
+            )
+            .unwrap(),
+        };
+        for _ in 0..20 {
+            let _ = std::fs::remove_file(&record);
+            let (pid, ended) = spawn_tenant(&spec, &dir.path().join("volume"), &log, &record)
+                .expect("the tenant starts");
+            ended.await.unwrap();
+            let line = std::fs::read_to_string(&log).unwrap();
+            let line = line.lines().last().unwrap().to_string();
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // "$$ pid start": the shell's pid, then the record it found.
+            assert_eq!(fields.len(), 3, "{line:?}");
+            assert_eq!(fields[0], pid.to_string(), "{line:?}");
+            assert_eq!(fields[1], pid.to_string(), "{line:?}");
+            // The leader's start, which came after this test's own.
+            let started: u64 = fields[2].parse().unwrap();
+            assert!(started >= proc_stats::start_time(std::process::id()).unwrap());
+        }
+    }
+}
