@@ -232,3 +232,34 @@ fn an_instance_needs_something_to_run_and_an_image_needs_network() {
         },
     );
 }
+
+/// An image reference shaped to make a backtracking matcher try every split of a long name
+/// component (a hang the fuzzer found, tests/fuzz/crashes/desired_intake/): refused with its
+/// pointer in the time any bad document takes, and the same component in a valid reference
+/// is taken. With the pattern as it was, the refusal never came.
+#[test]
+fn an_image_reference_built_to_backtrack_is_refused_like_any_other() {
+    let agent = agent();
+    let resources = json!({"vcpuCount": 1, "memoryMib": 16, "diskMib": 0});
+    let name = format!("ghcr.io/ac{}e/web", "m".repeat(60));
+    let with_image = |image: String| {
+        json!({"hostId": "node-1", "instances": [{"appId": "a", "deploymentId": "d",
+            "desiredState": "stopped", "image": image, "network": true, "resources": resources}]})
+    };
+    let (status, body) = agent.send(
+        Method::PUT,
+        "/v1/desired",
+        Some(&with_image(format!("{name}:1.4.:"))),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        body["violations"][0]["instance_path"], "/instances/0/image",
+        "{body}"
+    );
+    let (status, body) = agent.send(
+        Method::PUT,
+        "/v1/desired",
+        Some(&with_image(format!("{name}:1.4"))),
+    );
+    assert_eq!(status, 200, "{body}");
+}
