@@ -182,9 +182,9 @@ fn ambiguous_runs(pattern: &str) -> Vec<String> {
 }
 
 /// The image reference's pattern as it was took regress over 30 s on a 33-letter name
-/// component the fuzzer found (tests/fuzz/crashes/desired_intake/image-name-backtracking): anything that
-/// validates a document holding one would hang on it. Each run must end where the next atom
-/// cannot continue it, as `[a-z0-9]+(?:[._-]+[a-z0-9]+)*` does.
+/// component the fuzzer found (tests/fuzz/crashes/desired_intake/image-name-backtracking):
+/// anything that validates a document holding one would hang on it. Each run must end where
+/// the next atom cannot continue it, as `[a-z0-9]+(?:[._-]+[a-z0-9]+)*` does.
 #[test]
 fn no_pattern_lets_a_run_end_in_more_than_one_place() {
     let was = "^[a-z0-9]([a-z0-9._-]*[a-z0-9])?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*$";
