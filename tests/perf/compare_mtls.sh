@@ -14,6 +14,18 @@
 # FLEETWIRE_BIN and LOADGEN_BIN take other binaries; WORKERS is the controller's
 # `--worker-threads` (one per CPU by default). NICE (-10 as root) gives the controller and
 # the load generator the cores before other work on a shared machine.
+#
+# CACHE_SIM=1 counts instead of timing (docs/performance.md, "What mTLS costs in memory, counted"): the
+# controller runs under callgrind's cache simulation (valgrind), its first-level caches and its
+# LL cache (LL, default 1 MiB: this machine's L2 per core, where the heartbeats' working set
+# first stops fitting) as given, and each run prints what one heartbeat costs it in
+# instructions and in misses of each cache, then the ratio mTLS / plain. Only the window
+# (WINDOW seconds of steady heartbeats, 20) is counted: the load generator is stopped before it
+# and after it, so that the requests the controller's metrics count are those it simulated.
+# What the kernel does (the socket copies) is not simulated: a buffer the kernel filled looks
+# cold to the first user-space code that reads it.
+#
+#   CACHE_SIM=1 ROUNDS=1 NODES=3000 bash tests/perf/compare_mtls.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${ROUNDS:-3}
@@ -24,6 +36,11 @@ target=${CARGO_TARGET_DIR:-$PWD/target}
 # The controller's RUST_LOG (CONTROLLER_LOG=warn,fleetwire::tls_server=debug to see dropped
 # handshakes and shed connections); KEEP_FAILED=DIR keeps a failed run's directory there.
 controller_log=${CONTROLLER_LOG:-warn}
+cache_sim=${CACHE_SIM:-}
+window=${WINDOW:-20}
+# Sizes as valgrind takes them: bytes, ways, line bytes.
+l1=${L1:-32768,8,64}
+ll=${LL:-1048576,16,64}
 if [[ -z ${FLEETWIRE_BIN:-} || -z ${LOADGEN_BIN:-} ]]; then
   echo "building fleetwire and fleetwire-loadgen (release) ..." >&2
   cargo build -q --release -p fleetwire -p fleetwire-loadgen >&2
@@ -34,8 +51,9 @@ loadgen=${LOADGEN_BIN:-$target/release/fleetwire-loadgen}
 ulimit -n "$(ulimit -Hn)"
 
 work=$(mktemp -d -t fleetwire-mtls.XXXXXX)
-controller=
+controller= loadgen_pid=
 cleanup() {
+  [[ -n $loadgen_pid ]] && kill -KILL "$loadgen_pid" 2>/dev/null
   [[ -n $controller ]] && kill "$controller" 2>/dev/null && wait "$controller" 2>/dev/null
   rm -rf "$work"
 }
@@ -63,14 +81,24 @@ run() {
     client=(--url "https://127.0.0.1:$port" --ca-file "$dir/ca/ca.pem"
       --operator-token-file "$dir/admin-token")
   fi
-  RUST_LOG=$controller_log nice -n "$nice_level" "$fleetwire" controller --listen "127.0.0.1:$port" \
+  local under=() waits=100
+  if [[ -n $cache_sim ]]; then
+    under=(valgrind --tool=callgrind --cache-sim=yes --instr-atstart=no --I1="$l1" --D1="$l1"
+      --LL="$ll" --callgrind-out-file="$dir/callgrind.out")
+    waits=1200
+  fi
+  RUST_LOG=$controller_log nice -n "$nice_level" "${under[@]}" "$fleetwire" controller --listen "127.0.0.1:$port" \
     --data-dir "$dir" "${args[@]}" ${WORKERS:+--worker-threads "$WORKERS"} >"$dir/controller.log" 2>&1 &
   controller=$!
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 "$waits"); do
     # Readiness only: the certificate is the load generator's to check.
     curl -fsS -o /dev/null -k "${client[1]}/healthz" 2>/dev/null && break
     sleep 0.1
   done
+  if [[ -n $cache_sim ]]; then
+    simulate
+    return
+  fi
   nice -n "$nice_level" "$loadgen" "${client[@]}" --nodes "$nodes" --connection-per-node \
     --duration "$duration" --warmup 3s --threads 1 --fleet-every 0s --fleet-samples 0 \
     >"$dir/loadgen.out" 2>"$dir/loadgen.err" || {
@@ -85,6 +113,83 @@ run() {
   # loadgen's report: "heartbeats: N ok, N failed, RATE/s (after ...)".
   rate=$(grep -oE '^heartbeats: .* ([0-9]+)/s' "$dir/loadgen.out" | grep -oE '[0-9]+/s' | tr -d /s)
 }
+
+# Requests the controller has answered, from its own metrics.
+answered() {
+  local auth=()
+  [[ -f $dir/admin-token ]] && auth=(-H "authorization: Bearer $(cat "$dir/admin-token")")
+  curl -fsS -k "${auth[@]}" "${client[1]}/metrics" |
+    awk '/^fleetwire_controller_http_request_duration_seconds_count/ { n += $2 } END { print n }'
+}
+
+# CACHE_SIM's run (called by `run`, its variables in scope): the load generator starts, every
+# connection opens and heartbeats for a while, then the counted window; sets `rate` to the
+# figures per heartbeat.
+simulate() {
+  # The load generator runs under valgrind too (no tool: not counted), so that it opens its
+  # connections at the pace of the simulated controller; at its own pace it fills the
+  # controller's 128 slots of unfinished handshakes, and those shed for newcomers fail the run.
+  nice -n "$nice_level" valgrind --tool=none --log-file="$dir/loadgen.valgrind" \
+    "$loadgen" "${client[@]}" --nodes "$nodes" --connection-per-node \
+    --duration 3600s --warmup 1s --threads 1 --fleet-every 0s --fleet-samples 0 \
+    >"$dir/loadgen.out" 2>"$dir/loadgen.err" &
+  loadgen_pid=$!
+  local before after
+  running() {
+    kill -0 "$loadgen_pid" 2>/dev/null && return
+    echo "loadgen failed ($mode):" >&2
+    tail -n 20 "$dir/loadgen.err" "$dir/controller.log" >&2
+    exit 1
+  }
+  until grep -qs "opened .* connections" "$dir/loadgen.err"; do
+    running
+    sleep 1
+  done
+  sleep 10
+  running
+  # Stopped, the load generator's requests in flight drain; then only the window's are counted.
+  kill -STOP "$loadgen_pid"
+  sleep 3
+  before=$(answered)
+  callgrind_control -i on "$controller" >/dev/null 2>&1
+  kill -CONT "$loadgen_pid"
+  sleep "$window"
+  running
+  kill -STOP "$loadgen_pid"
+  sleep 3
+  callgrind_control -d "$controller" >/dev/null 2>&1
+  callgrind_control -i off "$controller" >/dev/null 2>&1
+  after=$(answered)
+  kill -KILL "$loadgen_pid"
+  wait "$loadgen_pid" 2>/dev/null || true
+  loadgen_pid=
+  kill "$controller"
+  wait "$controller" 2>/dev/null || true
+  controller=
+  # The window's requests, less the metrics request that read `before` (counted once served).
+  rate=$(python3 - "$dir/callgrind.out.1" $((after - before - 1)) <<'PY'
+import sys
+path, served = sys.argv[1], int(sys.argv[2])
+line = next(l for l in open(path) if l.startswith("totals:"))
+events = next(l for l in open(path) if l.startswith("events:")).split()[1:]
+total = dict(zip(events, map(int, line.split()[1:])))
+per = lambda *names: sum(total[n] for n in names) / served
+print(f"{served} {per('Ir'):.0f} {per('I1mr'):.0f} {per('D1mr', 'D1mw'):.0f} {per('DLmr', 'DLmw'):.1f}")
+PY
+)
+  read -r counted ir i1 d1 dl <<<"$rate"
+  echo "  $mode: $counted heartbeats counted; per heartbeat $ir instructions, misses: $i1 I1, $d1 D1, $dl LL" >&2
+}
+
+if [[ -n $cache_sim ]]; then
+  echo "cache simulation: I1 and D1 $l1, LL $ll (bytes,ways,line); $nodes nodes, ${window}s counted" >&2
+  for round in $(seq 1 "$rounds"); do
+    run plain && read -r _ plain_ir _ _ plain_dl <<<"$rate"
+    run mtls && read -r _ mtls_ir _ _ mtls_dl <<<"$rate"
+    python3 -c "print(f'round $round: mTLS / plain per heartbeat: instructions {$mtls_ir / $plain_ir:.3f}, LL misses {$mtls_dl / $plain_dl:.3f} ({$mtls_dl - $plain_dl:+.1f})')"
+  done
+  exit 0
+fi
 
 ratios=()
 for round in $(seq 1 "$rounds"); do
