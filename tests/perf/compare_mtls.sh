@@ -15,11 +15,11 @@
 # `--worker-threads` (one per CPU by default). NICE (-10 as root) gives the controller and
 # the load generator the cores before other work on a shared machine.
 #
-# CACHE_SIM=1 counts instead of timing (docs/performance.md, "What mTLS costs in memory, counted"): the
-# controller runs under callgrind's cache simulation (valgrind), its first-level caches and its
-# LL cache (LL, default 1 MiB: this machine's L2 per core, where the heartbeats' working set
-# first stops fitting) as given, and each run prints what one heartbeat costs it in
-# instructions and in misses of each cache, then the ratio mTLS / plain. Only the window
+# CACHE_SIM=1 counts instead of timing (docs/performance.md, "What mTLS costs in memory,
+# counted"): the controller runs under callgrind's cache simulation (valgrind), its first-level
+# caches (L1) and its last-level cache (LL, default 1 MiB: this machine's L2 per core) as
+# given, and each run prints what one heartbeat costs it in instructions and in misses of each
+# cache, then the ratio mTLS / plain. Only the window
 # (WINDOW seconds of steady heartbeats, 20) is counted: the load generator is stopped before it
 # and after it, so that the requests the controller's metrics count are those it simulated.
 # What the kernel does (the socket copies) is not simulated: a buffer the kernel filled looks
@@ -41,6 +41,10 @@ window=${WINDOW:-20}
 # Sizes as valgrind takes them: bytes, ways, line bytes.
 l1=${L1:-32768,8,64}
 ll=${LL:-1048576,16,64}
+if [[ -n $cache_sim ]] && ! command -v callgrind_control >/dev/null; then
+  echo "CACHE_SIM needs valgrind (Debian: apt-get install -y valgrind)" >&2
+  exit 1
+fi
 if [[ -z ${FLEETWIRE_BIN:-} || -z ${LOADGEN_BIN:-} ]]; then
   echo "building fleetwire and fleetwire-loadgen (release) ..." >&2
   cargo build -q --release -p fleetwire -p fleetwire-loadgen >&2
@@ -53,8 +57,12 @@ ulimit -n "$(ulimit -Hn)"
 work=$(mktemp -d -t fleetwire-mtls.XXXXXX)
 controller= loadgen_pid=
 cleanup() {
-  [[ -n $loadgen_pid ]] && kill -KILL "$loadgen_pid" 2>/dev/null
-  [[ -n $controller ]] && kill "$controller" 2>/dev/null && wait "$controller" 2>/dev/null
+  # Each step whatever the one before did (under `set -e` a failed kill would end the trap).
+  [[ -z $loadgen_pid ]] || kill -KILL "$loadgen_pid" 2>/dev/null || true
+  if [[ -n $controller ]]; then
+    kill "$controller" 2>/dev/null || true
+    wait "$controller" 2>/dev/null || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -122,6 +130,14 @@ answered() {
     awk '/^fleetwire_controller_http_request_duration_seconds_count/ { n += $2 } END { print n }'
 }
 
+# Stops the script when the simulated run's load generator has ended (called by `simulate`).
+loadgen_running() {
+  kill -0 "$loadgen_pid" 2>/dev/null && return
+  echo "loadgen failed ($mode):" >&2
+  tail -n 20 "$dir/loadgen.err" "$dir/controller.log" >&2
+  exit 1
+}
+
 # CACHE_SIM's run (called by `run`, its variables in scope): the load generator starts, every
 # connection opens and heartbeats for a while, then the counted window; sets `rate` to the
 # figures per heartbeat.
@@ -135,18 +151,12 @@ simulate() {
     >"$dir/loadgen.out" 2>"$dir/loadgen.err" &
   loadgen_pid=$!
   local before after
-  running() {
-    kill -0 "$loadgen_pid" 2>/dev/null && return
-    echo "loadgen failed ($mode):" >&2
-    tail -n 20 "$dir/loadgen.err" "$dir/controller.log" >&2
-    exit 1
-  }
   until grep -qs "opened .* connections" "$dir/loadgen.err"; do
-    running
+    loadgen_running
     sleep 1
   done
   sleep 10
-  running
+  loadgen_running
   # Stopped, the load generator's requests in flight drain; then only the window's are counted.
   kill -STOP "$loadgen_pid"
   sleep 3
@@ -154,7 +164,7 @@ simulate() {
   callgrind_control -i on "$controller" >/dev/null 2>&1
   kill -CONT "$loadgen_pid"
   sleep "$window"
-  running
+  loadgen_running
   kill -STOP "$loadgen_pid"
   sleep 3
   callgrind_control -d "$controller" >/dev/null 2>&1
