@@ -89,6 +89,9 @@ run() {
     client=(--url "https://127.0.0.1:$port" --ca-file "$dir/ca/ca.pem"
       --operator-token-file "$dir/admin-token")
   fi
+  # The load generator's arguments, the same for both ways of running it.
+  local load=("${client[@]}" --nodes "$nodes" --connection-per-node --threads 1
+    --fleet-every 0s --fleet-samples 0)
   local under=() waits=100
   if [[ -n $cache_sim ]]; then
     under=(valgrind --tool=callgrind --cache-sim=yes --instr-atstart=no --I1="$l1" --D1="$l1"
@@ -107,19 +110,22 @@ run() {
     simulate
     return
   fi
-  nice -n "$nice_level" "$loadgen" "${client[@]}" --nodes "$nodes" --connection-per-node \
-    --duration "$duration" --warmup 3s --threads 1 --fleet-every 0s --fleet-samples 0 \
-    >"$dir/loadgen.out" 2>"$dir/loadgen.err" || {
-    echo "loadgen failed ($mode):" >&2
-    tail -n 20 "$dir/loadgen.err" "$dir/controller.log" >&2
-    [[ -n ${KEEP_FAILED:-} ]] && cp -r "$dir" "$KEEP_FAILED/" && echo "kept $KEEP_FAILED/${dir##*/}" >&2
-    exit 1
-  }
+  nice -n "$nice_level" "$loadgen" "${load[@]}" --duration "$duration" --warmup 3s \
+    >"$dir/loadgen.out" 2>"$dir/loadgen.err" || loadgen_failed
   kill "$controller"
   wait "$controller" 2>/dev/null || true
   controller=
   # loadgen's report: "heartbeats: N ok, N failed, RATE/s (after ...)".
   rate=$(grep -oE '^heartbeats: .* ([0-9]+)/s' "$dir/loadgen.out" | grep -oE '[0-9]+/s' | tr -d /s)
+}
+
+# Ends the script with what the failed run's load generator and controller said (called by
+# `run` and `simulate`, their variables in scope); KEEP_FAILED=DIR keeps the run's directory.
+loadgen_failed() {
+  echo "loadgen failed ($mode):" >&2
+  tail -n 20 "$dir/loadgen.err" "$dir/controller.log" >&2
+  [[ -n ${KEEP_FAILED:-} ]] && cp -r "$dir" "$KEEP_FAILED/" && echo "kept $KEEP_FAILED/${dir##*/}" >&2
+  exit 1
 }
 
 # Requests the controller has answered, from its own metrics.
@@ -133,8 +139,15 @@ answered() {
 # Stops the script when the simulated run's load generator has ended (called by `simulate`).
 loadgen_running() {
   kill -0 "$loadgen_pid" 2>/dev/null && return
-  echo "loadgen failed ($mode):" >&2
-  tail -n 20 "$dir/loadgen.err" "$dir/controller.log" >&2
+  loadgen_failed
+}
+
+# Asks the simulated controller's callgrind to do something (`-i on`, `-d`, `-i off`); a
+# request that fails would leave figures that count the wrong window, so it ends the script.
+callgrind() {
+  callgrind_control "$@" "$controller" >"$dir/callgrind_control.out" 2>&1 && return
+  echo "callgrind_control $* failed ($mode):" >&2
+  cat "$dir/callgrind_control.out" >&2
   exit 1
 }
 
@@ -146,8 +159,7 @@ simulate() {
   # connections at the pace of the simulated controller; at its own pace it fills the
   # controller's 128 slots of unfinished handshakes, and those shed for newcomers fail the run.
   nice -n "$nice_level" valgrind --tool=none --log-file="$dir/loadgen.valgrind" \
-    "$loadgen" "${client[@]}" --nodes "$nodes" --connection-per-node \
-    --duration 3600s --warmup 1s --threads 1 --fleet-every 0s --fleet-samples 0 \
+    "$loadgen" "${load[@]}" --duration 3600s --warmup 1s \
     >"$dir/loadgen.out" 2>"$dir/loadgen.err" &
   loadgen_pid=$!
   local before after
@@ -161,14 +173,14 @@ simulate() {
   kill -STOP "$loadgen_pid"
   sleep 3
   before=$(answered)
-  callgrind_control -i on "$controller" >/dev/null 2>&1
+  callgrind -i on
   kill -CONT "$loadgen_pid"
   sleep "$window"
   loadgen_running
   kill -STOP "$loadgen_pid"
   sleep 3
-  callgrind_control -d "$controller" >/dev/null 2>&1
-  callgrind_control -i off "$controller" >/dev/null 2>&1
+  callgrind -d
+  callgrind -i off
   after=$(answered)
   kill -KILL "$loadgen_pid"
   wait "$loadgen_pid" 2>/dev/null || true
@@ -183,10 +195,12 @@ path, served = sys.argv[1], int(sys.argv[2])
 line = next(l for l in open(path) if l.startswith("totals:"))
 events = next(l for l in open(path) if l.startswith("events:")).split()[1:]
 total = dict(zip(events, map(int, line.split()[1:])))
+if served <= 0 or total.get("Ir", 0) == 0:
+    sys.exit(f"nothing counted in the window: {served} heartbeats, {total.get('Ir', 0)} instructions ({path})")
 per = lambda *names: sum(total[n] for n in names) / served
 print(f"{served} {per('Ir'):.0f} {per('I1mr'):.0f} {per('D1mr', 'D1mw'):.0f} {per('DLmr', 'DLmw'):.1f}")
 PY
-)
+) || exit 1
   read -r counted ir i1 d1 dl <<<"$rate"
   echo "  $mode: $counted heartbeats counted; per heartbeat $ir instructions, misses: $i1 I1, $d1 D1, $dl LL" >&2
 }
