@@ -9,11 +9,12 @@
 //! - [`TlsListener`]: an `axum::serve` listener that runs every handshake on a task of its
 //!   own, so a storm of reconnecting nodes is absorbed in parallel and a slow or silent client
 //!   never holds up the next one, and that hands each connection's verified identity on;
+//! - [`ServerTls`]: each connection, on rustls's unbuffered API, its records decrypted in one
+//!   buffer per thread (`connection`);
 //! - [`IdentifyPeers`]: puts that identity on every request of the connection as a [`Peer`]
 //!   extension, read once per connection, never per request.
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -31,11 +32,13 @@ use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
-use tokio_rustls::server::TlsStream;
-use tokio_rustls::TlsAcceptor;
 
 use crate::fleet_identity::{identify, PeerIdentity};
 use crate::unknown_fields::Caller;
+
+mod connection;
+
+pub use connection::ServerTls;
 
 /// Why TLS could not be set up from the given certificates.
 #[derive(Debug, thiserror::Error)]
@@ -292,7 +295,7 @@ const ACCEPTED_UNSERVED: usize = 128;
 /// they finish. Dropping the listener stops accepting.
 pub struct TlsListener {
     local: SocketAddr,
-    finished: mpsc::Receiver<(TlsStream<TcpStream>, Peer)>,
+    finished: mpsc::Receiver<(ServerTls, Peer)>,
     acceptor_task: tokio::task::JoinHandle<()>,
 }
 
@@ -300,8 +303,7 @@ impl TlsListener {
     pub fn new(tcp: TcpListener, config: Arc<rustls::ServerConfig>) -> std::io::Result<Self> {
         let local = tcp.local_addr()?;
         let (tx, finished) = mpsc::channel(HANDSHAKE_QUEUE);
-        let acceptor = TlsAcceptor::from(config);
-        let acceptor_task = tokio::spawn(accept_loop(tcp, acceptor, tx));
+        let acceptor_task = tokio::spawn(accept_loop(tcp, config, tx));
         Ok(TlsListener {
             local,
             finished,
@@ -383,41 +385,32 @@ async fn unserved_permit(
     }
 }
 
-/// Runs the handshake of `tcp`; `None` when it gave up for a newcomer ([`Handshake`]).
+/// Runs the handshake of `tcp`: what has arrived is read before a request to give up for a
+/// newcomer is heard ([`Handshake`]), as it may finish the handshake.
 async fn handshake(
-    acceptor: TlsAcceptor,
+    config: Arc<rustls::ServerConfig>,
     tcp: TcpStream,
     state: &HandshakeState,
-) -> Option<Result<std::io::Result<TlsStream<TcpStream>>, tokio::time::error::Elapsed>> {
-    let mut accept = std::pin::pin!(tokio::time::timeout(
+) -> Result<Result<ServerTls, connection::HandshakeEnd>, tokio::time::error::Elapsed> {
+    tokio::time::timeout(
         HANDSHAKE_TIMEOUT,
-        acceptor.accept(tcp)
-    ));
-    let mut give_up = std::pin::pin!(state.give_up.notified());
-    std::future::poll_fn(|cx| {
-        // What has arrived is read first: it may finish the handshake.
-        if let Poll::Ready(outcome) = accept.as_mut().poll(cx) {
-            return Poll::Ready(Some(outcome));
-        }
-        while give_up.as_mut().poll(cx).is_ready() {
-            let timed: &tokio::time::Timeout<_> = &accept;
-            if !timed.get_ref().get_ref().is_some_and(unread_bytes) {
-                return Poll::Ready(None);
-            }
-            // The client's bytes are here, the runtime has not yet seen them: the server
-            // owes the next step. Declined; it may be asked again.
-            give_up.set(state.give_up.notified());
-            state.asked.store(false, Ordering::Relaxed);
-        }
-        Poll::Pending
-    })
+        connection::accept(
+            tcp,
+            config,
+            || state.give_up.notified(),
+            |tcp| !unread_bytes(tcp),
+            // The client's bytes are here, the runtime has not yet seen them: the server owes
+            // the next step. Declined; it may be asked again.
+            || state.asked.store(false, Ordering::Relaxed),
+        ),
+    )
     .await
 }
 
 async fn accept_loop(
     tcp: TcpListener,
-    acceptor: TlsAcceptor,
-    finished: mpsc::Sender<(TlsStream<TcpStream>, Peer)>,
+    config: Arc<rustls::ServerConfig>,
+    finished: mpsc::Sender<(ServerTls, Peer)>,
 ) {
     let budget = Arc::new(tokio::sync::Semaphore::new(ACCEPTED_UNSERVED));
     let mut handshakes = std::collections::VecDeque::new();
@@ -437,19 +430,17 @@ async fn accept_loop(
         }
         // Answers go out as soon as they are written (no Nagle delay).
         let _ = stream.set_nodelay(true);
-        let acceptor = acceptor.clone();
+        let config = config.clone();
         let finished = finished.clone();
         let state = Arc::new(HandshakeState::default());
         let task_state = state.clone();
         let task = tokio::spawn(async move {
             // Held until the server takes the connection (or it is dropped).
             let _permit = permit;
-            match handshake(acceptor, stream, &task_state).await {
-                Some(Ok(Ok(tls))) => {
+            match handshake(config, stream, &task_state).await {
+                Ok(Ok(tls)) => {
                     task_state.done.store(true, Ordering::Relaxed);
                     let identity = tls
-                        .get_ref()
-                        .1
                         .peer_certificates()
                         .and_then(|chain| chain.first())
                         .and_then(|leaf| identify(leaf))
@@ -458,9 +449,11 @@ async fn accept_loop(
                 }
                 // A stranger's certificate, plain HTTP on the TLS port, a scanner: the client
                 // was told by the TLS alert; nothing for the server's log above debug.
-                Some(Ok(Err(error))) => tracing::debug!(%address, %error, "TLS handshake refused"),
-                Some(Err(_)) => tracing::debug!(%address, "TLS handshake timed out"),
-                None => tracing::debug!(
+                Ok(Err(connection::HandshakeEnd::Failed(error))) => {
+                    tracing::debug!(%address, %error, "TLS handshake refused")
+                }
+                Err(_) => tracing::debug!(%address, "TLS handshake timed out"),
+                Ok(Err(connection::HandshakeEnd::GaveUp)) => tracing::debug!(
                     %address,
                     "dropped the oldest unfinished TLS handshake (waiting on its client) for a new connection"
                 ),
@@ -486,7 +479,7 @@ impl crate::http_serve::Admission for Peer {
 }
 
 impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
+    type Io = ServerTls;
     type Addr = Peer;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {

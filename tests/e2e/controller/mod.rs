@@ -18,6 +18,7 @@ mod plain_mode_access;
 mod postgres;
 mod ppn_ids;
 mod store_refusal;
+mod tls_records;
 mod trust;
 mod unknown_fields;
 mod unread_handshakes;

@@ -286,36 +286,15 @@ fn https_stand_in(seen: Arc<Mutex<Seen>>, marked: bool) -> (String, u16) {
         );
     }
     let server_cert = server_params.signed_by(&server_key, &issuer).unwrap();
-    let certified = fleetwire::tls_server::certified_key(
+    let app = axum::Router::new()
+        .route("/v1/tokens", post(create_token))
+        .with_state(seen);
+    let port = crate::support::serve_tls(
         &server_cert.pem(),
         &server_key.serialize_pem(),
-        "the stand-in's certificate",
-    )
-    .unwrap();
-    let config = fleetwire::tls_server::server_config(
-        fleetwire::tls_server::ReloadableCert::new(certified),
         &ca_pem,
-        None,
-        fleetwire::tls_server::ClientCerts::Optional,
-    )
-    .unwrap();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let tcp = tokio::net::TcpListener::from_std(listener).unwrap();
-            let tls = fleetwire::tls_server::TlsListener::new(tcp, config).unwrap();
-            let app = axum::Router::new()
-                .route("/v1/tokens", post(create_token))
-                .with_state(seen);
-            axum::serve(tls, app).await.unwrap();
-        });
-    });
+        app,
+    );
     (ca_pem, port)
 }
 

@@ -176,3 +176,43 @@ pub fn have_program(program: &str, install: &str) -> bool {
     );
     false
 }
+
+/// Serves `app` over HTTPS as the controller serves its port (`tls_server::TlsListener` under
+/// `http_serve::serve`) with the certificate `cert_pem` and its key, client certificates of
+/// `client_ca_pem` optional, on a thread of its own; returns the port. Lives as long as the
+/// test process.
+pub fn serve_tls(cert_pem: &str, key_pem: &str, client_ca_pem: &str, app: axum::Router) -> u16 {
+    install_crypto_provider();
+    let certified =
+        fleetwire::tls_server::certified_key(cert_pem, key_pem, "the test server").unwrap();
+    let config = fleetwire::tls_server::server_config(
+        fleetwire::tls_server::ReloadableCert::new(certified),
+        client_ca_pem,
+        None,
+        fleetwire::tls_server::ClientCerts::Optional,
+    )
+    .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let tcp = tokio::net::TcpListener::from_std(listener).unwrap();
+            let tls = fleetwire::tls_server::TlsListener::new(tcp, config).unwrap();
+            fleetwire::http_serve::serve(
+                tls,
+                |peer: &fleetwire::tls_server::Peer| {
+                    fleetwire::tls_server::WithPeer::new(app.clone(), peer.clone())
+                },
+                std::future::pending(),
+            )
+            .await;
+        });
+    });
+    port
+}
