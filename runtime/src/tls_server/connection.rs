@@ -180,23 +180,56 @@ fn queue_alert(tls: &mut UnbufferedServerConnection, rest: &mut [u8], out: &mut 
     }
 }
 
+/// Has `write` put its bytes into `out` from `start` on, and returns how many it put. `out`
+/// grows to the size rustls asks for (`too_small`) when it is short, and is never shrunk: the
+/// thread's buffer keeps its length from one write to the next.
+fn write_grown<E>(
+    out: &mut Vec<u8>,
+    start: usize,
+    mut write: impl FnMut(&mut [u8]) -> Result<usize, E>,
+    too_small: impl Fn(&E) -> Option<usize>,
+) -> io::Result<usize>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    if out.len() < start + 4096 {
+        out.resize(start + 4096, 0);
+    }
+    loop {
+        match write(&mut out[start..]) {
+            Ok(n) => return Ok(n),
+            Err(error) => match too_small(&error) {
+                Some(required) => out.resize(start + required, 0),
+                None => return Err(io::Error::other(error)),
+            },
+        }
+    }
+}
+
+fn encrypt_too_small(error: &EncryptError) -> Option<usize> {
+    match error {
+        EncryptError::InsufficientSize(size) => Some(size.required_size),
+        _ => None,
+    }
+}
+
 /// Appends the handshake record of `encode` to `out`.
 fn encode_into(
     encode: &mut EncodeTlsData<'_, ServerConnectionData>,
     out: &mut Vec<u8>,
 ) -> io::Result<()> {
     let start = out.len();
-    out.resize(start + 4096, 0);
-    loop {
-        match encode.encode(&mut out[start..]) {
-            Ok(n) => {
-                out.truncate(start + n);
-                return Ok(());
-            }
-            Err(EncodeError::InsufficientSize(size)) => out.resize(start + size.required_size, 0),
-            Err(error) => return Err(io::Error::other(error)),
-        }
-    }
+    let n = write_grown(
+        out,
+        start,
+        |buf| encode.encode(buf),
+        |error| match error {
+            EncodeError::InsufficientSize(size) => Some(size.required_size),
+            _ => None,
+        },
+    )?;
+    out.truncate(start + n);
+    Ok(())
 }
 
 impl AsyncRead for ServerTls {
@@ -306,15 +339,10 @@ impl AsyncWrite for ServerTls {
             let mut peer_closed = false;
             let written = loop {
                 let encrypted = this.settled(|state, unsent, plain| match state {
-                    ConnectionState::WriteTraffic(mut traffic) => loop {
-                        match traffic.encrypt(data, out) {
-                            Ok(n) => return Ok(Some(n)),
-                            Err(EncryptError::InsufficientSize(size)) => {
-                                out.resize(size.required_size, 0)
-                            }
-                            Err(error) => return Err(io::Error::other(error)),
-                        }
-                    },
+                    ConnectionState::WriteTraffic(mut traffic) => {
+                        write_grown(out, 0, |buf| traffic.encrypt(data, buf), encrypt_too_small)
+                            .map(Some)
+                    }
                     // Records rustls queued before this one (a key update's) go first.
                     ConnectionState::EncodeTlsData(mut encode) => {
                         encode_into(&mut encode, unsent).map(|()| None)
@@ -379,19 +407,15 @@ impl AsyncWrite for ServerTls {
                 let ConnectionState::WriteTraffic(mut traffic) = state else {
                     return Ok(None);
                 };
-                let mut out = vec![0; 64];
-                loop {
-                    match traffic.queue_close_notify(&mut out) {
-                        Ok(n) => {
-                            out.truncate(n);
-                            return Ok(Some(out));
-                        }
-                        Err(EncryptError::InsufficientSize(size)) => {
-                            out.resize(size.required_size, 0)
-                        }
-                        Err(error) => return Err(io::Error::other(error)),
-                    }
-                }
+                let mut out = Vec::new();
+                let n = write_grown(
+                    &mut out,
+                    0,
+                    |buf| traffic.queue_close_notify(buf),
+                    encrypt_too_small,
+                )?;
+                out.truncate(n);
+                Ok(Some(out))
             });
             if let Ok(Some(notify)) = notify {
                 this.unsent = notify;
