@@ -5,7 +5,10 @@
 # secure default, and runs `fleetwire-loadgen` against it: NODES nodes (3,000), a kept-alive
 # connection each (`--connection-per-node`; with https each presents the certificate its
 # registration got), a warm-up, then DURATION measured. The modes alternate, the order reversed
-# every other round, and each round prints both rates and the ratio mTLS / plain.
+# every other round, and each round prints both rates and the ratio mTLS / plain, then each
+# side's CPU per heartbeat read inside the measured phase; the last lines give the medians of
+# the rates' ratio and of the controller's CPU per heartbeat, plain / mTLS (what mTLS costs a
+# controller whose cores are its own, docs/performance.md "Each side's CPU per heartbeat").
 #
 #   bash tests/perf/compare_mtls.sh                       # 3 rounds (6 runs) of 8 s
 #   ROUNDS=5 NODES=3000 DURATION=8s bash tests/perf/compare_mtls.sh
@@ -31,6 +34,11 @@ cd "$(dirname "$0")/../.."
 rounds=${ROUNDS:-3}
 nodes=${NODES:-3000}
 duration=${DURATION:-8s}
+# Whole seconds: the CPU readings fall a second inside each end of the measured phase.
+if [[ ! $duration =~ ^[0-9]+s$ ]] || ((${duration%s} < 3)); then
+  echo "DURATION=$duration: give whole seconds, at least 3 (8s, 30s)" >&2
+  exit 2
+fi
 nice_level=${NICE:-$([[ $(id -u) == 0 ]] && echo -10 || echo 0)}
 target=${CARGO_TARGET_DIR:-$PWD/target}
 # The controller's RUST_LOG (CONTROLLER_LOG=warn,fleetwire::tls_server=debug to see dropped
@@ -111,12 +119,43 @@ run() {
     return
   fi
   nice -n "$nice_level" "$loadgen" "${load[@]}" --duration "$duration" --warmup 3s \
-    >"$dir/loadgen.out" 2>"$dir/loadgen.err" || loadgen_failed
+    >"$dir/loadgen.out" 2>"$dir/loadgen.err" &
+  loadgen_pid=$!
+  # Each side's CPU per heartbeat, read inside the measured phase (from a second after the
+  # warm-up to a second before its end): what mTLS costs the controller on cores of its own,
+  # apart from what it costs the load generator beside it on these.
+  until grep -qs "opened .* connections" "$dir/loadgen.err"; do
+    kill -0 "$loadgen_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  local seconds=${duration%s} first second
+  sleep 4
+  first="$(cpu_ticks "$controller") $(cpu_ticks "$loadgen_pid") $(answered)"
+  sleep $((seconds - 2))
+  second="$(cpu_ticks "$controller") $(cpu_ticks "$loadgen_pid") $(answered)"
+  wait "$loadgen_pid" || loadgen_failed
+  loadgen_pid=
   kill "$controller"
   wait "$controller" 2>/dev/null || true
   controller=
   # loadgen's report: "heartbeats: N ok, N failed, RATE/s (after ...)".
   rate=$(grep -oE '^heartbeats: .* ([0-9]+)/s' "$dir/loadgen.out" | grep -oE '[0-9]+/s' | tr -d /s)
+  # Microseconds of CPU per heartbeat answered between the two readings: controller, load
+  # generator (the metrics request that read the first is among those answered).
+  cpu=$(python3 - $first $second "$(getconf CLK_TCK)" <<'PY'
+import sys
+c0, l0, n0, c1, l1, n1, hz = map(int, sys.argv[1:])
+served = n1 - n0 - 1
+if served <= 0:
+    sys.exit(f"no heartbeats answered between the CPU readings ({served})")
+print(f"{(c1 - c0) / hz / served * 1e6:.2f} {(l1 - l0) / hz / served * 1e6:.2f}")
+PY
+) || exit 1
+}
+
+# A process's user and system CPU so far, all its threads, in clock ticks.
+cpu_ticks() {
+  awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0
 }
 
 # Ends the script with what the failed run's load generator and controller said (called by
@@ -215,18 +254,25 @@ if [[ -n $cache_sim ]]; then
   exit 0
 fi
 
-ratios=()
+ratios=() cpu_ratios=()
 for round in $(seq 1 "$rounds"); do
   if ((round % 2)); then
-    run plain && plain=$rate
-    run mtls && mtls=$rate
+    run plain && plain=$rate plain_cpu=$cpu
+    run mtls && mtls=$rate mtls_cpu=$cpu
   else
-    run mtls && mtls=$rate
-    run plain && plain=$rate
+    run mtls && mtls=$rate mtls_cpu=$cpu
+    run plain && plain=$rate plain_cpu=$cpu
   fi
+  read -r plain_controller plain_loadgen <<<"$plain_cpu"
+  read -r mtls_controller mtls_loadgen <<<"$mtls_cpu"
   ratio=$(python3 -c "print(f'{$mtls / $plain:.3f}')")
-  ratios+=("$ratio")
+  # The controller's CPU per heartbeat, plain / mTLS: the rate mTLS leaves a controller whose
+  # cores are its own, relative to plain.
+  cpu_ratio=$(python3 -c "print(f'{$plain_controller / $mtls_controller:.3f}')")
+  ratios+=("$ratio") cpu_ratios+=("$cpu_ratio")
   echo "round $round: plain $plain/s, mTLS $mtls/s, mTLS / plain $ratio (load $(cut -d' ' -f1 /proc/loadavg))"
+  echo "  CPU per heartbeat, controller: plain $plain_controller µs, mTLS $mtls_controller µs (plain / mTLS $cpu_ratio); load generator: plain $plain_loadgen µs, mTLS $mtls_loadgen µs"
 done
-median=$(printf '%s\n' "${ratios[@]}" | sort -n | python3 -c 'import sys; v=[float(x) for x in sys.stdin]; n=len(v); print(f"{(v[n//2] if n%2 else (v[n//2-1]+v[n//2])/2):.3f}")')
-echo "mTLS / plain per round: ${ratios[*]}; median $median"
+median() { printf '%s\n' "$@" | sort -n | python3 -c 'import sys; v=[float(x) for x in sys.stdin]; n=len(v); print(f"{(v[n//2] if n%2 else (v[n//2-1]+v[n//2])/2):.3f}")'; }
+echo "mTLS / plain per round: ${ratios[*]}; median $(median "${ratios[@]}")"
+echo "the controller's CPU per heartbeat, plain / mTLS, per round: ${cpu_ratios[*]}; median $(median "${cpu_ratios[@]}")"
