@@ -253,13 +253,11 @@ impl AsyncRead for ServerTls {
         let filled_before = buf.filled().len();
         while !this.read_closed && buf.filled().len() == filled_before && this.plain.is_empty() {
             let step = SCRATCH.with_borrow_mut(|(scratch, _)| {
-                if scratch.len() < READ_AT_ONCE + MAX_RECORD {
-                    scratch.resize(READ_AT_ONCE + MAX_RECORD, 0);
-                }
-                // What the handshake left can be longer than a record.
+                // Room for a record in part (what the handshake left can be longer) and a read.
                 let carried = this.partial.len();
-                if scratch.len() < carried + READ_AT_ONCE {
-                    scratch.resize(carried + READ_AT_ONCE, 0);
+                let room = carried.max(MAX_RECORD) + READ_AT_ONCE;
+                if scratch.len() < room {
+                    scratch.resize(room, 0);
                 }
                 scratch[..carried].copy_from_slice(&this.partial);
                 let mut read = ReadBuf::new(&mut scratch[carried..carried + READ_AT_ONCE]);
@@ -483,10 +481,7 @@ where
                 need_bytes = true
             }
             Ok(ConnectionState::PeerClosed | ConnectionState::Closed) => {
-                return Err(HandshakeEnd::Failed(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the client closed the connection in the handshake",
-                )))
+                return Err(closed_in_handshake())
             }
             Ok(_) => {
                 return Err(HandshakeEnd::Failed(io::Error::other(
@@ -552,11 +547,15 @@ where
             }
         };
         if n == 0 {
-            return Err(HandshakeEnd::Failed(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the client closed the connection in the handshake",
-            )));
+            return Err(closed_in_handshake());
         }
         used += n;
     }
+}
+
+fn closed_in_handshake() -> HandshakeEnd {
+    HandshakeEnd::Failed(io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "the client closed the connection in the handshake",
+    ))
 }

@@ -171,30 +171,7 @@ fn keep_alive_heartbeat(stream: &mut TcpStream, node_id: &str) -> u16 {
         body.len()
     )
     .expect("the node's keep-alive connection takes the heartbeat");
-    // The head, then as many body bytes as it announces.
-    let mut answer = Vec::new();
-    let mut byte = [0u8; 1];
-    while !answer.ends_with(b"\r\n\r\n") {
-        match stream.read(&mut byte) {
-            Ok(1) => answer.push(byte[0]),
-            other => panic!(
-                "the controller closed the node's keep-alive connection: {other:?} after {:?}",
-                String::from_utf8_lossy(&answer)
-            ),
-        }
-    }
-    let head = String::from_utf8(answer).unwrap();
-    let length: usize = head
-        .lines()
-        .find_map(|l| {
-            let (name, value) = l.split_once(':')?;
-            name.eq_ignore_ascii_case("content-length")
-                .then(|| value.trim().parse().unwrap())
-        })
-        .expect("a Content-Length");
-    let mut body = vec![0u8; length];
-    stream.read_exact(&mut body).unwrap();
-    head.split_whitespace().nth(1).unwrap().parse().unwrap()
+    crate::support::read_http_answer(stream).0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,7 +13,7 @@ use std::time::Duration;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::support::install_crypto_provider;
+use crate::support::{install_crypto_provider, read_http_answer as read_answer};
 
 /// A CA, and a certificate with its key (PEM) signed by it for `name`.
 struct Ca {
@@ -110,29 +110,6 @@ fn records_of(stream: &mut Stream) -> Vec<u8> {
         stream.conn.write_tls(&mut records).unwrap();
     }
     records
-}
-
-/// Reads one answer: its status and body (`content-length` framed).
-fn read_answer(stream: &mut impl Read) -> (u16, Vec<u8>) {
-    let mut head = Vec::new();
-    let mut byte = [0u8];
-    while !head.ends_with(b"\r\n\r\n") {
-        stream.read_exact(&mut byte).unwrap();
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8(head).unwrap();
-    let status = head[9..12].parse().unwrap();
-    let length: usize = head
-        .lines()
-        .find_map(|line| {
-            let (name, value) = line.split_once(':')?;
-            name.eq_ignore_ascii_case("content-length")
-                .then(|| value.trim().parse().unwrap())
-        })
-        .unwrap_or(0);
-    let mut body = vec![0; length];
-    stream.read_exact(&mut body).unwrap();
-    (status, body)
 }
 
 /// Bytes that do not repeat within a record, so a record misplaced or dropped shows.

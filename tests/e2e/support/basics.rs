@@ -216,3 +216,33 @@ pub fn serve_tls(cert_pem: &str, key_pem: &str, client_ca_pem: &str, app: axum::
     });
     port
 }
+
+/// Reads one HTTP/1.1 answer from a blocking stream (plain or TLS): its status and its body,
+/// framed by the `Content-Length` the answer must carry. Panics, saying what arrived, when the
+/// stream ends or fails before the head is whole.
+pub fn read_http_answer(stream: &mut impl std::io::Read) -> (u16, Vec<u8>) {
+    let mut head = Vec::new();
+    let mut byte = [0u8];
+    while !head.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            other => panic!(
+                "the connection ended within an answer's head: {other:?} after {:?}",
+                String::from_utf8_lossy(&head)
+            ),
+        }
+    }
+    let head = String::from_utf8(head).unwrap();
+    let status = head[9..12].parse().unwrap();
+    let length: usize = head
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().unwrap())
+        })
+        .unwrap_or_else(|| panic!("an answer without a Content-Length: {head:?}"));
+    let mut body = vec![0; length];
+    stream.read_exact(&mut body).unwrap();
+    (status, body)
+}
