@@ -29,6 +29,14 @@
 # cold to the first user-space code that reads it.
 #
 #   CACHE_SIM=1 ROUNDS=1 NODES=3000 bash tests/perf/compare_mtls.sh
+#
+# PROFILE=DIR samples each controller natively instead (docs/performance.md, "Where mTLS's CPU
+# goes, natively"): `perf record` (Debian: linux-perf) for 4 s of the measured phase, between
+# the CPU readings, into DIR/MODE-roundN.data, and each run prints the controller's CPU per
+# heartbeat split by where its samples fell: AES-GCM, ring's AEAD calls, rustls, fleetwire's
+# TLS connection, the kernel, allocation, the rest. The profiler's own cost is in the figures.
+#
+#   PROFILE=/tmp/mtls-profiles ROUNDS=2 bash tests/perf/compare_mtls.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${ROUNDS:-3}
@@ -49,6 +57,22 @@ window=${WINDOW:-20}
 # Sizes as valgrind takes them: bytes, ways, line bytes.
 l1=${L1:-32768,8,64}
 ll=${LL:-1048576,16,64}
+profile=${PROFILE:-}
+if [[ -n $profile ]]; then
+  command -v perf >/dev/null || {
+    echo "PROFILE needs perf (Debian: apt-get install -y linux-perf)" >&2
+    exit 1
+  }
+  ((${duration%s} >= 6)) || {
+    echo "PROFILE samples 4 s between the CPU readings: DURATION=$duration is too short (8s)" >&2
+    exit 2
+  }
+  [[ -z $cache_sim ]] || {
+    echo "PROFILE samples timed runs; CACHE_SIM counts simulated ones: give one of them" >&2
+    exit 2
+  }
+  mkdir -p "$profile"
+fi
 if [[ -n $cache_sim ]] && ! command -v callgrind_control >/dev/null; then
   echo "CACHE_SIM needs valgrind (Debian: apt-get install -y valgrind)" >&2
   exit 1
@@ -131,8 +155,20 @@ run() {
   local seconds=${duration%s} first second
   sleep 4
   first="$(cpu_ticks "$controller") $(cpu_ticks "$loadgen_pid") $(answered)"
+  local perf_pid=
+  if [[ -n $profile ]]; then
+    # In the background: perf's own ending (writing its file) stays out of the readings.
+    perf record -F 1999 -g -p "$controller" -o "$profile/$mode-round$round.data" -- sleep 4 \
+      >"$dir/perf.out" 2>&1 &
+    perf_pid=$!
+  fi
   sleep $((seconds - 2))
   second="$(cpu_ticks "$controller") $(cpu_ticks "$loadgen_pid") $(answered)"
+  if [[ -n $perf_pid ]] && ! wait "$perf_pid"; then
+    echo "perf record failed ($mode):" >&2
+    cat "$dir/perf.out" >&2
+    exit 1
+  fi
   wait "$loadgen_pid" || loadgen_failed
   loadgen_pid=
   kill "$controller"
@@ -254,6 +290,38 @@ if [[ -n $cache_sim ]]; then
   exit 0
 fi
 
+# PROFILE's split of one run: the controller's CPU per heartbeat (µs) shared out by the
+# functions its samples fell in.
+profile_split() { # FILE MICROSECONDS MODE
+  perf report -i "$1" --no-children --sort dso,symbol --stdio 2>/dev/null |
+    python3 -c '
+import re, sys
+per_heartbeat, mode = float(sys.argv[1]), sys.argv[2]
+parts = dict.fromkeys(["AES-GCM", "ring", "rustls", "connection", "kernel", "allocation", "rest"], 0.0)
+for line in sys.stdin:
+    m = re.match(r"\s+([\d.]+)%\s+\S+\s+\[(.)\]\s+(.*)", line)
+    if not m:
+        continue
+    share, kind, symbol = float(m.group(1)), m.group(2), m.group(3)
+    if kind == "k":
+        part = "kernel"
+    elif re.search(r"ring_core.*(aes|gcm|ghash)", symbol):
+        part = "AES-GCM"
+    elif "rustls" in symbol:
+        part = "rustls"
+    elif re.search(r"ring::|ring_core", symbol):
+        part = "ring"
+    elif "tls_server" in symbol:
+        part = "connection"
+    elif re.search(r"\bmi_|malloc|\bfree\b", symbol):
+        part = "allocation"
+    else:
+        part = "rest"
+    parts[part] += share * per_heartbeat / 100
+print(f"  {mode} profile, µs per heartbeat: " + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()))
+' "$2" "$3"
+}
+
 ratios=() cpu_ratios=()
 for round in $(seq 1 "$rounds"); do
   if ((round % 2)); then
@@ -272,6 +340,10 @@ for round in $(seq 1 "$rounds"); do
   ratios+=("$ratio") cpu_ratios+=("$cpu_ratio")
   echo "round $round: plain $plain/s, mTLS $mtls/s, mTLS / plain $ratio (load $(cut -d' ' -f1 /proc/loadavg))"
   echo "  CPU per heartbeat, controller: plain $plain_controller µs, mTLS $mtls_controller µs (plain / mTLS $cpu_ratio); load generator: plain $plain_loadgen µs, mTLS $mtls_loadgen µs"
+  if [[ -n $profile ]]; then
+    profile_split "$profile/plain-round$round.data" "$plain_controller" plain
+    profile_split "$profile/mtls-round$round.data" "$mtls_controller" mTLS
+  fi
 done
 median() { printf '%s\n' "$@" | sort -n | python3 -c 'import sys; v=[float(x) for x in sys.stdin]; n=len(v); print(f"{(v[n//2] if n%2 else (v[n//2-1]+v[n//2])/2):.3f}")'; }
 echo "mTLS / plain per round: ${ratios[*]}; median $(median "${ratios[@]}")"
