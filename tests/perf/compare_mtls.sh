@@ -30,7 +30,7 @@
 #
 #   CACHE_SIM=1 ROUNDS=1 NODES=3000 bash tests/perf/compare_mtls.sh
 #
-# PROFILE=DIR samples each controller natively instead (docs/performance.md, "Where mTLS's CPU
+# PROFILE=DIR also samples each controller natively (docs/performance.md, "Where mTLS's CPU
 # goes, natively"): `perf record` (Debian: linux-perf) for 4 s of the measured phase, between
 # the CPU readings, into DIR/MODE-roundN.data, and each run prints the controller's CPU per
 # heartbeat split by where its samples fell: AES-GCM, ring's AEAD calls, rustls, fleetwire's
@@ -181,6 +181,9 @@ run() {
   cpu=$(python3 - $first $second "$(getconf CLK_TCK)" <<'PY'
 import sys
 c0, l0, n0, c1, l1, n1, hz = map(int, sys.argv[1:])
+# A process gone by the second reading reads as 0 ticks (`cpu_ticks`): no figure then.
+if c1 < c0 or l1 < l0:
+    sys.exit("the controller or the load generator ended before the second CPU reading")
 served = n1 - n0 - 1
 if served <= 0:
     sys.exit(f"no heartbeats answered between the CPU readings ({served})")
