@@ -366,6 +366,8 @@ async fn up(args: &UpArgs) -> Result<()> {
             "or export FLEETWIRE_CONFIG once".to_string(),
         )
     };
+    // Ctrl-C stops the fleet from the moment the banner says so (shutdown::signal).
+    let stop = crate::shutdown::signal();
     console.line(&format!(
         "\nfleetwire is up: a fleet of one ({mode}).\n\
          \n  fleet       {curl} {api}/v1/fleet\
@@ -392,7 +394,7 @@ async fn up(args: &UpArgs) -> Result<()> {
     ));
 
     let reason = tokio::select! {
-        _ = crate::shutdown::signal() => None,
+        _ = stop => None,
         status = controller.child.wait() => Some(("controller", describe(status))),
         status = agent.child.wait() => Some(("agent", describe(status))),
     };

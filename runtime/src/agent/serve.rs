@@ -39,7 +39,7 @@ pub fn run(args: &AgentArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(serve_until(config, crate::shutdown::signal())) {
+    match runtime.block_on(async { serve_until(config, crate::shutdown::signal()).await }) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fleetwire agent: {e:#}");

@@ -329,9 +329,10 @@ async fn serve(args: ControllerArgs, db: Database, settings: Settings) -> anyhow
         ))),
         _ => None,
     };
+    let stop = crate::shutdown::signal();
     let shutdown = async {
         crate::service_manager::ready("controller");
-        crate::shutdown::signal().await;
+        stop.await;
         tracing::info!("shutting down");
         crate::service_manager::stopping("controller");
     };
